@@ -1,0 +1,284 @@
+"""Structural checks: the rules llama.cpp's loader applies to a decoded header.
+
+Mirrors ``gguf_init_from_file_impl`` in ``ggml/src/gguf.cpp`` (version, keys,
+alignment, tensor names, dimensions, types, packed offsets) and the bounds
+check of ``llama_model_loader`` (every tensor inside the file), plus what
+neither looks at (overlaps, trailing bytes). Only the header and the listed
+file size are used: no tensor data is read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from gguf_audit.findings import Finding, finding
+from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
+from gguf_audit.format.model import Header, TensorInfo, ValueType
+from gguf_audit.format.parser import GGML_MAX_DIMS
+
+__all__ = ["check_structure", "GGML_MAX_NAME"]
+
+GGML_MAX_NAME = 64
+"""ggml's tensor name buffer, NUL included: names of 64 bytes or more are refused."""
+
+_INT64_MAX = (1 << 63) - 1
+_SIZE_MAX = (1 << 64) - 1
+_KEY_RULE = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*\Z")
+
+
+def check_structure(header: Header, file_size: int | None) -> Iterator[Finding]:
+    """Yield every structural finding of ``header`` in a file of ``file_size`` bytes."""
+    yield from _check_preamble(header)
+    yield from _check_keys(header)
+    yield from _check_tensor_infos(header)
+    yield from _check_layout(header)
+    yield from _check_file_size(header, file_size)
+
+
+def _check_preamble(header: Header) -> Iterator[Finding]:
+    if header.version == 1:
+        yield finding(
+            "header.obsolete_version",
+            "version 1 (32-bit counts and lengths) is no longer read by llama.cpp",
+            offset=4,
+        )
+    if header.byte_order == "big":
+        yield finding(
+            "header.big_endian",
+            f"the file is big-endian (version word {header.version} byte-swapped); "
+            "llama.cpp refuses it on little-endian hosts",
+            offset=4,
+        )
+    yield from header.findings
+
+
+def _check_keys(header: Header) -> Iterator[Finding]:
+    seen: dict[str, int] = {}
+    for kv in header.kvs:
+        if not kv.key:
+            yield finding("header.empty_key", "a metadata key is the empty string", offset=kv.offset)
+        elif kv.key in seen:
+            yield finding(
+                "header.duplicate_key",
+                f"key {kv.key!r} appears again (first at offset {seen[kv.key]})",
+                offset=kv.offset,
+            )
+        else:
+            seen[kv.key] = kv.offset
+            if not _KEY_RULE.match(kv.key):
+                yield finding(
+                    "header.noncanonical_key",
+                    f"key {kv.key!r} is not dot-separated lower_snake_case",
+                    offset=kv.offset,
+                )
+        if kv.type is ValueType.ARRAY and kv.item_type is ValueType.ARRAY:
+            yield finding(
+                "header.nested_array",
+                f"key {kv.key!r} is an array of arrays, which llama.cpp's reader rejects",
+                offset=kv.offset,
+            )
+    alignment = header.metadata.get("general.alignment")
+    if alignment is not None:
+        if alignment.type is not ValueType.UINT32:
+            yield finding(
+                "header.bad_alignment",
+                f"general.alignment is stored as {alignment.type_name}, not uint32",
+                offset=alignment.offset,
+            )
+        elif isinstance(alignment.value, int) and (alignment.value == 0 or alignment.value & (alignment.value - 1)):
+            yield finding(
+                "header.bad_alignment",
+                f"general.alignment is {alignment.value}, not a power of two",
+                offset=alignment.offset,
+            )
+
+
+def _check_tensor_infos(header: Header) -> Iterator[Finding]:
+    seen: set[str] = set()
+    for t in header.tensors:
+        name_bytes = len(t.raw_name) if t.raw_name else len(t.name.encode("utf-8", "surrogateescape"))
+        if name_bytes >= GGML_MAX_NAME:
+            yield finding(
+                "tensor.name_too_long",
+                f"tensor name {t.name[:80]!r} is {name_bytes} bytes; ggml allows at most {GGML_MAX_NAME - 1}",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
+        if t.name in seen:
+            yield finding("tensor.duplicate_name", f"tensor {t.name!r} appears twice", tensor=t.name, offset=t.info_offset)
+        seen.add(t.name)
+        yield from _check_dims(t)
+        yield from _check_type(t)
+
+
+def _check_dims(t: TensorInfo) -> Iterator[Finding]:
+    if len(t.shape) > GGML_MAX_DIMS:
+        yield finding(
+            "tensor.bad_dims",
+            f"tensor {t.name!r} has {len(t.shape)} dimensions; ggml allows at most {GGML_MAX_DIMS}",
+            tensor=t.name,
+            offset=t.info_offset,
+        )
+        return
+    negative = [d for d in t.shape if d < 0]
+    if negative:
+        yield finding(
+            "tensor.bad_dims",
+            f"tensor {t.name!r} has a negative dimension {negative[0]} in shape {list(t.shape)}",
+            tensor=t.name,
+            offset=t.info_offset,
+        )
+        return
+    ne = list(t.shape) + [1] * (GGML_MAX_DIMS - len(t.shape))
+    # The same three tests llama.cpp makes, so a shape it refuses is refused here.
+    if 0 not in ne and (
+        _INT64_MAX // ne[1] <= ne[0]
+        or _INT64_MAX // ne[2] <= ne[0] * ne[1]
+        or _INT64_MAX // ne[3] <= ne[0] * ne[1] * ne[2]
+    ):
+        yield finding(
+            "tensor.bad_dims",
+            f"tensor {t.name!r} with shape {list(t.shape)} has {t.n_elements} elements, past int64",
+            tensor=t.name,
+            offset=t.info_offset,
+        )
+
+
+def _check_type(t: TensorInfo) -> Iterator[Finding]:
+    info = t.type_info
+    if info.status is TypeStatus.REMOVED:
+        hint = " (ids 34 to 37 mean other types in forks such as ik_llama.cpp)" if 34 <= t.type_id <= 37 else ""
+        yield finding(
+            "tensor.removed_type",
+            f"tensor {t.name!r} has type {info.name} (id {t.type_id}), whose support was removed{hint}",
+            tensor=t.name,
+            offset=t.info_offset,
+        )
+        return
+    if info.status is TypeStatus.UNKNOWN:
+        yield finding(
+            "tensor.unknown_type",
+            f"tensor {t.name!r} has ggml type id {t.type_id}, outside llama.cpp's 0 to {GGML_TYPE_COUNT - 1}; "
+            "forks such as ik_llama.cpp number their own types (there ids 34 to 37 mean other things too)",
+            tensor=t.name,
+            offset=t.info_offset,
+        )
+        return
+    if not t.shape or any(d < 0 for d in t.shape):
+        return
+    if t.shape[0] % info.block_elems:
+        yield finding(
+            "tensor.row_not_block_multiple",
+            f"tensor {t.name!r} of type {info.name} has rows of {t.shape[0]} elements, "
+            f"not a multiple of the block size {info.block_elems}",
+            tensor=t.name,
+            offset=t.info_offset,
+        )
+    elif t.n_elements // info.block_elems > _SIZE_MAX // info.block_bytes:
+        yield finding(
+            "tensor.bad_dims",
+            f"tensor {t.name!r} with shape {list(t.shape)} needs more bytes than a 64-bit size holds",
+            tensor=t.name,
+            offset=t.info_offset,
+        )
+
+
+def _padded(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+def _check_layout(header: Header) -> Iterator[Finding]:
+    alignment = header.alignment
+    expected = 0
+    not_packed: list[TensorInfo] = []
+    for t in header.tensors:
+        if t.offset % alignment:
+            yield finding(
+                "tensor.misaligned_offset",
+                f"tensor {t.name!r} starts at data offset {t.offset}, not a multiple of the alignment {alignment}",
+                tensor=t.name,
+                offset=t.data_offset,
+            )
+        if t.offset != expected:
+            not_packed.append(t)
+            if len(not_packed) == 1:
+                first_expected = expected
+        expected += _padded(t.n_bytes, alignment)
+    if not_packed:
+        t = not_packed[0]
+        more = f" ({len(not_packed) - 1} later tensors are off as well)" if len(not_packed) > 1 else ""
+        yield finding(
+            "tensor.offset_not_packed",
+            f"tensor {t.name!r} has data offset {t.offset}, but llama.cpp expects {first_expected}, "
+            f"the sum of the padded sizes before it{more}",
+            tensor=t.name,
+            offset=t.data_offset,
+        )
+    yield from _check_overlaps(header)
+
+
+def _check_overlaps(header: Header) -> Iterator[Finding]:
+    regions = sorted((t for t in header.tensors if t.n_bytes > 0), key=lambda t: (t.offset, -t.n_bytes))
+    reported: set[str] = set()
+    furthest: TensorInfo | None = None
+    for t in regions:
+        if furthest is not None and t.offset < furthest.offset + furthest.n_bytes:
+            if t.name in reported:
+                continue
+            reported.add(t.name)
+            inside = t.offset == furthest.offset or t.offset + t.n_bytes <= furthest.offset + furthest.n_bytes
+            if inside:
+                yield finding(
+                    "tensor.overlap",
+                    f"tensor {t.name!r} (data offset {t.offset}, {t.n_bytes} bytes) lies inside "
+                    f"tensor {furthest.name!r} (data offset {furthest.offset}, {furthest.n_bytes} bytes)",
+                    tensor=t.name,
+                    offset=t.data_offset,
+                )
+            else:
+                yield finding(
+                    "tensor.undersized_region",
+                    f"tensor {furthest.name!r} needs {furthest.n_bytes} bytes from data offset {furthest.offset}, "
+                    f"but tensor {t.name!r} starts {t.offset - furthest.offset} bytes in",
+                    tensor=furthest.name,
+                    offset=furthest.data_offset,
+                )
+        if furthest is None or t.offset + t.n_bytes > furthest.offset + furthest.n_bytes:
+            furthest = t
+
+
+def _check_file_size(header: Header, file_size: int | None) -> Iterator[Finding]:
+    if file_size is None:
+        yield finding("io.size_unknown", "the file's size is unknown, so tensor bounds were not checked")
+        return
+    if header.n_tensors and header.data_offset > file_size:
+        yield finding(
+            "data.truncated",
+            f"the data section starts at {header.data_offset}, past the file's {file_size} bytes",
+            offset=file_size,
+        )
+        return
+    past = [t for t in header.tensors if t.end_offset > file_size]
+    if past:
+        first = min(past, key=lambda t: t.data_offset)
+        missing = header.min_file_size - file_size
+        yield finding(
+            "data.truncated",
+            f"tensor {first.name!r} ends at {first.end_offset}, past the file's {file_size} bytes; "
+            f"{len(past)} of {header.n_tensors} tensors reach past the end and {missing} bytes are missing",
+            tensor=first.name,
+            offset=file_size,
+        )
+        return
+    end = header.header_bytes
+    if header.tensors:
+        end = max(header.data_offset, max(_padded(t.data_offset + t.n_bytes, header.alignment) for t in header.tensors))
+    end = _padded(end, header.alignment)
+    if file_size > end:
+        yield finding(
+            "data.trailing_bytes",
+            f"the file has {file_size - end} bytes after the end of its last tensor at {end}",
+            offset=end,
+        )
+

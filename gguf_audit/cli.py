@@ -1,0 +1,128 @@
+"""The ``gguf-audit`` command. ``main(argv)`` returns the exit status, so tests call it in-process.
+
+Exit status: 0 when no problem is an error, 1 when one is, 2 for usage errors
+(and, for a run, when the run itself failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gguf_audit import __version__
+from gguf_audit.findings import CODES
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _parse_storage_options(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _UsageError(f"--storage-options is not valid JSON: {exc.msg}. Got {text!r}.") from exc
+    if not isinstance(value, dict):
+        raise _UsageError(f"--storage-options must be a JSON object. Got {text!r}.")
+    return value
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from gguf_audit.audit import audit_file
+    from gguf_audit.report import audit_to_json, render_text
+
+    options = _parse_storage_options(args.storage_options)
+    audit = audit_file(args.url, storage_options=options)
+    if args.json:
+        json.dump(audit_to_json(audit, full_arrays=args.full_arrays), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(render_text(audit))
+    return EXIT_PROBLEMS if audit.errors else EXIT_OK
+
+
+def _load_all_codes() -> None:
+    """Import every module that registers codes, so the catalogue is whole."""
+    import gguf_audit.checks.structure  # noqa: F401
+
+    for name in ("gguf_audit.checks.template",):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+
+
+def _cmd_codes(args: argparse.Namespace) -> int:
+    _load_all_codes()
+    rows = sorted(CODES.values(), key=lambda c: c.code)
+    if args.json:
+        json.dump(
+            [{"code": c.code, "severity": str(c.severity), "refused": c.refused, "doc": c.doc} for c in rows],
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+        return EXIT_OK
+    width = max(len(c.code) for c in rows)
+    print(f"{'code':{width}}  {'severity':8} {'llama.cpp':10} explanation")
+    for c in rows:
+        refused = {True: "refuses", False: "loads", None: "unknown"}[c.refused]
+        print(f"{c.code:{width}}  {c.severity:8} {refused:10} {c.doc}")
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from gguf_audit.demo import run_demo
+
+    return run_demo(args.dir)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gguf-audit",
+        description="Audit GGUF model files where they are stored, reading only headers and a few blocks.",
+    )
+    parser.add_argument("--version", action="version", version=f"gguf-audit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    inspect = sub.add_parser("inspect", help="read one file's header and report every problem")
+    inspect.add_argument("url", help="any fsspec URL or local path (s3://, hf://, https://, gs://, file)")
+    inspect.add_argument("--json", action="store_true", help="print one JSON object")
+    inspect.add_argument("--full-arrays", action="store_true", help="include array values in --json")
+    inspect.add_argument("--storage-options", metavar="JSON", help="fsspec storage options as a JSON object")
+    inspect.set_defaults(func=_cmd_inspect)
+
+    codes = sub.add_parser("codes", help="print the catalogue of problem codes")
+    codes.add_argument("--json", action="store_true")
+    codes.set_defaults(func=_cmd_codes)
+
+    demo = sub.add_parser("demo", help="build a small sample collection and audit it")
+    demo.add_argument("dir", nargs="?", default="sample-collection", help="where to write the collection")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
+    try:
+        return int(args.func(args))
+    except _UsageError as exc:
+        print(f"gguf-audit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

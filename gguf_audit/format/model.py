@@ -1,0 +1,213 @@
+"""Frozen values a parsed GGUF header is made of."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Literal, TypeAlias, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from gguf_audit.findings import Finding
+from gguf_audit.format.ggml_types import GGMLTypeInfo, ggml_type_info
+
+__all__ = [
+    "KV",
+    "ByteOrder",
+    "Header",
+    "NeedMore",
+    "StringArray",
+    "TensorInfo",
+    "Value",
+    "ValueType",
+]
+
+ByteOrder: TypeAlias = Literal["little", "big"]
+
+
+class ValueType(IntEnum):
+    """GGUF metadata value types (the spec's ``gguf_metadata_value_type``)."""
+
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
+    @property
+    def spelling(self) -> str:
+        """The name gguf-audit reports: ``uint32``, ``string``, ``array``."""
+        return self.name.lower()
+
+
+class StringArray(Sequence[str]):
+    """A GGUF array of strings, decoded on access.
+
+    Holds the header buffer and the start and end of every item, so a 256k
+    token vocabulary costs two int64 arrays instead of a quarter million
+    Python strings until someone asks for them.
+    """
+
+    __slots__ = ("_buf", "_ends", "_starts")
+
+    def __init__(self, buf: bytes | memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> None:
+        self._buf = buf
+        self._starts = starts
+        self._ends = ends
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        start = int(self._starts[index])
+        end = int(self._ends[index])
+        return bytes(self._buf[start:end]).decode("utf-8", "backslashreplace")
+
+    def __iter__(self) -> Iterator[str]:
+        buf = self._buf
+        for start, end in zip(self._starts.tolist(), self._ends.tolist(), strict=True):
+            yield bytes(buf[start:end]).decode("utf-8", "backslashreplace")
+
+    def raw(self, index: int) -> bytes:
+        """The undecoded bytes of item ``index``."""
+        return bytes(self._buf[int(self._starts[index]) : int(self._ends[index])])
+
+    def lengths(self) -> npt.NDArray[np.int64]:
+        """Byte length of every item."""
+        return self._ends - self._starts
+
+    def to_list(self) -> list[str]:
+        return list(self)
+
+    def __repr__(self) -> str:
+        return f"StringArray(len={len(self)})"
+
+
+Value: TypeAlias = "int | float | bool | str | npt.NDArray[np.generic] | StringArray | list[Value]"
+"""A metadata value: a scalar, a numpy array (numeric and bool arrays),
+a :class:`StringArray`, or a list of arrays (arrays of arrays)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KV:
+    """One metadata key-value pair, as it stands in the file."""
+
+    key: str
+    type: ValueType
+    value: Value
+    offset: int
+    """Absolute offset of the record (its key length field)."""
+    item_type: ValueType | None = None
+    """For arrays: the element type (ARRAY for arrays of arrays)."""
+
+    @property
+    def length(self) -> int | None:
+        """Number of items for arrays, None for scalars."""
+        if self.type is not ValueType.ARRAY:
+            return None
+        return len(self.value)  # type: ignore[arg-type]
+
+    @property
+    def type_name(self) -> str:
+        """``uint32``, ``string``, ``array[string]``, ``array[array]``."""
+        if self.type is ValueType.ARRAY and self.item_type is not None:
+            return f"array[{self.item_type.spelling}]"
+        return self.type.spelling
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """One tensor-info record, with the sizes that follow from it."""
+
+    name: str
+    shape: tuple[int, ...]
+    """Dimensions in ggml order (ne[0] first: the row length)."""
+    type_id: int
+    offset: int
+    """Offset of the data relative to the data section, as written in the file."""
+    data_offset: int
+    """Absolute offset of the data in the file."""
+    n_elements: int
+    n_bytes: int
+    """Bytes of data the type and shape imply (0 when the type is unknown)."""
+    info_offset: int
+    """Absolute offset of the tensor-info record."""
+    raw_name: bytes = b""
+
+    @property
+    def type_info(self) -> GGMLTypeInfo:
+        return ggml_type_info(self.type_id)
+
+    @property
+    def type_name(self) -> str:
+        return self.type_info.name
+
+    @property
+    def end_offset(self) -> int:
+        """Absolute end (exclusive) of the tensor's data."""
+        return self.data_offset + self.n_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A parsed GGUF header: everything before the tensor data."""
+
+    version: int
+    byte_order: ByteOrder
+    alignment: int
+    """The alignment in force: general.alignment when valid, else the default 32."""
+    kvs: tuple[KV, ...]
+    tensors: tuple[TensorInfo, ...]
+    header_bytes: int
+    """Bytes from the start of the file to the end of the last tensor info."""
+    data_offset: int
+    """Absolute start of the data section (header_bytes padded to the alignment)."""
+    min_file_size: int
+    """The smallest file size the header implies (the end of the furthest tensor)."""
+    file_size: int | None
+    n_kv: int
+    n_tensors: int
+    findings: tuple[Finding, ...] = ()
+    """Problems seen while decoding (invalid UTF-8, invalid bools)."""
+    metadata: Mapping[str, KV] = field(default_factory=dict)
+    """The first KV of every key, in file order."""
+
+    def get(self, key: str, default: Value | None = None) -> Value | None:
+        kv = self.metadata.get(key)
+        return default if kv is None else kv.value
+
+    @property
+    def architecture(self) -> str | None:
+        value = self.get("general.architecture")
+        return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class NeedMore:
+    """The buffer ended before the header did.
+
+    ``needed_bytes`` is the absolute end the buffer must reach for parsing to
+    progress; ``estimated_bytes`` is the parser's guess of the whole header's
+    length from what it has seen. Pass ``resume`` back with the longer buffer
+    to carry on instead of starting over.
+    """
+
+    needed_bytes: int
+    estimated_bytes: int
+    resume: object | None = None
