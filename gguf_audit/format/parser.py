@@ -311,9 +311,14 @@ class _Reader:
     def read_string_array(self, n: int, key: str, at: int) -> StringArray:
         prefix = self.count_bytes
         self.check_count(n, prefix, self.limits.max_array_items, f"array {key!r} length", at)
+        if self.pos + n * prefix > self.blen:
+            # Not even the length prefixes are here yet: ask for them before
+            # sizing anything by n (with the file size unknown, check_count
+            # could only apply the named limit).
+            self.need(self.pos + n * prefix, f"array {key!r}")
         buf = self.buf
         unpack = self.count.unpack_from
-        # Bounded by check_count: at most one int64 per 8 bytes left in the file.
+        # At most one int64 per length prefix held in the buffer.
         starts = array("q", bytes(8 * n))
         first = pos = self.pos
         i = 0
@@ -326,7 +331,9 @@ class _Reader:
                 start = pos + prefix
                 pos = start + unpack(buf, pos)[0]
                 starts[i] = start
-        except struct.error:
+        except (struct.error, OverflowError):
+            # struct.error: the next prefix is cut off; OverflowError: a forged
+            # length sent the position past any index.
             self._string_array_short(key, i, starts, pos)
         if pos > self.blen:
             self._string_array_short(key, n, starts, pos)
