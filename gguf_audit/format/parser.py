@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -665,7 +666,9 @@ def _estimate(
     """
     if n_kv < 0:
         return max(needed, 64 * 1024)
-    pos = max(needed, cp.pos)
+    # From the last whole record on: what is known is re-estimated, so the
+    # requirement of the record in progress is not counted twice.
+    pos = cp.pos
     rest = 0
     if len(kvs) < n_kv:
         rest += _estimate_rest_of_kvs(r, kvs, n_kv, cp.pos, needed)
@@ -683,24 +686,23 @@ def _estimate_rest_of_kvs(r: _Reader, kvs: list[KV], n_kv: int, kv_pos: int, nee
     Vocabulary arrays dominate big headers. Once the token list's length is
     known the arrays that usually follow it can be sized: scores and token
     types (4 bytes an item) and, for BPE tokenizers, merges (about one per
-    token, each two tokens and a space).
+    token, each spelling the token it makes plus a space).
     """
     seen = {kv.key: kv for kv in kvs}
-    rest = 0
-    partial_key, n_items, done, item_bytes = _partial_array(r, kv_pos, needed)
-    if partial_key is not None:
-        rest += (n_items - done) * item_bytes
-    n_tokens = _vocab_size(seen, partial_key, n_items)
-    remaining_keys = n_kv - len(kvs) - (1 if partial_key is not None else 0)
+    partial = _partial_array(r, kv_pos, needed)
+    rest = partial.record_bytes if partial is not None else 0
+    partial_key = partial.key if partial is not None else None
+    n_tokens = _vocab_size(seen, partial)
+    remaining_keys = n_kv - len(kvs) - (1 if partial is not None else 0)
     expected: list[tuple[str, int]] = []
     if n_tokens:
-        token_bytes = _mean_item_bytes(seen.get("tokenizer.ggml.tokens"), r, partial_key, item_bytes)
+        token_bytes = _mean_token_bytes(seen.get("tokenizer.ggml.tokens"), r, partial)
         model = seen.get("tokenizer.ggml.model")
-        bpe = model is not None and model.value in ("gpt2", "bert", "t5")
+        kind = model.value if model is not None else None
         expected.append(("tokenizer.ggml.token_type", 4 * n_tokens + 64))
-        if bpe:
-            expected.append(("tokenizer.ggml.merges", n_tokens * (2 * token_bytes + 1 - 8 + r.count_bytes) + 64))
-        else:
+        if kind == "gpt2":
+            expected.append(("tokenizer.ggml.merges", n_tokens * (token_bytes + 1) + 64))
+        elif kind in ("llama", "t5", None):
             expected.append(("tokenizer.ggml.scores", 4 * n_tokens + 64))
     for key, nbytes in expected:
         if key not in seen and key != partial_key and remaining_keys > 0:
@@ -710,52 +712,75 @@ def _estimate_rest_of_kvs(r: _Reader, kvs: list[KV], n_kv: int, kv_pos: int, nee
     return rest
 
 
-def _partial_array(r: _Reader, kv_pos: int, needed: int) -> tuple[str | None, int, int, int]:
-    """If the buffer stopped inside an array, which one, its length, how many
-    items were read and their mean size. Re-reads only the record's head."""
+@dataclass(frozen=True, slots=True)
+class _PartialArray:
+    key: str
+    n_items: int
+    record_bytes: int
+    """Estimated bytes of the whole record, key to last item."""
+    item_bytes: int
+    """Estimated mean bytes per item still to come (prefix included)."""
+
+
+def _partial_array(r: _Reader, kv_pos: int, needed: int) -> _PartialArray | None:
+    """If the buffer stopped inside an array, estimate that array's record.
+
+    String items are measured from those already held. Vocabularies are
+    sorted by rank, so later tokens run longer: the mean of the second half
+    of the held items stands for the ones still to come.
+    """
     try:
         sub = _Reader(r.buf, r.file_size, 1 if r.v1 else 3, r.order, r.limits)
         sub.pos = kv_pos
         key, _ = sub.read_text("key", "key")
-        vtype = sub.read_value_type(key)
-        if vtype is not ValueType.ARRAY:
-            return None, 0, 0, 0
+        if sub.read_value_type(key) is not ValueType.ARRAY:
+            return None
         item_type = sub.read_value_type(key)
         n = sub.read_count("array length")
     except (_Short, FormatError):
-        return None, 0, 0, 0
+        return None
     start = sub.pos
+    head = start - kv_pos
     if item_type in _SCALAR_SIZE:
         size = _SCALAR_SIZE[item_type]
-        return key, n, 0, size
+        return _PartialArray(key, n, head + n * size, size)
     if item_type is not ValueType.STRING:
-        return key, n, 0, 16
-    # Walk the complete items in the buffer to measure them.
-    pos, done, unpack, prefix = start, 0, sub.count.unpack_from, sub.count_bytes
-    limit = min(len(r.buf), needed)
-    while done < n and pos + prefix <= limit:
-        length = unpack(r.buf, pos)[0]
-        if pos + prefix + length > limit:
+        return _PartialArray(key, n, head + n * 16, 16)
+    ends = _item_ends(r.buf, start, n, sub.count.unpack_from, sub.count_bytes)
+    done = len(ends)
+    if done < 2:
+        mean = sub.count_bytes + 8
+        return _PartialArray(key, n, head + n * mean, mean)
+    half = done // 2
+    recent = -(-(ends[-1] - ends[half - 1]) // (done - half))
+    return _PartialArray(key, n, head + (ends[-1] - start) + (n - done) * recent, recent)
+
+
+def _item_ends(buf: bytes | memoryview, start: int, n: int, unpack: Callable[..., tuple[int]], prefix: int) -> list[int]:
+    """End offsets of the whole string items held in ``buf`` from ``start``."""
+    ends: list[int] = []
+    pos, limit = start, len(buf)
+    while len(ends) < n and pos + prefix <= limit:
+        pos += prefix + unpack(buf, pos)[0]
+        if pos > limit:
             break
-        pos += prefix + length
-        done += 1
-    mean = (pos - start) // done if done else prefix + 8
-    return key, n, done, mean
+        ends.append(pos)
+    return ends
 
 
-def _vocab_size(seen: dict[str, KV], partial_key: str | None, n_items: int) -> int:
+def _vocab_size(seen: dict[str, KV], partial: _PartialArray | None) -> int:
     tokens = seen.get("tokenizer.ggml.tokens")
     if tokens is not None and tokens.length:
         return tokens.length
-    if partial_key == "tokenizer.ggml.tokens":
-        return n_items
+    if partial is not None and partial.key == "tokenizer.ggml.tokens":
+        return partial.n_items
     return 0
 
 
-def _mean_item_bytes(tokens: KV | None, r: _Reader, partial_key: str | None, partial_mean: int) -> int:
+def _mean_token_bytes(tokens: KV | None, r: _Reader, partial: _PartialArray | None) -> int:
+    """Mean bytes of a token item, prefix included."""
     if tokens is not None and isinstance(tokens.value, StringArray) and len(tokens.value):
         return int(tokens.value.lengths().mean()) + r.count_bytes
-    if partial_key == "tokenizer.ggml.tokens":
-        return partial_mean
+    if partial is not None and partial.key == "tokenizer.ggml.tokens":
+        return partial.item_bytes
     return 8 + r.count_bytes
-
