@@ -64,6 +64,9 @@ def _load_all_codes() -> None:
 def _cmd_codes(args: argparse.Namespace) -> int:
     _load_all_codes()
     rows = sorted(CODES.values(), key=lambda c: c.code)
+    if args.markdown:
+        print(codes_markdown())
+        return EXIT_OK
     if args.json:
         json.dump(
             [{"code": c.code, "severity": str(c.severity), "refused": c.refused, "doc": c.doc} for c in rows],
@@ -80,10 +83,20 @@ def _cmd_codes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def codes_markdown() -> str:
+    """The README's table of codes, generated from the registry."""
+    _load_all_codes()
+    lines = ["| code | severity | llama.cpp | what it means |", "|---|---|---|---|"]
+    for c in sorted(CODES.values(), key=lambda c: c.code):
+        refused = {True: "refuses", False: "loads", None: "unknown"}[c.refused]
+        lines.append(f"| `{c.code}` | {c.severity} | {refused} | {c.doc} |")
+    return "\n".join(lines)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from gguf_audit.demo import run_demo
 
-    return run_demo(args.dir)
+    return int(run_demo(args.dir))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -103,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
 
     codes = sub.add_parser("codes", help="print the catalogue of problem codes")
     codes.add_argument("--json", action="store_true")
+    codes.add_argument("--markdown", action="store_true", help="the README's table")
     codes.set_defaults(func=_cmd_codes)
 
     demo = sub.add_parser("demo", help="build a small sample collection and audit it")

@@ -131,18 +131,23 @@ register(
     True,
     "A valid big-endian file; llama.cpp refuses it on little-endian hosts (it reads the version as huge).",
 )
-register("header.truncated", E, True, "The file ends inside its header (metadata or tensor infos).")
+register(
+    "header.truncated",
+    E,
+    True,
+    "The file ends inside its header: a count or length needs more bytes than remain.",
+)
 register(
     "header.count_too_large",
     E,
     True,
-    "A tensor, key or array count that the rest of the file cannot hold, or past llama.cpp's limits.",
+    "A tensor, key or array count past gguf-audit's named limits (a forged or corrupt count).",
 )
 register(
     "header.string_too_long",
     E,
     True,
-    "A string length longer than the rest of the file, or than llama.cpp's 1 GiB limit.",
+    "A string length past llama.cpp's 1 GiB limit (a forged or corrupt length).",
 )
 register("header.bad_value_type", E, True, "A metadata value type id outside the 13 GGUF types.")
 register(

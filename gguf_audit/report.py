@@ -112,8 +112,10 @@ def _summarise(kv: KV, width: int = 100) -> str:
             head = [repr(escape(value[i], 24)) for i in range(min(n, 3))]
         elif isinstance(value, np.ndarray):
             head = [repr(_json_scalar(v)) for v in value[:3].tolist()]
+        elif isinstance(value, list):
+            head = [f"array[{len(v) if isinstance(v, list | StringArray | np.ndarray) else '?'}]" for v in value[:3]]
         else:
-            head = [f"array[{len(v) if hasattr(v, '__len__') else '?'}]" for v in (value or [])[:3]]  # type: ignore[union-attr]
+            head = []
         more = ", …" if n > 3 else ""
         return f"[{', '.join(head)}{more}] ({n} items)"
     if isinstance(value, str):

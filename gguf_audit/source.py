@@ -157,7 +157,6 @@ def _with_timeouts(protocol: str, options: Mapping[str, Any], timeout_s: float) 
         # Our own retry loop counts requests; botocore's would hide them.
         config_kwargs.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
         opts["config_kwargs"] = config_kwargs
-        opts.setdefault("retries", 1)
     return opts
 
 

@@ -1,7 +1,49 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 # Tests import their shared helpers (tests/corpus.py) as top-level modules.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corpus import corpus_dir  # noqa: E402
+
+from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def http_corpus() -> Iterator[RangeHTTPServer]:
+    """The corpus served over HTTP with Range support, on 127.0.0.1."""
+    with RangeHTTPServer(root=corpus_dir()) as server:
+        yield server
+
+
+@pytest.fixture
+def http(http_corpus: RangeHTTPServer) -> Iterator[RangeHTTPServer]:
+    """The corpus server with clean accounting and default behaviour."""
+    http_corpus.reset_stats()
+    yield http_corpus
+    http_corpus.ignore_range = False
+    http_corpus.latency_s = 0.0
+    http_corpus.fail_next = 0
+    http_corpus.fail_status = 503
+
+
+@pytest.fixture(scope="session")
+def s3_corpus() -> Iterator[MotoS3Server]:
+    """moto's S3 on 127.0.0.1 with a bucket 'corpus' holding a few corpus files."""
+    with MotoS3Server() as server:
+        server.make_bucket("corpus")
+        for rel in S3_FILES:
+            server.put("corpus", rel, (corpus_dir() / rel).read_bytes())
+        yield server
+
+
+S3_FILES = [
+    "models/tiny-llama-Q4_K_M.gguf",
+    "vocab/ggml-vocab-gpt-2.gguf",
+    "split/tiny-llama-Q4_K_M-00002-of-00004.gguf",
+]

@@ -1,49 +1,44 @@
-"""Where the shared real-file corpus lives, for tests that check against it.
+"""Where the real llama.cpp-made corpus lives, and its ground truth.
 
-The corpus (files made by llama.cpp's own tools, with ggml-made ground truth)
-is not part of the repository; tests read it from ``$GGUF_AUDIT_CORPUS`` or,
-by default, ``../shared/corpus`` beside the repository. Every helper returns
-an empty list when the corpus is absent, so parametrized tests collect as skipped.
+Tests find it through ``GGUF_AUDIT_CORPUS``, defaulting to ``../shared/corpus``
+beside the repository. ``.ci/run`` fails when it is missing, so CI always runs
+the tests that read it; a missing corpus fails them loudly rather than
+skipping them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["corpus_dir", "gguf_files", "truth", "truth_files"]
+__all__ = ["REPO", "corpus_dir", "gguf_files", "truth", "truth_files"]
 
-_REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent
 
 
 def corpus_dir() -> Path:
-    """The corpus folder; it may not exist on machines without the corpus."""
-    env = os.environ.get("GGUF_AUDIT_CORPUS")
-    if env:
-        return Path(env)
-    return _REPO_ROOT.parent / "shared" / "corpus"
+    return Path(os.environ.get("GGUF_AUDIT_CORPUS", REPO.parent / "shared" / "corpus"))
 
 
 def gguf_files() -> list[Path]:
-    """Every ``*.gguf`` under the corpus, sorted."""
-    root = corpus_dir()
-    if not root.is_dir():
-        return []
-    return sorted(root.rglob("*.gguf"))
+    """Every .gguf file of the corpus, sorted."""
+    files = sorted(corpus_dir().rglob("*.gguf"))
+    if not files:
+        raise FileNotFoundError(f"no GGUF corpus at {corpus_dir()}; set GGUF_AUDIT_CORPUS")
+    return files
 
 
 def truth_files() -> list[Path]:
-    """Every ``*.gguf.truth.json`` under the corpus, sorted."""
-    root = corpus_dir()
-    if not root.is_dir():
-        return []
-    return sorted(root.rglob("*.gguf.truth.json"))
+    """Every ``FILE.gguf.truth.json`` of the corpus, sorted."""
+    return [p.with_name(p.name + ".truth.json") for p in gguf_files()]
 
 
+@cache
 def truth(path: Path) -> dict[str, Any]:
-    """The ggml-made ground truth beside the corpus file ``path``."""
-    with open(f"{path}.truth.json", encoding="utf-8") as f:
-        result: dict[str, Any] = json.load(f)
-    return result
+    """The ground truth of one corpus file (``FILE.gguf.truth.json``)."""
+    with open(path.with_name(path.name + ".truth.json"), encoding="utf-8") as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data

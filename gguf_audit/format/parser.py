@@ -170,7 +170,12 @@ class _Reader:
         raise _Short(end)
 
     def check_count(self, n: int, min_item_bytes: int, limit: int, what: str, at: int) -> None:
-        """Refuse a count the named limit or the rest of the file cannot hold."""
+        """Refuse a count past its named limit, or that the rest of the file cannot hold.
+
+        Past the limit the count is forged or corrupt (``header.count_too_large``);
+        within it but past the end of the file, the file is cut short
+        (``header.truncated``): a plausible count in a file that stops early.
+        """
         if n > limit:
             raise FormatError(
                 "header.count_too_large",
@@ -180,9 +185,9 @@ class _Reader:
         remaining = self.remaining(self.pos)
         if remaining is not None and n * min_item_bytes > remaining:
             raise FormatError(
-                "header.count_too_large",
+                "header.truncated",
                 f"{what} is {n}, but {n} items need at least {n * min_item_bytes} bytes "
-                f"and only {remaining} remain in the file",
+                f"and the file ends {remaining} bytes later, at {self.limit_end}",
                 at,
             )
 
@@ -213,8 +218,8 @@ class _Reader:
         remaining = self.remaining(self.pos)
         if remaining is not None and n > remaining:
             raise FormatError(
-                "header.string_too_long",
-                f"{what} claims {n} bytes, but only {remaining} remain in the file",
+                "header.truncated",
+                f"{what} claims {n} bytes, but the file ends {remaining} bytes later, at {self.limit_end}",
                 at,
             )
         start = self.pos
@@ -374,8 +379,8 @@ class _Reader:
             remaining = self.remaining(start)
             if remaining is not None and length > remaining:
                 raise FormatError(
-                    "header.string_too_long",
-                    f"{what} claims {length} bytes, but only {remaining} remain in the file",
+                    "header.truncated",
+                    f"{what} claims {length} bytes, but the file ends {remaining} bytes later, at {self.limit_end}",
                     start - prefix,
                 )
             raise _Short(pos)
@@ -401,11 +406,8 @@ class _Reader:
         if n == 0:
             return
         lengths = (ends - starts).astype(np.uint64)
-        if self.order == "little":
-            wide = lengths & np.uint64(0x8080808080808080) if not self.v1 else lengths & np.uint64(0x80808080)
-        else:
-            wide = lengths >= np.uint64(0x80)  # a coarse but safe test for swapped prefixes
-        breaks = np.flatnonzero(wide)
+        # "Every byte of the prefix below 0x80" does not depend on byte order.
+        breaks = np.flatnonzero(lengths & np.uint64(0x8080808080808080))
         buf = self.buf
         run_start = 0
         bad_runs: list[tuple[int, int]] = []

@@ -1,0 +1,454 @@
+"""Decode whole ggml blocks to float32, bit for bit as ggml's ``to_float`` does.
+
+Pure: bytes in, numpy arrays out, no I/O.
+
+Where gguf-py has a dequantizer that matches ggml bit for bit (checked against
+ggml's ``dequantize_row_*`` in ``ggml/src/ggml-quants.c`` on random blocks,
+NaN and Inf scales included), it is used. The rest are written here from the
+block layouts in ``ggml/src/ggml-common.h``:
+
+- F16: gguf-py casts through numpy, which keeps a signalling NaN signalling;
+  ggml's ``ggml_compute_fp16_to_fp32`` scales by 2**-112 after building the
+  bits, and that multiply quiets it. We copy ggml.
+- IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S: gguf-py's values, except in blocks
+  whose scale is NaN, where ggml's Release build gives the NaN the element's
+  sign and gguf-py does not (see :func:`_via_gguf_signed_grid`).
+- Q1_0, Q2_0 (gguf-py has no dequantizer for them) and Q8_K
+  (``dequantize_row_q8_K`` exists but is not in the ``to_float`` table).
+- F32, F64, I8, I16, I32, I64 and Q8_1, for which ggml has no ``to_float``
+  at all. F32 is its own bits; the others are what a C cast to ``float``
+  gives (round to nearest even, overflow to infinity), and Q8_1 is
+  ``qs * d`` in float32, the value ggml's Q8_1 dot products give each quant.
+
+Big-endian files come from gguf-py's ``gguf_convert_endian.py``, which swaps
+exactly the fp16 scale fields of Q4_0, Q8_0, Q4_K and Q6_K blocks and whole
+F32/F16/BF16 elements, leaves MXFP4 and NVFP4 alone (all single bytes), and
+refuses every other type. We undo those swaps and refuse the rest, since
+nothing says which of their fields a big-endian writer swapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+from gguf.constants import GGMLQuantizationType as Q
+from gguf.quants import dequantize as gguf_dequantize
+
+from gguf_audit.errors import GGUFAuditError
+from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus, ggml_type_info
+
+__all__ = [
+    "BIG_ENDIAN_TYPE_IDS",
+    "NoDecoder",
+    "ScaleProblems",
+    "block_scale_problems",
+    "decode_blocks",
+    "has_decoder",
+]
+
+U8Array = npt.NDArray[np.uint8]
+F32Array = npt.NDArray[np.float32]
+RawBlocks = bytes | bytearray | memoryview | npt.NDArray[np.generic]
+
+# gguf-py 0.19 has no enum member for id 42 yet.
+_Q2_0: Final = 42
+
+# Bytes of blocks handed to one gguf-py call. Its dequantizers build several
+# temporaries per block (the IQ grids are 8 floats per index), so capping the
+# call bounds peak memory without costing throughput.
+_CHUNK_BYTES: Final = 1 << 20
+
+
+class NoDecoder(GGUFAuditError, LookupError):
+    """gguf-audit cannot decode blocks of this ggml type (or this byte order)."""
+
+    def __init__(self, type_id: int, message: str) -> None:
+        super().__init__(message)
+        self.type_id = type_id
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[NoDecoder], tuple[int, str]]:
+        return (type(self), (self.type_id, self.message))
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleProblems:
+    """What ggml's ``ggml_validate_row_data`` would object to, counted per block.
+
+    For F16, BF16, F32 and F64 every element is a block and ggml checks the
+    values themselves; for quantized types it checks the scale fields only.
+    """
+
+    n_blocks: int
+    nonfinite_scale_blocks: int
+    """Blocks with a NaN or infinite fp16/fp32 scale (d, m, dmin, ...)."""
+    bad_exponent_blocks: int
+    """MXFP4 blocks whose e8m0 exponent byte is 0xFF (NaN in the OCP MX spec)."""
+    first_bad_block: int | None
+    """Index of the first block counted in either of the above, or None."""
+    type_rejected: bool = False
+    """ggml_validate_row_data has no case for the type and refuses any row of it
+    (Q8_1 today), whatever the scales hold."""
+
+    @property
+    def ok(self) -> bool:
+        """True when ggml_validate_row_data would accept every block."""
+        return self.nonfinite_scale_blocks == 0 and self.bad_exponent_blocks == 0 and not self.type_rejected
+
+
+# --- byte-level helpers ------------------------------------------------------
+
+
+def _as_u8(raw: RawBlocks) -> U8Array:
+    """A flat uint8 view of ``raw`` (its bytes in memory order for arrays)."""
+    if isinstance(raw, np.ndarray):
+        return np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+    return np.frombuffer(raw, dtype=np.uint8)
+
+
+def _u16le(blocks: U8Array, offset: int) -> npt.NDArray[np.uint16]:
+    """The little-endian uint16 at ``offset`` of every block, shape (n, 1)."""
+    lo = blocks[:, offset].astype(np.uint16)
+    hi = blocks[:, offset + 1].astype(np.uint16)
+    return (lo | (hi << np.uint16(8))).reshape(-1, 1)
+
+
+def _fp16_to_f32(h: npt.NDArray[np.uint16]) -> F32Array:
+    """IEEE half to float32 as ggml_compute_fp16_to_fp32 does it.
+
+    Exact for every finite value and infinity, so numpy's (hardware) cast
+    serves. A NaN keeps sign and payload and comes out quiet, because ggml's
+    conversion multiplies the widened bits by 2**-112 and arithmetic quiets a
+    signalling NaN; numpy may or may not quiet it, so NaNs are rebuilt here.
+    """
+    bits = h.astype(np.uint16).view(np.float16).astype(np.float32).view(np.uint32)
+    nan = ((h & np.uint16(0x7C00)) == np.uint16(0x7C00)) & ((h & np.uint16(0x03FF)) != 0)
+    if nan.any():
+        w = h[nan].astype(np.uint32)
+        sign = (w & np.uint32(0x8000)) << np.uint32(16)
+        bits[nan] = sign | np.uint32(0x7FC00000) | ((w & np.uint32(0x03FF)) << np.uint32(13))
+    return bits.view(np.float32)
+
+
+def _fp16_field(blocks: U8Array, offset: int) -> F32Array:
+    return _fp16_to_f32(_u16le(blocks, offset))
+
+
+def _elements(blocks: U8Array, dtype: str) -> npt.NDArray[Any]:
+    """Reinterpret a (n, itemsize) block array as n elements of ``dtype``."""
+    return np.ascontiguousarray(blocks).reshape(-1).view(np.dtype(dtype))
+
+
+# --- decoders: (n_blocks, block_bytes) uint8 -> n_blocks * block_elems float32 ----
+
+_Decoder = Callable[[U8Array], F32Array]
+
+
+def _via_gguf(qtype: Q) -> _Decoder:
+    def decode(blocks: U8Array) -> F32Array:
+        rows_per_call = max(1, _CHUNK_BYTES // blocks.shape[1])
+        parts = [
+            np.asarray(gguf_dequantize(blocks[i : i + rows_per_call].reshape(-1), qtype))
+            for i in range(0, blocks.shape[0], rows_per_call)
+        ]
+        return np.concatenate(parts).astype(np.float32, copy=False)
+
+    return decode
+
+
+def _via_gguf_signed_grid(qtype: Q) -> _Decoder:
+    """gguf-py's decoder for an IQ type whose values are ``db * grid * (+-1)``.
+
+    ggml writes the sign as a multiply by -1.f or 1.f, and gcc at -O2/-O3
+    (the Release build) turns that into a sign-bit flip. The two agree except
+    on NaN, which only a NaN block scale d produces: the flip toggles the NaN's
+    sign, a multiply leaves it alone. For those blocks we recover the element
+    signs by decoding again with d = 1.0 (db and every grid entry are then
+    positive) and flip the quiet NaN of d the way ggml's build does.
+    """
+    base = _via_gguf(qtype)
+
+    def decode(blocks: U8Array) -> F32Array:
+        out = base(blocks).reshape(blocks.shape[0], -1)
+        d = _u16le(blocks, 0).reshape(-1)
+        nan_rows = np.flatnonzero(((d & 0x7C00) == 0x7C00) & ((d & 0x03FF) != 0))
+        if nan_rows.size:
+            probe = blocks[nan_rows].copy()
+            probe[:, 0:2] = (0x00, 0x3C)  # fp16 1.0, little-endian
+            negative = base(probe).reshape(nan_rows.size, -1) < 0
+            nan_bits = _fp16_to_f32(d[nan_rows].reshape(-1, 1)).view(np.uint32)
+            flipped = nan_bits ^ np.where(negative, np.uint32(0x80000000), np.uint32(0))
+            out[nan_rows] = flipped.astype(np.uint32).view(np.float32)
+        return out
+
+    return decode
+
+
+def _decode_f32(blocks: U8Array) -> F32Array:
+    # ggml has no to_float for F32: the stored bits are the value.
+    return _elements(blocks, "<u4").astype(np.uint32).view(np.float32)
+
+
+def _decode_f16(blocks: U8Array) -> F32Array:
+    return _fp16_to_f32(_elements(blocks, "<u2").astype(np.uint16))
+
+
+def _cast(dtype: str) -> _Decoder:
+    # ggml has no to_float for these; a C (float) cast rounds to nearest even
+    # and overflows to infinity, which is what numpy's astype does too.
+    def decode(blocks: U8Array) -> F32Array:
+        return _elements(blocks, dtype).astype(np.float32)
+
+    return decode
+
+
+def _decode_q1_0(blocks: U8Array) -> F32Array:
+    # block_q1_0: fp16 d, then 128 sign bits, element j in bit j%8 of byte j/8;
+    # a set bit is +d, a clear one -d (a sign flip, not a multiply).
+    d = _fp16_field(blocks, 0)
+    bits = np.unpackbits(blocks[:, 2:], axis=1, bitorder="little")
+    return np.where(bits != 0, d, -d)
+
+
+def _decode_q2_0(blocks: U8Array) -> F32Array:
+    # block_q2_0: fp16 d, then 64 2-bit codes, element j in bits 2*(j%4) of byte
+    # j/4; code q stands for q - 1, so {-1, 0, 1, 2} * d.
+    d = _fp16_field(blocks, 0)
+    shifts = np.array([0, 2, 4, 6], dtype=np.uint8)
+    codes = (blocks[:, 2:, np.newaxis] >> shifts) & np.uint8(3)
+    q = codes.reshape(blocks.shape[0], -1).astype(np.float32) - np.float32(1)
+    return q * d
+
+
+def _decode_q8_1(blocks: U8Array) -> F32Array:
+    # block_q8_1: fp16 d, fp16 s (= d * sum(qs), redundant), then 32 int8 quants.
+    d = _fp16_field(blocks, 0)
+    qs = blocks[:, 4:].view(np.int8).astype(np.float32)
+    return qs * d
+
+
+def _decode_q8_k(blocks: U8Array) -> F32Array:
+    # block_q8_K: float32 d, 256 int8 quants, 16 int16 bsums (unused here).
+    d = np.ascontiguousarray(blocks[:, 0:4]).view("<u4").astype(np.uint32).view(np.float32)
+    qs = blocks[:, 4:260].view(np.int8).astype(np.float32)
+    return d * qs
+
+
+_DECODERS: Final[dict[int, _Decoder]] = {
+    Q.F32: _decode_f32,
+    Q.F16: _decode_f16,
+    Q.BF16: _via_gguf(Q.BF16),
+    Q.F64: _cast("<f8"),
+    Q.I8: _cast("i1"),
+    Q.I16: _cast("<i2"),
+    Q.I32: _cast("<i4"),
+    Q.I64: _cast("<i8"),
+    Q.Q1_0: _decode_q1_0,
+    _Q2_0: _decode_q2_0,
+    Q.Q4_0: _via_gguf(Q.Q4_0),
+    Q.Q4_1: _via_gguf(Q.Q4_1),
+    Q.Q5_0: _via_gguf(Q.Q5_0),
+    Q.Q5_1: _via_gguf(Q.Q5_1),
+    Q.Q8_0: _via_gguf(Q.Q8_0),
+    Q.Q8_1: _decode_q8_1,
+    Q.Q2_K: _via_gguf(Q.Q2_K),
+    Q.Q3_K: _via_gguf(Q.Q3_K),
+    Q.Q4_K: _via_gguf(Q.Q4_K),
+    Q.Q5_K: _via_gguf(Q.Q5_K),
+    Q.Q6_K: _via_gguf(Q.Q6_K),
+    Q.Q8_K: _decode_q8_k,
+    Q.IQ2_XXS: _via_gguf_signed_grid(Q.IQ2_XXS),
+    Q.IQ2_XS: _via_gguf_signed_grid(Q.IQ2_XS),
+    Q.IQ2_S: _via_gguf_signed_grid(Q.IQ2_S),
+    Q.IQ3_XXS: _via_gguf_signed_grid(Q.IQ3_XXS),
+    Q.IQ3_S: _via_gguf_signed_grid(Q.IQ3_S),
+    Q.IQ1_S: _via_gguf(Q.IQ1_S),
+    Q.IQ1_M: _via_gguf(Q.IQ1_M),
+    Q.IQ4_NL: _via_gguf(Q.IQ4_NL),
+    Q.IQ4_XS: _via_gguf(Q.IQ4_XS),
+    Q.TQ1_0: _via_gguf(Q.TQ1_0),
+    Q.TQ2_0: _via_gguf(Q.TQ2_0),
+    Q.MXFP4: _via_gguf(Q.MXFP4),
+    Q.NVFP4: _via_gguf(Q.NVFP4),
+}
+
+# (offset, width) of each multi-byte field gguf_convert_endian.py swaps, per
+# block (per element for the float types). An empty tuple: nothing to swap.
+_BIG_ENDIAN_FIELDS: Final[dict[int, tuple[tuple[int, int], ...]]] = {
+    Q.F32: ((0, 4),),
+    Q.F16: ((0, 2),),
+    Q.BF16: ((0, 2),),
+    Q.Q4_0: ((0, 2),),  # d
+    Q.Q8_0: ((0, 2),),  # d
+    Q.Q4_K: ((0, 2), (2, 2)),  # d, dmin
+    Q.Q6_K: ((208, 2),),  # d, after ql[128], qh[64], scales[16]
+    Q.MXFP4: (),
+    Q.NVFP4: (),
+}
+
+BIG_ENDIAN_TYPE_IDS: Final[frozenset[int]] = frozenset(_BIG_ENDIAN_FIELDS)
+"""Type ids whose big-endian blocks can be decoded."""
+
+
+def _to_little_endian(blocks: U8Array, type_id: int) -> U8Array:
+    fields = _BIG_ENDIAN_FIELDS[type_id]
+    if not fields:
+        return blocks
+    out = blocks.copy()
+    for offset, width in fields:
+        out[:, offset : offset + width] = blocks[:, offset : offset + width][:, ::-1]
+    return out
+
+
+def _blocks(raw: RawBlocks, type_id: int, big_endian: bool) -> U8Array:
+    """Validate ``raw`` as whole blocks of ``type_id``; shape (n_blocks, block_bytes)."""
+    info = ggml_type_info(type_id)
+    if info.status is TypeStatus.REMOVED:
+        raise NoDecoder(
+            type_id,
+            f"ggml type {type_id} ({info.name}) was removed from ggml; "
+            f"its blocks have no layout to decode. Got {type_id}.",
+        )
+    if info.status is not TypeStatus.SUPPORTED or type_id not in _DECODERS:
+        raise NoDecoder(type_id, f"ggml has no type with this id (it knows 0 to {GGML_TYPE_COUNT - 1}). Got {type_id}.")
+    if big_endian and type_id not in _BIG_ENDIAN_FIELDS:
+        raise NoDecoder(
+            type_id,
+            f"big-endian {info.name} blocks cannot be decoded: gguf_convert_endian.py "
+            f"does not convert {info.name}, so which fields are swapped is unknown. "
+            f"Got {type_id}.",
+        )
+    data = _as_u8(raw)
+    if data.size % info.block_bytes != 0:
+        raise ValueError(
+            f"{info.name} data must be a whole number of {info.block_bytes}-byte blocks; "
+            f"its length in bytes is not. Got {data.size}."
+        )
+    blocks = data.reshape(-1, info.block_bytes)
+    return _to_little_endian(blocks, type_id) if big_endian else blocks
+
+
+# --- public API ----------------------------------------------------------------
+
+
+def has_decoder(type_id: int, *, big_endian: bool = False) -> bool:
+    """Whether :func:`decode_blocks` can decode ``type_id`` in that byte order."""
+    if ggml_type_info(type_id).status is not TypeStatus.SUPPORTED or type_id not in _DECODERS:
+        return False
+    return not big_endian or type_id in _BIG_ENDIAN_FIELDS
+
+
+def decode_blocks(raw: RawBlocks, type_id: int, *, big_endian: bool = False) -> F32Array:
+    """Decode whole blocks of ggml type ``type_id`` to a 1-D float32 array.
+
+    ``raw`` holds a whole number of blocks (for F32, F16, BF16, F64 and the
+    integer types a block is one element). ``big_endian`` says the bytes come
+    from a big-endian GGUF file.
+
+    Raises NoDecoder for removed or unknown type ids and for big-endian types
+    gguf-py's converter does not handle; ValueError when the length is not a
+    whole number of blocks.
+    """
+    blocks = _blocks(raw, type_id, big_endian)
+    if blocks.shape[0] == 0:
+        return np.empty(0, dtype=np.float32)
+    # NaN/Inf scales are data to report, not errors: decode them the way ggml
+    # does and keep numpy from warning (warnings are errors in our tests).
+    with np.errstate(all="ignore"):
+        out = _DECODERS[type_id](blocks)
+    return np.ascontiguousarray(out, dtype=np.float32).reshape(-1)
+
+
+# Byte offsets of the fp16 scale fields ggml_validate_row_data checks, per block.
+# Q8_1 is not validated by ggml (see ScaleProblems.type_rejected); its d and s
+# are still counted, since a NaN there is a NaN in every value.
+_FP16_SCALES: Final[dict[int, tuple[int, ...]]] = {
+    Q.F16: (0,),
+    Q.Q1_0: (0,),
+    _Q2_0: (0,),
+    Q.Q4_0: (0,),
+    Q.Q4_1: (0, 2),  # d, m
+    Q.Q5_0: (0,),
+    Q.Q5_1: (0, 2),  # d, m
+    Q.Q8_0: (0,),
+    Q.Q8_1: (0, 2),  # d, s
+    Q.Q2_K: (80, 82),  # d, dmin after scales[16], qs[64]
+    Q.Q3_K: (108,),  # d after hmask[32], qs[64], scales[12]
+    Q.Q4_K: (0, 2),  # d, dmin
+    Q.Q5_K: (0, 2),  # d, dmin
+    Q.Q6_K: (208,),
+    Q.TQ1_0: (52,),  # d after qs[48], qh[4]
+    Q.TQ2_0: (64,),  # d after qs[64]
+    Q.IQ2_XXS: (0,),
+    Q.IQ2_XS: (0,),
+    Q.IQ2_S: (0,),
+    Q.IQ3_XXS: (0,),
+    Q.IQ3_S: (0,),
+    Q.IQ1_S: (0,),
+    Q.IQ4_NL: (0,),
+    Q.IQ4_XS: (0,),
+}
+
+# ggml_validate_row_data has no case for these and returns false for any row.
+_REJECTED_BY_VALIDATOR: Final = frozenset({int(Q.Q8_1)})
+
+
+def _fp16_nonfinite(h: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
+    return np.asarray((h & np.uint16(0x7C00)) == np.uint16(0x7C00), dtype=np.bool_)
+
+
+def _nonfinite_blocks(blocks: U8Array, type_id: int) -> npt.NDArray[np.bool_]:
+    n = blocks.shape[0]
+    if type_id in _FP16_SCALES:
+        bad = np.zeros((n, 1), dtype=np.bool_)
+        for offset in _FP16_SCALES[type_id]:
+            bad |= _fp16_nonfinite(_u16le(blocks, offset))
+        return bad.reshape(-1)
+    if type_id == Q.BF16:
+        return np.asarray((_elements(blocks, "<u2") & 0x7F80) == 0x7F80, dtype=np.bool_)
+    if type_id in (Q.F32, Q.Q8_K):
+        # F32 elements, and Q8_K's float32 d at offset 0.
+        bits = np.ascontiguousarray(blocks[:, 0:4]).view("<u4").reshape(-1)
+        return np.asarray((bits & 0x7F800000) == 0x7F800000, dtype=np.bool_)
+    if type_id == Q.F64:
+        bits = _elements(blocks, "<u8")
+        return np.asarray((bits & 0x7FF0000000000000) == 0x7FF0000000000000, dtype=np.bool_)
+    if type_id == Q.IQ1_M:
+        # The fp16 scale is spread over the top nibbles of the four uint16
+        # words of scales[8], which follow qs[32] and qh[16].
+        sc = [_u16le(blocks, 48 + 2 * k) for k in range(4)]
+        h = (
+            (sc[0] >> np.uint16(12))
+            | ((sc[1] >> np.uint16(8)) & np.uint16(0x00F0))
+            | ((sc[2] >> np.uint16(4)) & np.uint16(0x0F00))
+            | (sc[3] & np.uint16(0xF000))
+        )
+        return _fp16_nonfinite(h).reshape(-1)
+    # I8..I64 hold no scale; MXFP4's e8m0 is checked separately; NVFP4's UE4M3
+    # scales are all valid to ggml (it reads 0x7F as zero, not NaN).
+    return np.zeros(n, dtype=np.bool_)
+
+
+def block_scale_problems(raw: RawBlocks, type_id: int, *, big_endian: bool = False) -> ScaleProblems:
+    """Count the blocks ggml_validate_row_data would reject, and why.
+
+    Same input rules and errors as :func:`decode_blocks`. ggml stops at the
+    first bad block; this counts them all.
+    """
+    blocks = _blocks(raw, type_id, big_endian)
+    nonfinite = _nonfinite_blocks(blocks, type_id)
+    # ggml reads e8m0 0xFF as 2**127 when decoding, but its validator refuses
+    # it: the OCP MX spec makes it NaN.
+    bad_exponent = (blocks[:, 0] == 0xFF) if type_id == Q.MXFP4 else np.zeros(blocks.shape[0], dtype=np.bool_)
+    flagged = np.flatnonzero(nonfinite | bad_exponent)
+    return ScaleProblems(
+        n_blocks=int(blocks.shape[0]),
+        nonfinite_scale_blocks=int(np.count_nonzero(nonfinite)),
+        bad_exponent_blocks=int(np.count_nonzero(bad_exponent)),
+        first_bad_block=int(flagged[0]) if flagged.size else None,
+        type_rejected=type_id in _REJECTED_BY_VALIDATOR,
+    )

@@ -1,0 +1,1 @@
+"""Test support shipped with gguf-audit: loopback servers and a GGUF byte builder."""

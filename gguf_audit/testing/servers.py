@@ -1,0 +1,758 @@
+"""Real loopback servers for tests and benchmarks: an HTTP range server and moto's S3.
+
+Both bind 127.0.0.1 on an ephemeral port, record every request they answer
+(method, path, ``Range`` header) and the body bytes they send, and shut down
+cleanly on :meth:`close`, idle keep-alive connections included.
+
+Typical use::
+
+    with RangeHTTPServer(files={"m/a.gguf": data}) as srv:
+        fs = fsspec.filesystem("http", skip_instance_cache=True)
+        fs.cat_file(srv.url_for("m/a.gguf"), 0, 64)
+        assert srv.requests == [("GET", "/m/a.gguf", "bytes=0-63")]
+
+    with MotoS3Server() as s3:
+        s3.make_bucket("b")
+        s3.put("b", "a.gguf", data)
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3.storage_options())
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import re
+import socket
+import socketserver
+import stat
+import sys
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Self
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+__all__ = [
+    "LOOPBACK",
+    "MotoS3Server",
+    "RangeHTTPServer",
+    "RequestRecord",
+    "parse_byte_range",
+]
+
+LOOPBACK: Final = "127.0.0.1"
+
+# Body bytes written per socket send; also the read size for files on disk.
+_CHUNK_BYTES: Final = 1 << 20
+
+# serve_forever's select() timeout: how long close() can wait for the accept loop.
+_POLL_INTERVAL_S: Final = 0.05
+
+# "bytes=first-last", "bytes=first-" or "bytes=-suffix" (RFC 9110, section 14.1.2).
+_RANGE_RE: Final = re.compile(r"bytes=(\d*)-(\d*)")
+
+_Request = socket.socket | tuple[bytes, socket.socket]
+
+
+class RequestRecord(NamedTuple):
+    """One request a server answered.
+
+    ``path`` is percent-decoded and keeps the query string (``/b?list-type=2``);
+    ``range`` is the raw ``Range`` header, or None when the request had none.
+    A plain tuple compares equal: ``("GET", "/a.gguf", "bytes=0-9")``.
+    """
+
+    method: str
+    path: str
+    range: str | None
+
+
+def parse_byte_range(header: str, size: int) -> tuple[int, int] | Literal["ignore", "unsatisfiable"]:
+    """Resolve a ``Range`` header against a representation of ``size`` bytes.
+
+    Returns the half-open ``(start, end)`` to send with 206, ``"unsatisfiable"``
+    for a 416, or ``"ignore"`` when the header is not one single byte range this
+    server understands (other units, bad syntax, ``first > last``, several
+    ranges); RFC 9110 lets a server answer those with 200 and the whole body.
+    """
+    match = _RANGE_RE.fullmatch(header.strip())
+    if match is None:
+        return "ignore"
+    first, last = match.group(1), match.group(2)
+    if not first and not last:
+        return "ignore"
+    if not first:
+        suffix = int(last)
+        if suffix == 0 or size == 0:
+            return "unsatisfiable"
+        return (max(0, size - suffix), size)
+    start = int(first)
+    if last and int(last) < start:
+        return "ignore"
+    if start >= size:
+        return "unsatisfiable"
+    end = size if not last else min(int(last) + 1, size)
+    return (start, end)
+
+
+class _ConnectionTracking(socketserver.TCPServer):
+    """Remembers open client sockets so close() can end idle keep-alive connections.
+
+    Handler threads are daemons, so ``server_close`` does not wait for them;
+    one idle on a keep-alive connection would otherwise live on after close(),
+    still answering that client. Shutting its socket down gives it EOF.
+    """
+
+    _conns: set[socket.socket]
+    _conns_lock: threading.Lock
+    _on_connect: Callable[[], None]
+    server_name: str
+    server_port: int
+
+    def _init_tracking(self, on_connect: Callable[[], None]) -> None:
+        self._conns = set()
+        self._conns_lock = threading.Lock()
+        self._on_connect = on_connect
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind would call socket.getfqdn(), a resolver lookup.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+    def process_request(self, request: _Request, client_address: Any) -> None:
+        if isinstance(request, socket.socket):
+            with self._conns_lock:
+                self._conns.add(request)
+        self._on_connect()
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: _Request) -> None:
+        if isinstance(request, socket.socket):
+            with self._conns_lock:
+                self._conns.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        with self._conns_lock:
+            conns = list(self._conns)
+        for conn in conns:
+            # OSError: already closed by the peer or the handler.
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: _Request, client_address: Any) -> None:
+        # A client that hangs up mid-response is normal for range readers.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+@dataclass(frozen=True, slots=True)
+class _Knobs:
+    """The misbehaviour settings one request sees (a consistent snapshot)."""
+
+    ignore_range: bool
+    latency_s: float
+    fail_status: int | None
+    no_content_length: bool
+    allow_head: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Resource:
+    size: int
+    etag: str
+    data: bytes | None
+    file_path: Path | None
+
+    def chunks(self, start: int, end: int) -> Iterator[bytes]:
+        if self.data is not None:
+            view = memoryview(self.data)
+            for pos in range(start, end, _CHUNK_BYTES):
+                yield bytes(view[pos : min(pos + _CHUNK_BYTES, end)])
+            return
+        if self.file_path is None:
+            return
+        with self.file_path.open("rb") as f:
+            f.seek(start)
+            remaining = end - start
+            while remaining > 0:
+                chunk = f.read(min(_CHUNK_BYTES, remaining))
+                if not chunk:
+                    return  # the file shrank since stat(); the client sees a short body
+                remaining -= len(chunk)
+                yield chunk
+
+
+class _RangeHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "gguf-audit-range/1"
+    sys_version = ""
+    server: _RangeServer
+
+    def do_GET(self) -> None:
+        self._answer(head=False)
+
+    def do_HEAD(self) -> None:
+        self._answer(head=True)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # keep test output clean; RangeHTTPServer.requests is the log
+
+    def _answer(self, *, head: bool) -> None:
+        owner = self.server.owner
+        split = urllib.parse.urlsplit(self.path)
+        path = urllib.parse.unquote(split.path)
+        shown = f"{path}?{split.query}" if split.query else path
+        range_header = self.headers.get("Range")
+        knobs = owner._begin_request(RequestRecord(self.command, shown, range_header))
+        if knobs.latency_s > 0:
+            owner._closing.wait(knobs.latency_s)
+        if knobs.fail_status is not None:
+            self._send_simple(knobs.fail_status, head=head)
+            return
+        if head and not knobs.allow_head:
+            self._send_simple(405, head=head, extra={"Allow": "GET"})
+            return
+        resource = owner._lookup(path)
+        if resource is None:
+            self._send_simple(404, head=head)
+            return
+
+        size = resource.size
+        status, start, end = 200, 0, size
+        if range_header is not None and not knobs.ignore_range:
+            parsed = parse_byte_range(range_header, size)
+            if parsed == "unsatisfiable":
+                self._send_simple(416, head=head, extra={"Content-Range": f"bytes */{size}", "ETag": resource.etag})
+                return
+            if parsed != "ignore":
+                status, (start, end) = 206, parsed
+
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("ETag", resource.etag)
+        if not knobs.ignore_range:
+            self.send_header("Accept-Ranges", "bytes")
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+        if knobs.no_content_length:
+            # Without a length the only end-of-body marker is the connection closing.
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(end - start))
+        self.end_headers()
+        if head:
+            return
+        sent = 0
+        for chunk in resource.chunks(start, end):
+            # Counted before the write, so a client that has the bytes sees them counted.
+            owner._add_bytes(len(chunk))
+            self.wfile.write(chunk)
+            sent += len(chunk)
+        if sent != end - start:
+            self.close_connection = True
+
+    def _send_simple(self, status: int, *, head: bool, extra: Mapping[str, str] | None = None) -> None:
+        phrase = self.responses.get(status, ("Error",))[0]
+        body = f"{status} {phrase}\n".encode()
+        self.send_response(status)
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head:
+            self.server.owner._add_bytes(len(body))
+            self.wfile.write(body)
+
+
+class _RangeServer(_ConnectionTracking, ThreadingHTTPServer):
+    daemon_threads = True
+    # socketserver's default backlog of 5 drops SYNs under a parallel fan-out,
+    # and the client's retransmit costs a second.
+    request_queue_size = 128
+
+    def __init__(self, owner: RangeHTTPServer) -> None:
+        self.owner = owner
+        self._init_tracking(owner._note_connection)
+        super().__init__((LOOPBACK, 0), _RangeHandler)
+
+
+class RangeHTTPServer:
+    """A threaded HTTP/1.1 server on 127.0.0.1 that honours single byte ranges.
+
+    Serves ``files`` (an in-memory ``{path: bytes}``, paths without a leading
+    slash) and, for paths not in it, regular files under ``root``. Answers GET
+    and HEAD: 206 with ``Content-Range`` for ``bytes=a-b``, ``bytes=a-`` and
+    ``bytes=-n``; 416 with ``Content-Range: bytes */size`` when unsatisfiable;
+    200 and the whole body without a Range (or with one it ignores, see
+    :func:`parse_byte_range`); 404 for anything else. Every response has an
+    ``ETag`` (a hash of the bytes in memory, size and mtime on disk) and a
+    ``Content-Length``; nothing is ever compressed.
+
+    The misbehaviour knobs are keyword arguments and properties, safe to change
+    while requests run:
+
+    - ``ignore_range``: answer 200 with the whole body, without
+      ``Accept-Ranges``, as a server unaware of ranges does;
+    - ``latency_s``: wait this long before answering each request;
+    - ``fail_next`` / ``fail_status``: answer the next N requests with
+      ``fail_status`` (503 by default) and a short body;
+    - ``no_content_length``: send no ``Content-Length`` and close the
+      connection after each body, so a client cannot learn the size up front;
+    - ``allow_head``: when False, answer HEAD with 405.
+    """
+
+    def __init__(
+        self,
+        root: str | PathLike[str] | None = None,
+        files: Mapping[str, bytes] | None = None,
+        *,
+        ignore_range: bool = False,
+        latency_s: float = 0.0,
+        fail_next: int = 0,
+        fail_status: int = 503,
+        no_content_length: bool = False,
+        allow_head: bool = True,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._root = Path(root).resolve() if root is not None else None
+        self._files: dict[str, tuple[bytes, str]] = {}
+        for path, data in (files or {}).items():
+            self.put(path, data)
+        self._ignore_range = ignore_range
+        self._latency_s = float(latency_s)
+        self._fail_next = int(fail_next)
+        self._fail_status = int(fail_status)
+        self._no_content_length = no_content_length
+        self._allow_head = allow_head
+        self._requests: list[RequestRecord] = []
+        self._bytes_sent = 0
+        self._connections = 0
+        self._closed = False
+        self._httpd = _RangeServer(self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": _POLL_INTERVAL_S},
+            name=f"RangeHTTPServer:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    # -- addresses
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``, without a trailing slash."""
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def url_for(self, path: str) -> str:
+        """The URL of ``path`` (relative to the root; percent-encoded as needed)."""
+        return f"{self.base_url}/{urllib.parse.quote(path.lstrip('/'))}"
+
+    # -- content
+
+    def put(self, path: str, data: bytes) -> None:
+        """Serve ``data`` at ``path`` from memory (replacing what was there)."""
+        etag = '"' + hashlib.blake2b(data, digest_size=10).hexdigest() + '"'
+        with self._lock:
+            self._files[path.lstrip("/")] = (bytes(data), etag)
+
+    def remove(self, path: str) -> None:
+        """Stop serving the in-memory ``path`` (a no-op when absent)."""
+        with self._lock:
+            self._files.pop(path.lstrip("/"), None)
+
+    def _lookup(self, path: str) -> _Resource | None:
+        key = path.lstrip("/")
+        with self._lock:
+            entry = self._files.get(key)
+        if entry is not None:
+            return _Resource(len(entry[0]), entry[1], entry[0], None)
+        if self._root is None or not key:
+            return None
+        candidate = (self._root / key).resolve()
+        if not candidate.is_relative_to(self._root):
+            return None  # "../" must not escape the root
+        try:
+            st = candidate.stat()
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return _Resource(st.st_size, f'"{st.st_size:x}-{st.st_mtime_ns:x}"', None, candidate)
+
+    # -- knobs
+
+    @property
+    def ignore_range(self) -> bool:
+        with self._lock:
+            return self._ignore_range
+
+    @ignore_range.setter
+    def ignore_range(self, value: bool) -> None:
+        with self._lock:
+            self._ignore_range = value
+
+    @property
+    def latency_s(self) -> float:
+        with self._lock:
+            return self._latency_s
+
+    @latency_s.setter
+    def latency_s(self, value: float) -> None:
+        with self._lock:
+            self._latency_s = float(value)
+
+    @property
+    def fail_next(self) -> int:
+        """Requests still to be failed with ``fail_status``."""
+        with self._lock:
+            return self._fail_next
+
+    @fail_next.setter
+    def fail_next(self, value: int) -> None:
+        with self._lock:
+            self._fail_next = int(value)
+
+    @property
+    def fail_status(self) -> int:
+        with self._lock:
+            return self._fail_status
+
+    @fail_status.setter
+    def fail_status(self, value: int) -> None:
+        with self._lock:
+            self._fail_status = int(value)
+
+    @property
+    def no_content_length(self) -> bool:
+        with self._lock:
+            return self._no_content_length
+
+    @no_content_length.setter
+    def no_content_length(self, value: bool) -> None:
+        with self._lock:
+            self._no_content_length = value
+
+    @property
+    def allow_head(self) -> bool:
+        with self._lock:
+            return self._allow_head
+
+    @allow_head.setter
+    def allow_head(self, value: bool) -> None:
+        with self._lock:
+            self._allow_head = value
+
+    # -- accounting
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A copy of the requests answered so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def bytes_sent(self) -> int:
+        """Total body bytes handed to sockets (error bodies included, headers not).
+
+        A chunk is counted just before it is written, so a client that hangs
+        up mid-body leaves up to one chunk (1 MiB) counted but never sent.
+        """
+        with self._lock:
+            return self._bytes_sent
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted; with keep-alive, fewer than requests."""
+        with self._lock:
+            return self._connections
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._requests.clear()
+            self._bytes_sent = 0
+            self._connections = 0
+
+    def _begin_request(self, record: RequestRecord) -> _Knobs:
+        with self._lock:
+            self._requests.append(record)
+            fail_status: int | None = None
+            if self._fail_next > 0:
+                self._fail_next -= 1
+                fail_status = self._fail_status
+            return _Knobs(
+                self._ignore_range,
+                self._latency_s,
+                fail_status,
+                self._no_content_length,
+                self._allow_head,
+            )
+
+    def _add_bytes(self, n_bytes: int) -> None:
+        with self._lock:
+            self._bytes_sent += n_bytes
+
+    def _note_connection(self) -> None:
+        with self._lock:
+            self._connections += 1
+
+    # -- lifecycle
+
+    def close(self) -> None:
+        """Stop serving, end open connections and join every thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        self._httpd.shutdown()
+        self._thread.join()
+        self._httpd.drop_connections()
+        self._httpd.server_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RangeHTTPServer({self.base_url!r}, root={self._root!r})"
+
+
+# --------------------------------------------------------------------------- S3
+
+# Marks the helper's own boto3 requests (in User-Agent) so accounting skips them.
+_HELPER_MARK: Final = "gguf-audit-testing-helper"
+
+
+class MotoS3Server:
+    """moto's S3 on 127.0.0.1 (an ephemeral port), with request accounting.
+
+    This runs the WSGI app ``moto.server.ThreadedMotoServer`` runs
+    (``DomainDispatcherApplication(create_backend_app)`` with
+    ``MotoRequestHandler``) on werkzeug's threaded server, wrapped in a
+    middleware that records requests, and with the same connection handling
+    as :class:`RangeHTTPServer`. ``ThreadedMotoServer(ip_address="127.0.0.1",
+    port=0, verbose=False)`` works too (its port is ``get_host_and_port()[1]``
+    after ``start()``), but it cannot count requests and logs every one.
+
+    moto keeps its state in process-global backends: every MotoS3Server in a
+    process (and any ``mock_aws``) sees the same buckets, and :meth:`reset`
+    clears them all. Requests made by :meth:`make_bucket`, :meth:`put` and
+    :meth:`reset` are not counted.
+    """
+
+    region: Final = "us-east-1"
+    key: Final = "testing"
+    secret: Final = "testing"
+
+    def __init__(self) -> None:
+        # moto is imported here: it takes most of a second, and most users of
+        # this module only want the HTTP server.
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+        self._lock = threading.Lock()
+        self._requests: list[RequestRecord] = []
+        self._bytes_sent = 0
+        self._connections = 0
+        self._closed = False
+        self._client: Any = None
+        app = DomainDispatcherApplication(create_backend_app)
+        self._wsgi = _make_moto_server(self._counting(app), self._note_connection)
+        self._thread = threading.Thread(
+            target=self._wsgi.serve_forever,
+            kwargs={"poll_interval": _POLL_INTERVAL_S},
+            name=f"MotoS3Server:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self._wsgi.server_address[1])
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def storage_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``s3fs.S3FileSystem`` (or fsspec's ``storage_options``).
+
+        Explicit credentials keep botocore away from the instance metadata
+        service; ``proxies={}`` keeps it from routing loopback through an
+        ``HTTP_PROXY`` set in the environment.
+        """
+        return {
+            "key": self.key,
+            "secret": self.secret,
+            "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": self.region},
+            "config_kwargs": {"proxies": {}},
+        }
+
+    def client(self) -> Any:
+        """A boto3 S3 client for this server (its requests are not counted)."""
+        if self._client is None:
+            import boto3  # type: ignore[import-untyped]
+            from botocore.config import Config  # type: ignore[import-untyped]
+
+            self._client = boto3.session.Session().client(
+                "s3",
+                endpoint_url=self.endpoint_url,
+                region_name=self.region,
+                aws_access_key_id=self.key,
+                aws_secret_access_key=self.secret,
+                config=Config(proxies={}, user_agent_extra=_HELPER_MARK),
+            )
+        return self._client
+
+    def make_bucket(self, name: str) -> None:
+        self.client().create_bucket(Bucket=name)
+
+    def put(self, bucket: str, key: str, data: bytes) -> str:
+        """Store ``data`` at ``s3://bucket/key``; returns the object's ETag."""
+        response = self.client().put_object(Bucket=bucket, Key=key, Body=data)
+        return str(response["ETag"])
+
+    def reset(self) -> None:
+        """Drop every bucket and object in moto (all of moto's state, process-wide)."""
+        conn = http.client.HTTPConnection(LOOPBACK, self.port, timeout=30)
+        try:
+            conn.request("POST", "/moto-api/reset")
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"moto reset failed with HTTP {response.status}.")
+        finally:
+            conn.close()
+
+    # -- accounting
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A copy of the S3 requests answered so far (helper requests excluded)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def bytes_sent(self) -> int:
+        """Total response body bytes of the counted requests."""
+        with self._lock:
+            return self._bytes_sent
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted (the helper's own included)."""
+        with self._lock:
+            return self._connections
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._requests.clear()
+            self._bytes_sent = 0
+            self._connections = 0
+
+    def _note_connection(self) -> None:
+        with self._lock:
+            self._connections += 1
+
+    def _counting(self, app: WSGIApplication) -> WSGIApplication:
+        def counting_app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+            path = str(environ.get("PATH_INFO", ""))
+            query = str(environ.get("QUERY_STRING", ""))
+            counted = _HELPER_MARK not in str(environ.get("HTTP_USER_AGENT", "")) and not path.startswith("/moto-api")
+            if not counted:
+                return app(environ, start_response)
+            record = RequestRecord(
+                str(environ.get("REQUEST_METHOD", "")),
+                f"{path}?{query}" if query else path,
+                environ.get("HTTP_RANGE"),
+            )
+            with self._lock:
+                self._requests.append(record)
+            return self._count_body(app(environ, start_response))
+
+        return counting_app
+
+    def _count_body(self, body: Iterable[bytes]) -> Iterator[bytes]:
+        try:
+            for chunk in body:
+                with self._lock:
+                    self._bytes_sent += len(chunk)
+                yield chunk
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+
+    # -- lifecycle
+
+    def close(self) -> None:
+        """Stop serving, end open connections and join every thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wsgi.shutdown()
+        self._wsgi.drop_connections()
+        self._thread.join()
+        self._wsgi.server_close()  # werkzeug's serve_forever did already; harmless
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MotoS3Server({self.endpoint_url!r})"
+
+
+def _make_moto_server(app: WSGIApplication, on_connect: Callable[[], None]) -> _ConnectionTracking:
+    """werkzeug's threaded WSGI server with connection tracking and no request log."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import ThreadedWSGIServer
+
+    class QuietHandler(MotoRequestHandler):
+        # werkzeug would set HTTP/1.1 on the handler class; say it here instead.
+        protocol_version = "HTTP/1.1"
+
+        def log(self, type: str, message: str, *args: Any) -> None:
+            return  # werkzeug logs every request at INFO; MotoS3Server.requests is the log
+
+    class TrackedWSGIServer(_ConnectionTracking, ThreadedWSGIServer):
+        def __init__(self) -> None:
+            self._init_tracking(on_connect)
+            super().__init__(LOOPBACK, 0, app, handler=QuietHandler)
+
+    return TrackedWSGIServer()

@@ -1,0 +1,92 @@
+"""The command line, called in-process."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from corpus import REPO, corpus_dir
+
+from gguf_audit.cli import codes_markdown, main
+from gguf_audit.testing.builder import build_gguf, kv_str, tiny_llama_like
+
+
+def test_inspect_json_has_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    path = corpus_dir() / "models/tiny-llama-Q4_K_M.gguf"
+    assert main(["inspect", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {
+        "url", "size", "version", "byte_order", "alignment", "header_bytes", "data_offset",
+        "loadable", "metadata", "tensors", "problems", "io",
+    }  # fmt: skip
+    assert out["byte_order"] == "little" and out["loadable"] is True and out["problems"] == []
+    assert out["metadata"]["general.architecture"] == {"type": "string", "value": "llama", "length": None}
+    tokens = out["metadata"]["tokenizer.ggml.tokens"]
+    assert tokens == {"type": "array[string]", "value": None, "length": 2048}
+    first = out["tensors"][0]
+    assert set(first) == {"name", "type", "type_id", "shape", "offset", "data_offset", "n_bytes"}
+    assert first["type"] == "Q6_K" and first["shape"] == [256, 2048]
+    assert out["io"]["requests"] >= 1 and out["io"]["bytes_read"] > 0
+
+
+def test_inspect_full_arrays(capsys: pytest.CaptureFixture[str]) -> None:
+    path = corpus_dir() / "models/tiny-llama-Q4_K_M.gguf"
+    assert main(["inspect", str(path), "--json", "--full-arrays"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    tokens = out["metadata"]["tokenizer.ggml.tokens"]["value"]
+    assert len(tokens) == 2048 and tokens[:3] == ["<unk>", "<s>", "</s>"]
+    assert len(out["metadata"]["tokenizer.ggml.scores"]["value"]) == 2048
+
+
+def test_inspect_exit_status_follows_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kvs, tensors = tiny_llama_like()
+    data = build_gguf(kvs, tensors)
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: len(data) // 2])
+    assert main(["inspect", str(cut)]) == 1
+    text = capsys.readouterr().out
+    assert "data.truncated" in text and "loadable by llama.cpp: NO" in text
+    big = tmp_path / "be.gguf"
+    big.write_bytes(build_gguf(kvs, tensors, big_endian=True))
+    assert main(["inspect", str(big)]) == 0  # a warning is not an error
+    assert "header.big_endian" in capsys.readouterr().out
+
+
+def test_control_characters_from_the_file_are_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    evil = "x\x1b[2J\x1b]0;pwned\x07\u202eevil\r\n"
+    path = tmp_path / "evil.gguf"
+    path.write_bytes(build_gguf([kv_str("general.name", evil), kv_str(f"key.{evil}", evil)], []))
+    main(["inspect", str(path)])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out and "\r" not in out
+    assert "\\x1b[2J" in out and "\\u202e" in out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect"]) == 2
+    assert main(["inspect", "x.gguf", "--storage-options", "{not json"]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert main(["nope"]) == 2
+
+
+def test_codes_json_lists_every_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["codes", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    codes = {r["code"] for r in rows}
+    assert {"header.bad_magic", "tensor.offset_not_packed", "data.truncated", "io.not_found"} <= codes
+    assert all(r["severity"] in ("error", "warning", "info") for r in rows)
+
+
+def test_readme_codes_table_is_generated() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- codes:start -->\n(.*?)<!-- codes:end -->", readme, re.S)
+    assert match, "README lacks the codes markers"
+    assert match.group(1).strip() == codes_markdown().strip(), "regenerate: gguf-audit codes --markdown"
+
+
+def test_demo_builds_and_audits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", str(tmp_path / "c")]) == 0
+    out = capsys.readouterr().out
+    assert "data.truncated" in out and "header.big_endian" in out
