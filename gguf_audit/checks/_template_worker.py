@@ -1,0 +1,395 @@
+"""The child process that renders chat templates for :mod:`gguf_audit.checks.template`.
+
+Run as ``python -m gguf_audit.checks._template_worker``. It reads one JSON
+request on stdin (limits, the conversations, the templates), puts hard limits
+on itself, and writes one JSON line per template on stdout, flushed as each
+finishes, so that the parent knows which template was running when the child
+had to be killed and can restart it for the rest.
+
+Limits, each aimed at one way a hostile template can hurt the auditor:
+
+* CPU: ``ITIMER_PROF`` per template (a Python-level ``while`` of nested loops
+  stops cleanly); ``RLIMIT_CPU`` behind it, whose hard limit makes the kernel
+  kill a child stuck in C code (``10 ** 10 ** 9``).
+* Wall clock: ``ITIMER_REAL`` per template; the parent's own deadline kills the
+  child if that signal cannot be delivered.
+* Memory: ``RLIMIT_AS``, so ``'A' * 10 ** 10`` raises ``MemoryError`` instead
+  of swapping the host to death.
+* Output: the template is rendered with ``Template.generate`` and the chunks
+  counted, so a loop printing forever stops at ``output_chars``.
+* No files, processes or sockets: ``RLIMIT_FSIZE``/``RLIMIT_NPROC`` of 0 and an
+  audit hook, installed once jinja2 and everything a render needs is imported,
+  that refuses ``open``, new imports, ``os.*``, ``subprocess.*``, ``socket.*``.
+
+Everything here mirrors the Jinja setup of Hugging Face transformers'
+``apply_chat_template`` (``ImmutableSandboxedEnvironment``, ``trim_blocks``,
+``lstrip_blocks``, ``loopcontrols``, the ``{% generation %}`` tag,
+``raise_exception``, ``strftime_now`` and its ``tojson``), because that is the
+behaviour chat templates are written against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import math
+import resource
+import signal
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import FrameType
+from typing import Any, Final
+
+import jinja2
+import jinja2.ext
+import jinja2.sandbox
+from jinja2 import nodes
+from jinja2.parser import Parser
+
+__all__ = ["TemplateRaisedError", "main", "make_environment"]
+
+#: Rendered text kept for the tail; the parent slices it again.
+_ERROR_CHARS: Final = 300
+#: Fixed clock for ``strftime_now`` so the same file always renders the same
+#: text (the date Llama 3.1's own template falls back to).
+_FIXED_NOW: Final = datetime.datetime(2024, 7, 26, 12, 0, 0)
+#: Audit events refused once the child is locked down (exact names).
+_BLOCKED_EVENTS: Final = frozenset(
+    {"open", "import", "builtins.input", "builtins.breakpoint", "code.interact", "pty.spawn"}
+)
+#: Audit events refused by prefix: the file system, processes, the network,
+#: native code.
+_BLOCKED_PREFIXES: Final = (
+    "os.",
+    "subprocess.",
+    "socket.",
+    "shutil.",
+    "ctypes.",
+    "urllib.",
+    "http.",
+    "ftplib.",
+    "smtplib.",
+    "telnetlib.",
+    "poplib.",
+    "imaplib.",
+    "nntplib.",
+    "webbrowser.",
+    "fcntl.",
+    "mmap.",
+    "glob.",
+    "sqlite3.",
+    "tempfile.",
+    "syslog.",
+)
+
+
+class TemplateRaisedError(jinja2.TemplateError):
+    """The template called ``raise_exception(message)``, as transformers defines it."""
+
+
+class _LimitHit(BaseException):
+    """A per-template limit fired. A BaseException so no ``except Exception`` swallows it."""
+
+    def __init__(self, limit: str) -> None:
+        super().__init__(limit)
+        self.limit = limit
+
+
+class _Blocked(BaseException):
+    """The audit hook refused an operation the renderer never needs."""
+
+    def __init__(self, event: str) -> None:
+        super().__init__(event)
+        self.event = event
+
+
+class _GenerationTag(jinja2.ext.Extension):
+    """``{% generation %}...{% endgeneration %}``: transformers' AssistantTracker tag.
+
+    Some templates mark the assistant's tokens with it for training masks; for
+    rendering it is transparent, and without it those templates do not parse.
+    """
+
+    tags = {"generation"}  # noqa: RUF012 - jinja2 declares this a plain set attribute
+
+    def parse(self, parser: Parser) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        call = self.call_method("_render_body")
+        return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _render_body(self, caller: Callable[[], str]) -> str:
+        return caller()
+
+
+class _AuditingSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    """The immutable sandbox, remembering which private or internal attributes it refused.
+
+    A refused access renders as an undefined value and only fails when used,
+    so without this record a template probing for an escape could look fine.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.refused: list[str] = []
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
+        # Mutating methods (list.append) are refused too; those are a render
+        # error in transformers, not an escape attempt, so they are not recorded.
+        private = attribute.startswith("_") or jinja2.sandbox.is_internal_attribute(obj, attribute)
+        if private and len(self.refused) < 20:
+            self.refused.append(f"{attribute!r} of {type(obj).__name__!r}")
+        return super().unsafe_undefined(obj, attribute)
+
+
+def _raise_exception(message: object) -> None:
+    raise TemplateRaisedError(str(message))
+
+
+def _strftime_now(fmt: str) -> str:
+    return _FIXED_NOW.strftime(fmt)
+
+
+def _tojson(
+    value: object,
+    ensure_ascii: bool = False,
+    indent: int | str | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    # transformers replaces Jinja's tojson, which HTML-escapes '<', '>', '&'
+    # and "'", with plain json.dumps; templates rely on the unescaped text.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def make_environment() -> jinja2.sandbox.ImmutableSandboxedEnvironment:
+    """The Jinja environment chat templates are parsed and rendered with (transformers' setup)."""
+    env = _AuditingSandbox(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[_GenerationTag, jinja2.ext.loopcontrols],
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+# --- the locked-down child ---------------------------------------------------
+
+_armed = False
+_locked = False
+_blocked_events: list[str] = []
+
+
+def _on_limit_signal(signum: int, frame: FrameType | None) -> None:
+    global _armed
+    if not _armed:
+        return
+    # One shot: a second signal arriving while the first is being handled
+    # must not raise out of the handler's own except clause.
+    _armed = False
+    raise _LimitHit("wall" if signum == signal.SIGALRM else "cpu")
+
+
+def _audit_hook(event: str, args: tuple[object, ...]) -> None:
+    if not _locked:
+        return
+    if event in _BLOCKED_EVENTS or event.startswith(_BLOCKED_PREFIXES):
+        if len(_blocked_events) < 20:
+            _blocked_events.append(event)
+        raise _Blocked(event)
+
+
+def _arm(cpu_seconds: float, wall_seconds: float, cpu_hard: int) -> None:
+    global _armed
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        cpu_hard = min(cpu_hard, hard)
+    # RLIMIT_CPU counts whole seconds; the interval timer below is the precise
+    # limit, this one the backstop for code that never returns to Python.
+    soft = min(cpu_hard, math.ceil(_cpu_used() + cpu_seconds) + 1)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    _armed = True
+    signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+    signal.setitimer(signal.ITIMER_REAL, wall_seconds)
+
+
+def _disarm() -> None:
+    global _armed
+    _armed = False
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _cpu_used() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _set_limit(which: int, value: int) -> None:
+    _soft, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    # A limit the platform will not lower still leaves the audit hook and the
+    # other limits in place.
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(which, (value, value))
+
+
+def _apply_process_limits(memory_bytes: int, cpu_hard: int) -> None:
+    _set_limit(resource.RLIMIT_CORE, 0)  # SIGXCPU would otherwise dump core into the cwd
+    _set_limit(resource.RLIMIT_FSIZE, 0)
+    _set_limit(resource.RLIMIT_NPROC, 0)  # no fork: ignored for root, the audit hook still refuses it
+    _set_limit(resource.RLIMIT_AS, memory_bytes)
+    _set_limit(resource.RLIMIT_CPU, cpu_hard)
+
+
+def _warm_up(env: jinja2.Environment) -> None:
+    """Import everything a render may import lazily, before imports are refused."""
+    template = env.from_string(
+        "{% for m in messages %}{{ m.content|trim|tojson }}{% generation %}x{% endgeneration %}"
+        "{% if loop.last %}{% break %}{% endif %}{% endfor %}{{ strftime_now('%d %b %Y') }}"
+        "{{ raise_exception('warm-up') }}"
+    )
+    # The point of the raise: jinja2.debug is imported on the first template error.
+    with contextlib.suppress(TemplateRaisedError):
+        "".join(template.generate(messages=[{"role": "user", "content": " hi "}]))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:_ERROR_CHARS]
+
+
+def _render(template: jinja2.Template, context: Mapping[str, object], output_chars: int) -> tuple[str, bool]:
+    """Render by streaming; stop once the output passes ``output_chars``."""
+    parts: list[str] = []
+    total = 0
+    stream: Iterator[str] = template.generate(**context)
+    try:
+        for chunk in stream:
+            total += len(chunk)
+            if total > output_chars:
+                keep = len(chunk) - (total - output_chars)
+                parts.append(chunk[:keep])
+                return "".join(parts), True
+            parts.append(chunk)
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+    return "".join(parts), False
+
+
+def _run_job(
+    env: _AuditingSandbox,
+    source: str,
+    conversations: Sequence[tuple[str, Mapping[str, object]]],
+    limits: Mapping[str, Any],
+    cpu_hard: int,
+) -> dict[str, object]:
+    env.refused.clear()
+    _blocked_events.clear()
+    attempts: list[dict[str, str]] = []
+    result: dict[str, object]
+    current = ""
+    try:
+        _arm(float(limits["cpu_seconds"]), float(limits["wall_seconds"]), cpu_hard)
+        try:
+            template = env.from_string(source)
+        except RecursionError:
+            return {"status": "limit", "limit": "recursion", "conversation": ""}
+        except jinja2.TemplateError as exc:
+            return {"status": "compile_error", "error": _one_line(f"{type(exc).__name__}: {exc}")}
+        result = {"status": "error", "attempts": attempts}
+        for name, context in conversations:
+            current = name
+            try:
+                text, truncated = _render(template, context, int(limits["output_chars"]))
+            except OverflowError as exc:
+                if "MAX_RANGE" in str(exc):
+                    result = {"status": "limit", "limit": "range", "conversation": name}
+                    break
+                attempts.append({"conversation": name, "error": _one_line(f"OverflowError: {exc}")})
+                continue
+            except Exception as exc:
+                if isinstance(exc, MemoryError | RecursionError):
+                    raise
+                attempts.append({"conversation": name, "error": _one_line(f"{type(exc).__name__}: {exc}")})
+                continue
+            if truncated:
+                result = {"status": "limit", "limit": "output", "conversation": name}
+            else:
+                result = {"status": "ok", "conversation": name, "rendered": text, "attempts": attempts}
+            break
+    except _LimitHit as hit:
+        result = {"status": "limit", "limit": hit.limit, "conversation": current}
+    except MemoryError:
+        result = {"status": "limit", "limit": "memory", "conversation": current}
+    except RecursionError:
+        result = {"status": "limit", "limit": "recursion", "conversation": current}
+    except _Blocked as blocked:
+        result = {"status": "blocked", "event": blocked.event, "conversation": current}
+    finally:
+        _disarm()
+    result["refused"] = list(env.refused)
+    result["blocked_events"] = list(_blocked_events)
+    return result
+
+
+def _emit(obj: Mapping[str, object]) -> None:
+    # ensure_ascii: rendered text may hold lone surrogates from odd metadata.
+    sys.stdout.write(json.dumps(obj, ensure_ascii=True) + "\n")
+    sys.stdout.flush()
+
+
+def _parse_request(raw: bytes) -> tuple[dict[str, Any], list[tuple[str, dict[str, object]]], list[dict[str, Any]]]:
+    request = json.loads(raw)
+    if not isinstance(request, dict):
+        raise ValueError(f"request must be a JSON object. Got {type(request).__name__}.")
+    limits = request.get("limits")
+    conversations = request.get("conversations")
+    jobs = request.get("jobs")
+    if not isinstance(limits, dict) or not isinstance(conversations, list) or not isinstance(jobs, list):
+        raise ValueError("request needs 'limits' (object), 'conversations' and 'jobs' (lists).")
+    convs: list[tuple[str, dict[str, object]]] = []
+    for conv in conversations:
+        if (
+            not isinstance(conv, dict)
+            or not isinstance(conv.get("name"), str)
+            or not isinstance(conv.get("context"), dict)
+        ):
+            raise ValueError(f"each conversation needs a 'name' and a 'context'. Got {conv!r:.80}.")
+        convs.append((conv["name"], conv["context"]))
+    for job in jobs:
+        if not isinstance(job, dict) or not isinstance(job.get("source"), str):
+            raise ValueError(f"each job needs a 'source' string. Got {job!r:.80}.")
+    return limits, convs, jobs
+
+
+def main() -> int:
+    """Render every job of the request on stdin; one JSON line per job on stdout."""
+    global _locked
+    limits, conversations, jobs = _parse_request(sys.stdin.buffer.read())
+    cpu_seconds = float(limits["cpu_seconds"])
+    # Whole-process CPU backstop: every template's share plus start-up slack.
+    cpu_hard = math.ceil(_cpu_used() + len(jobs) * (cpu_seconds + 1.0) + 2.0)
+    _apply_process_limits(int(limits["memory_bytes"]), cpu_hard)
+    signal.signal(signal.SIGPROF, _on_limit_signal)
+    signal.signal(signal.SIGALRM, _on_limit_signal)
+    signal.signal(signal.SIGXCPU, _on_limit_signal)
+    env = make_environment()
+    if not isinstance(env, _AuditingSandbox):
+        raise TypeError(f"make_environment() must return the auditing sandbox. Got {type(env).__name__}.")
+    _warm_up(env)
+    sys.addaudithook(_audit_hook)
+    _locked = True
+    _emit({"ready": True, "cpu_seconds": _cpu_used()})
+    for job in jobs:
+        _emit(_run_job(env, job["source"], conversations, limits, cpu_hard))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,629 @@
+"""The chat-template audit: static inspection, the sandboxed render child, and no false positives."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import gguf
+import jinja2
+import pytest
+from corpus import truth, truth_files
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gguf_audit.checks import template as tpl
+from gguf_audit.checks.template import (
+    TEMPLATE_MISSING,
+    TEMPLATE_RENDER_ERROR,
+    TEMPLATE_RESOURCE_LIMIT,
+    TEMPLATE_SYNTAX_ERROR,
+    TEMPLATE_UNSAFE,
+    TemplateAudit,
+    TemplateInspectionError,
+    TemplateLimits,
+    audit_templates,
+    inspect_template_source,
+    template_ends_turn,
+)
+from gguf_audit.findings import CODES, Finding, Severity
+
+TEMPLATES = Path(__file__).parent / "templates"
+#: Small limits so every hostile template ends quickly.
+FAST = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0)
+KEY = "tokenizer.chat_template"
+
+
+def _key(name: str) -> str:
+    return f"{KEY}.{name}"
+
+
+def _codes(audit: TemplateAudit) -> set[str]:
+    return {f.code for f in audit.findings}
+
+
+def _template_findings(audit: TemplateAudit) -> list[Finding]:
+    return [f for f in audit.findings if f.code.startswith("template.")]
+
+
+def _by_key(audits: tuple[TemplateAudit, ...]) -> dict[str, TemplateAudit]:
+    return {a.key: a for a in audits}
+
+
+# --- the registry ------------------------------------------------------------
+
+
+def test_codes_are_registered_with_their_severities() -> None:
+    expected = {
+        TEMPLATE_SYNTAX_ERROR: Severity.ERROR,
+        TEMPLATE_UNSAFE: Severity.ERROR,
+        TEMPLATE_RESOURCE_LIMIT: Severity.ERROR,
+        TEMPLATE_RENDER_ERROR: Severity.WARNING,
+        TEMPLATE_MISSING: Severity.INFO,
+    }
+    for code, severity in expected.items():
+        info = CODES[code]
+        assert info.severity == severity
+        # llama.cpp loads files whatever their template says.
+        assert info.refused is False
+        assert info.doc
+
+
+def test_no_template_is_a_file_level_finding() -> None:
+    audits, file_findings = audit_templates({})
+    assert audits == ()
+    assert [f.code for f in file_findings] == [TEMPLATE_MISSING]
+    assert file_findings[0].severity == Severity.INFO
+
+
+# --- realistic templates: no finding at all ------------------------------------
+
+FIXTURES = sorted(p.stem for p in TEMPLATES.glob("*.jinja"))
+#: The conversation each fixture renders: the ones that reject tool or system
+#: turns fall back to the simpler conversations without any finding.
+EXPECTED_CONVERSATION = {"llama2": "no_tools", "mistral": "no_system"}
+EOS = {"chatml": "<|im_end|>", "llama3": "<|eot_id|>", "llama31_tools": "<|eot_id|>", "qwen_tools": "<|im_end|>"}
+
+
+@pytest.fixture(scope="module")
+def fixture_audits() -> dict[str, TemplateAudit]:
+    templates = {_key(name): (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8") for name in FIXTURES}
+    audits, file_findings = audit_templates(templates, bos_token="<s>", eos_token="</s>", limits=FAST)
+    assert file_findings == ()
+    return _by_key(audits)
+
+
+def test_fixtures_exist() -> None:
+    expected = {"chatml", "llama2", "llama3", "llama31_tools", "mistral", "qwen_tools", "hermes_tools", "deepseek_r1"}
+    assert expected <= set(FIXTURES)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_realistic_template_has_no_finding(fixture_audits: dict[str, TemplateAudit], name: str) -> None:
+    audit = fixture_audits[_key(name)]
+    assert _template_findings(audit) == []
+    assert inspect_template_source((TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")) == []
+    assert audit.rendered is not None
+    assert audit.conversation == EXPECTED_CONVERSATION.get(name, "full")
+    assert audit.rendered_tail == audit.rendered[-tpl.TAIL_CHARS :]
+
+
+def test_tool_templates_render_the_tool_call(fixture_audits: dict[str, TemplateAudit]) -> None:
+    for name in ("llama31_tools", "qwen_tools", "hermes_tools", "deepseek_r1"):
+        rendered = fixture_audits[_key(name)].rendered
+        assert rendered is not None
+        assert "get_weather" in rendered
+        assert '"city": "Paris"' in rendered
+
+
+def test_strftime_now_is_deterministic(fixture_audits: dict[str, TemplateAudit]) -> None:
+    rendered = fixture_audits[_key("llama31_tools")].rendered
+    assert rendered is not None and "Today Date: 26 Jul 2024" in rendered
+
+
+@pytest.mark.parametrize(
+    ("name", "end_text", "expected"),
+    [
+        ("chatml", "<|im_end|>", True),
+        ("llama2", "</s>", True),
+        ("mistral", "</s>", True),
+        ("llama3", "<|eot_id|>", True),
+        ("deepseek_r1", "<｜end▁of▁sentence｜>", True),
+        ("chatml", "</s>", False),
+    ],
+)
+def test_template_ends_turn(fixture_audits: dict[str, TemplateAudit], name: str, end_text: str, expected: bool) -> None:
+    assert template_ends_turn(fixture_audits[_key(name)], end_text) is expected
+
+
+def test_template_ends_turn_unknown_without_render() -> None:
+    audit = TemplateAudit(KEY, "0" * 64, (), None, None)
+    assert template_ends_turn(audit, "</s>") is None
+
+
+#: Idioms of real chat templates, each of which must pass the static rule.
+LEGIT_SNIPPETS = [
+    "{{ messages[0]['content'] }}",
+    "{% for message in messages %}{{ message['role'] }}{{ loop.index0 }}{% endfor %}",
+    "{% set ns = namespace(found=false) %}{% for m in messages %}{% if m.role == 'system' %}"
+    "{% set ns.found = true %}{% endif %}{% endfor %}{{ ns.found }}",
+    "{{ tools|tojson }}{{ tools|tojson(indent=2) }}",
+    "{{ raise_exception('Conversation roles must alternate') }}",
+    "{{ strftime_now('%d %b %Y') }}",
+    "{{ messages[0].content|trim }}",
+    "{{ messages[-1].content.split('</think>')[-1].strip() }}",
+    "{% if messages[0].content.startswith('x') %}{% endif %}",
+    "{% for k, v in tools[0].items() %}{{ k }}{{ v }}{% endfor %}{{ tools[0].keys()|list }}",
+    "{{ messages|selectattr('role', 'equalto', 'user')|list|length }}",
+    "{{ messages|map(attribute='content')|join('\\n') }}",
+    "{{ tools|map(attribute='function.name')|join(', ') }}",
+    "{% for k, v in tools[0]|dictsort %}{{ k }}{% endfor %}",
+    "{% for i in range(messages|length) %}{{ messages[i].content }}{% endfor %}",
+    "{% for key in ['content', 'reasoning_content'] %}{{ messages[0][key] }}{% endfor %}",
+    "{% set roles = {'user': 'Human', 'assistant': 'AI'} %}{% for m in messages %}{{ roles[m.role] }}{% endfor %}",
+    "{% for k in tools[0] %}{{ tools[0][k] }}{% endfor %}",
+    "{% set ns = namespace(idx=0) %}{% for m in messages %}{% set ns.idx = ns.idx + 1 %}{% endfor %}"
+    "{{ messages[ns.idx - 1] }}",
+    "{% set key = 'reasoning_content' if messages[0].reasoning_content is defined else 'content' %}"
+    "{{ messages[0][key] }}",
+    "{% macro render(m) %}{{ m['content'] }}{% endmacro %}{% for m in messages %}{{ render(m) }}{% endfor %}",
+    "{{ '-' * 40 }}{{ '_' * 40 }}{{ '=' * 3 ~ ' system ' ~ '=' * 3 }}",
+    "{% for m in messages %}{{ loop.cycle('odd', 'even') }}{% if loop.previtem %}{{ loop.previtem.role }}"
+    "{% endif %}{% endfor %}",
+    "{{ (messages|last).content }}{{ (messages|first)['role'] }}",
+    "{% set x = cycler('a', 'b') %}{{ x.next() }}{% set j = joiner(', ') %}{{ j() }}",
+    "{% generation %}{{ messages[0].content }}{% endgeneration %}",
+    "{% for m in messages %}{% if loop.index > 3 %}{% break %}{% endif %}{% continue %}{% endfor %}",
+    "{{ '%s: %s' % (messages[0].role, messages[0].content) }}{{ '%s'|format(messages[0].role) }}",
+    "{{ messages[0].content|replace('\\n', ' ')|upper }}",
+    "{% for c in messages[0].content %}{% if c.type == 'text' %}{{ c.text }}{% elif c['type'] == 'image' %}"
+    "<image>{% endif %}{% endfor %}",
+    "{{ messages|sort(attribute='role')|map(attribute='content')|first }}{{ messages|groupby('role')|list }}",
+    "{% set d = dict(a=1, b=2) %}{{ d['a'] }}{% for k, v in d.items() %}{{ k }}{% endfor %}",
+    "{% set messages = messages[1:] %}{% for m in messages %}{{ m['content'] }}{% endfor %}",
+    "{% for name, fields in tools[0].function.parameters.properties|items %}{{ name }}: {{ fields.type }}{% endfor %}",
+]
+
+
+@pytest.mark.parametrize("source", LEGIT_SNIPPETS)
+def test_legit_idioms_pass_the_static_rule(source: str) -> None:
+    assert inspect_template_source(source) == []
+
+
+# --- the corpus: every chat template in it -------------------------------------
+
+
+def _corpus_templates() -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    for truth_path in truth_files():
+        gguf_path = truth_path.with_name(truth_path.name.removesuffix(".truth.json"))
+        for kv in truth(gguf_path)["kv"]:
+            if kv["key"] == KEY or kv["key"].startswith(KEY + "."):
+                found.append((gguf_path, kv["key"]))
+    return found
+
+
+CORPUS_TEMPLATES = _corpus_templates()
+
+
+def test_corpus_has_chat_templates() -> None:
+    # The models carry Llama 2's template, the phi-3 vocab file its own.
+    assert len(CORPUS_TEMPLATES) >= 2
+
+
+@pytest.fixture(scope="module")
+def corpus_audits() -> dict[tuple[Path, str], tuple[TemplateAudit, str]]:
+    """Each corpus template audited with the file's own BOS and EOS texts (distinct ones once)."""
+    by_digest: dict[str, tuple[TemplateAudit, str]] = {}
+    found: dict[tuple[Path, str], tuple[TemplateAudit, str]] = {}
+    for path, key in CORPUS_TEMPLATES:
+        reader = gguf.GGUFReader(path)
+        # truth.json may shorten long strings; the file holds the whole template.
+        source = str(reader.fields[key].contents())
+        stored = next(kv["value"] for kv in truth(path)["kv"] if kv["key"] == key)
+        assert source.startswith(stored[:200])
+        digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        if digest not in by_digest:
+            tokens = reader.fields["tokenizer.ggml.tokens"].contents()
+            bos = tokens[int(reader.fields["tokenizer.ggml.bos_token_id"].contents())]
+            eos = tokens[int(reader.fields["tokenizer.ggml.eos_token_id"].contents())]
+            audits, _ = audit_templates({key: source}, bos_token=bos, eos_token=eos, limits=FAST)
+            by_digest[digest] = (audits[0], eos)
+        found[(path, key)] = by_digest[digest]
+    return found
+
+
+@pytest.mark.parametrize(("path", "key"), CORPUS_TEMPLATES, ids=[f"{p.name}:{k}" for p, k in CORPUS_TEMPLATES])
+def test_corpus_template_is_clean(
+    corpus_audits: dict[tuple[Path, str], tuple[TemplateAudit, str]], path: Path, key: str
+) -> None:
+    audit, eos = corpus_audits[(path, key)]
+    assert [f for f in _template_findings(audit) if f.severity == Severity.ERROR] == []
+    assert _template_findings(audit) == []
+    assert audit.rendered is not None
+    if "[INST]" in audit.rendered:
+        # Llama 2 closes assistant turns with the EOS text. (phi-3's vocab file
+        # does not: its template ends turns with <|end|>, its EOS is <|endoftext|>.)
+        assert template_ends_turn(audit, eos) is True
+
+
+# --- hostile templates: unsafe -----------------------------------------------
+
+UNSAFE = {
+    "direct": "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "subscript_concat": "{{ ''['__cla' ~ 'ss__'] }}",
+    "attr_plus": "{{ ''|attr('__cla' + 'ss__') }}",
+    "reverse_filter": "{{ ''['__ssalc__'|reverse] }}",
+    "reverse_slice": "{{ ''|attr('__ssalc__'[::-1]) }}",
+    "str_format": "{{ ''|attr('{}class{}'.format('__', '__')) }}",
+    "join": "{{ ''|attr(['__', 'class', '__']|join) }}",
+    "replace": "{{ ''['XXclassXX'|replace('X', '_')] }}",
+    "printf": "{{ ''['%c%cclass%c%c' % (95, 95, 95, 95)] }}",
+    "format_filter": "{{ ''['%sclass%s'|format('__', '__')] }}",
+    "repeat": "{{ ''['_' * 2 ~ 'class' ~ '_' * 2] }}",
+    "set_then_use": "{% set n = '__cla' ~ 'ss__' %}{{ ''[n] }}",
+    "set_block": "{% set n %}__class__{% endset %}{{ ''|attr(n) }}",
+    "namespace_accumulator": "{% set ns = namespace(s='') %}{% for p in ['__', 'class', '__'] %}"
+    "{% set ns.s = ns.s ~ p %}{% endfor %}{{ ''[ns.s] }}",
+    "macro_argument": "{% macro get(o, n) %}{{ o[n] }}{% endmacro %}{{ get('', '__cla' ~ 'ss__') }}",
+    "macro_output": "{% macro n() %}__class__{% endmacro %}{{ ''[n()] }}",
+    "sorted_pieces": "{{ ''[('__', 'class', '__')|sort|join] }}",
+    "message_attr": "{{ x|attr(messages[0].content) }}",
+    "message_subscript": "{{ x[messages[0].content] }}",
+    "loop_var_attr": "{% for m in messages %}{{ x|attr(m.content) }}{% endfor %}",
+    "map_attribute": "{{ messages|map(attribute='__class__')|list }}",
+    "map_attr_filter": "{{ messages|map('attr', '__class__')|list }}",
+    "selectattr_computed": "{{ messages|selectattr(messages[0].content)|list }}",
+    "format_field": "{{ '{0.__class__.__mro__}'.format(messages) }}",
+    "generator_frame": "{{ (messages|map('string')).gi_frame.f_back.f_globals }}",
+    "cycler_chain": "{{ cycler.__init__.__globals__.os.popen('id').read() }}",
+    "lipsum_globals": "{{ lipsum.__globals__ }}",
+    "joiner_init": "{{ joiner.__init__ }}",
+    "namespace_init": "{{ namespace.__init__.__globals__ }}",
+    "self_context": "{{ self._TemplateReference__context }}",
+    "range_class": "{{ range.__class__ }}",
+    "builtins": "{{ __builtins__ }}",
+    "config": "{{ config.items() }}",
+    "request": "{{ request.application.__globals__ }}",
+    "url_for": "{{ url_for.__globals__['os'] }}",
+    "include": "{% include '/etc/passwd' %}",
+    "import": "{% import 'x' as x %}",
+    "cycle_gadget": "{% for i in range(2) %}"
+    "{{ ''[loop.cycle('__cla', 'ss__') ~ loop.cycle('__cla', 'ss__')] }}{% endfor %}",
+    "private": "{{ messages._private }}",
+}
+
+
+@pytest.fixture(scope="module")
+def unsafe_audits() -> dict[str, TemplateAudit]:
+    audits, _ = audit_templates({_key(k): v for k, v in UNSAFE.items()}, limits=FAST)
+    return _by_key(audits)
+
+
+@pytest.mark.parametrize("name", sorted(UNSAFE))
+def test_hostile_template_is_unsafe(unsafe_audits: dict[str, TemplateAudit], name: str) -> None:
+    assert inspect_template_source(UNSAFE[name]) != []
+    audit = unsafe_audits[_key(name)]
+    unsafe = [f for f in audit.findings if f.code == TEMPLATE_UNSAFE]
+    assert unsafe
+    for f in unsafe:
+        assert f.severity == Severity.ERROR
+        assert f.message.startswith(f"{_key(name)}: ")
+        assert "\n" not in f.message
+    # The sandbox refusing the escape is the unsafe finding, not a second one.
+    assert not any(f.code == TEMPLATE_RENDER_ERROR and "SecurityError" in f.message for f in audit.findings)
+
+
+@pytest.mark.parametrize(
+    ("name", "named"),
+    [
+        ("direct", "'__class__'"),
+        ("subscript_concat", "'__class__'"),
+        ("reverse_filter", "'__class__'"),
+        ("message_attr", "messages[0].content"),
+        ("cycler_chain", "'__init__'"),
+        ("generator_frame", "'gi_frame'"),
+        ("self_context", "'_TemplateReference__context'"),
+        ("namespace_accumulator", "'__'"),
+    ],
+)
+def test_unsafe_message_names_the_value(unsafe_audits: dict[str, TemplateAudit], name: str, named: str) -> None:
+    messages = [f.message for f in unsafe_audits[_key(name)].findings if f.code == TEMPLATE_UNSAFE]
+    assert any(named in m and "line 1" in m for m in messages), messages
+
+
+# --- hostile templates: denial of service --------------------------------------
+
+#: Template and the limits that may stop it (on a loaded host the wall clock
+#: can beat the CPU limit).
+DOS = {
+    # Output stops at the limit (or the CPU limit fires first).
+    "nested_loops": (
+        "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}",
+        {"output size", "CPU time", "wall-clock"},
+    ),
+    "silent_loops": (
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+        {"CPU time", "wall-clock"},
+    ),
+    "huge_string": ("{{ 'A' * 10**10 }}", {"memory"}),
+    "huge_range": ("{{ range(10**9)|list }}", {"range()"}),
+    "macro_recursion": ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", {"recursion"}),
+    "huge_power": ("{{ 10 ** (10 ** 9) }}", {"CPU time", "wall-clock"}),
+    "string_doubling": (
+        "{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+        {"memory", "output size", "CPU time", "wall-clock"},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def dos_audits() -> tuple[dict[str, TemplateAudit], float]:
+    start = time.monotonic()
+    audits, _ = audit_templates({_key(k): v for k, (v, _) in DOS.items()}, limits=FAST)
+    return _by_key(audits), time.monotonic() - start
+
+
+@pytest.mark.parametrize("name", sorted(DOS))
+def test_denial_of_service_hits_a_named_limit(dos_audits: tuple[dict[str, TemplateAudit], float], name: str) -> None:
+    audits, _ = dos_audits
+    audit = audits[_key(name)]
+    limits = [f for f in audit.findings if f.code == TEMPLATE_RESOURCE_LIMIT]
+    assert len(limits) == 1, audit.findings
+    assert any(word in limits[0].message for word in DOS[name][1]), limits[0].message
+    assert limits[0].severity == Severity.ERROR
+    assert audit.rendered is None and audit.rendered_tail is None
+
+
+def test_denial_of_service_ends_within_the_limits(dos_audits: tuple[dict[str, TemplateAudit], float]) -> None:
+    _, elapsed = dos_audits
+    # Each template gets at most its wall limit (plus the parent's grace); most
+    # stop at the CPU limit or sooner.
+    assert elapsed < len(DOS) * (FAST.wall_seconds + 1.0)
+
+
+def test_deep_expression_is_a_resource_limit_not_a_crash() -> None:
+    source = "{{ " + " + ".join(["1"] * 5000) + " }}"
+    with pytest.raises(TemplateInspectionError):
+        inspect_template_source(source)
+    audits, _ = audit_templates({KEY: source}, limits=FAST)
+    assert _codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
+
+
+def test_oversized_template_is_not_parsed() -> None:
+    audits, _ = audit_templates({KEY: "x" * (tpl.MAX_TEMPLATE_CHARS + 1)}, limits=FAST)
+    assert _codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert str(tpl.MAX_TEMPLATE_CHARS) in audits[0].findings[0].message
+
+
+# --- syntax and render errors --------------------------------------------------
+
+
+def test_syntax_error_names_the_line() -> None:
+    source = "{% for m in messages %}\n{{ m.content }}\n{{ m.role }\n{% endfor %}"
+    with pytest.raises(jinja2.TemplateSyntaxError):
+        inspect_template_source(source)
+    audits, _ = audit_templates({KEY: source}, limits=FAST)
+    (audit,) = audits
+    assert [f.code for f in audit.findings] == [TEMPLATE_SYNTAX_ERROR]
+    assert audit.findings[0].message.startswith(f"{KEY}: line 3: ")
+    assert audit.rendered is None
+
+
+def test_render_error_only_when_even_the_simplest_conversation_fails() -> None:
+    templates = {
+        _key("always"): "{{ raise_exception('no chat for you') }}",
+        _key("no_system"): "{% for m in messages %}{% if m.role == 'system' %}"
+        "{{ raise_exception('System role not supported') }}{% endif %}{{ m.content }}{% endfor %}",
+        _key("undefined_method"): "{{ messages[0].content.nonexistent() }}",
+    }
+    audits = _by_key(audit_templates(templates, limits=FAST)[0])
+    always = audits[_key("always")]
+    assert [f.code for f in always.findings] == [TEMPLATE_RENDER_ERROR]
+    assert always.findings[0].severity == Severity.WARNING
+    assert "no chat for you" in always.findings[0].message
+    assert always.rendered is None
+    assert audits[_key("no_system")].findings == ()
+    assert audits[_key("no_system")].conversation == "no_system"
+    assert _codes(audits[_key("undefined_method")]) == {TEMPLATE_RENDER_ERROR}
+
+
+def test_mutating_a_list_is_a_render_error_not_unsafe() -> None:
+    # transformers' immutable sandbox refuses list.append too: broken, not hostile.
+    audits, _ = audit_templates({KEY: "{% set x = [] %}{{ x.append(1) }}"}, limits=FAST)
+    assert _codes(audits[0]) == {TEMPLATE_RENDER_ERROR}
+
+
+def test_digest_and_tail() -> None:
+    source = (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8")
+    audits, _ = audit_templates({KEY: source}, limits=FAST)
+    (audit,) = audits
+    assert audit.digest == hashlib.sha256(source.encode("utf-8")).hexdigest()
+    assert audit.rendered is not None and audit.rendered_tail is not None
+    assert len(audit.rendered_tail) == min(tpl.TAIL_CHARS, len(audit.rendered))
+    assert audit.rendered_tail.endswith("It is 18 degrees Celsius in Paris.<|im_end|>\n")
+
+
+def test_output_limit_bounds_the_render() -> None:
+    limits = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0, output_chars=1000)
+    source = "{% for i in range(5000) %}x{% endfor %}"
+    audits, _ = audit_templates({KEY: source}, limits=limits)
+    assert _codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert "1000 characters" in audits[0].findings[0].message
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"cpu_seconds": 0}, {"wall_seconds": -1.0}, {"memory_bytes": 1024}, {"output_chars": 10}, {"cpu_seconds": True}],
+)
+def test_limits_are_validated(kwargs: Mapping[str, Any]) -> None:
+    with pytest.raises(ValueError, match="Got"):
+        TemplateLimits(**kwargs)
+
+
+# --- the child process ----------------------------------------------------------
+
+
+class _SpawnCounter:
+    def __init__(self) -> None:
+        self.calls = 0
+        self._popen = subprocess.Popen
+
+    def __call__(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        self.calls += 1
+        return self._popen(*args, **kwargs)
+
+
+@pytest.fixture
+def spawns(monkeypatch: pytest.MonkeyPatch) -> Iterator[_SpawnCounter]:
+    counter = _SpawnCounter()
+    monkeypatch.setattr(subprocess, "Popen", counter)
+    yield counter
+
+
+def test_one_child_renders_all_templates_of_a_file(spawns: _SpawnCounter) -> None:
+    names = ("chatml", "llama3", "qwen_tools")
+    templates = {_key(n): (TEMPLATES / f"{n}.jinja").read_text(encoding="utf-8") for n in names}
+    audits, _ = audit_templates(templates, limits=FAST)
+    assert spawns.calls == 1
+    assert all(a.rendered is not None and a.findings == () for a in audits)
+
+
+def test_a_limit_the_child_catches_needs_no_restart(spawns: _SpawnCounter) -> None:
+    templates = {
+        _key("spin"): DOS["silent_loops"][0],
+        _key("chatml"): (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8"),
+    }
+    audits = _by_key(audit_templates(templates, limits=FAST)[0])
+    assert spawns.calls == 1
+    assert _codes(audits[_key("spin")]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert audits[_key("chatml")].findings == ()
+
+
+def test_a_killed_child_is_restarted_for_the_rest(spawns: _SpawnCounter, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A child whose own timers cannot fire (the signals are blocked) stands
+    # for one stuck in C code: only the parent's wall-clock deadline stops it.
+    blocked = (
+        "import runpy, signal; "
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF, signal.SIGXCPU}); "
+        "runpy.run_module('gguf_audit.checks._template_worker', run_name='__main__')"
+    )
+    monkeypatch.setattr(tpl, "_child_command", lambda: [sys.executable, "-s", "-c", blocked])
+    limits = TemplateLimits(cpu_seconds=1.0, wall_seconds=1.0)
+    templates = {
+        _key("spin"): DOS["silent_loops"][0],
+        _key("chatml"): (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8"),
+    }
+    start = time.monotonic()
+    audits = _by_key(audit_templates(templates, limits=limits)[0])
+    elapsed = time.monotonic() - start
+    assert spawns.calls == 2
+    (limit,) = audits[_key("spin")].findings
+    assert limit.code == TEMPLATE_RESOURCE_LIMIT
+    assert "wall-clock" in limit.message
+    assert audits[_key("chatml")].findings == ()
+    assert audits[_key("chatml")].rendered is not None
+    assert elapsed < 10
+
+
+def test_identical_templates_render_once(spawns: _SpawnCounter) -> None:
+    source = (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8")
+    audits, _ = audit_templates({KEY: source, _key("default"): source}, limits=FAST)
+    assert spawns.calls == 1
+    assert audits[0].rendered == audits[1].rendered is not None
+    assert [a.key for a in audits] == [KEY, _key("default")]
+
+
+def test_the_child_refuses_files_and_processes() -> None:
+    probe = (
+        "import json, subprocess, sys\n"
+        "from gguf_audit.checks import _template_worker as w\n"
+        "sys.addaudithook(w._audit_hook)\n"
+        "w._locked = True\n"
+        "out = {}\n"
+        "for name, action in [('open', lambda: open('/etc/hostname')),\n"
+        "                     ('popen', lambda: subprocess.run(['true'])),\n"
+        "                     ('import', lambda: __import__('sqlite3'))]:\n"
+        "    try:\n"
+        "        action()\n"
+        "        out[name] = 'allowed'\n"
+        "    except BaseException as exc:\n"
+        "        out[name] = type(exc).__name__\n"
+        "sys.stdout.write(json.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        timeout=30,
+        check=True,
+        cwd=str(tpl._package_root()),
+    )
+    assert json.loads(done.stdout) == {"open": "_Blocked", "popen": "_Blocked", "import": "_Blocked"}
+
+
+def test_sandbox_refusal_during_render_is_unsafe() -> None:
+    # The static rule is the first line; a refusal the sandbox records during the
+    # render is reported even when the static rule found nothing.
+    result = {"status": "error", "attempts": [{"error": "SecurityError: access to attribute '__class__'"}]}
+    result["refused"] = ["'__class__' of 'str'"]
+    found = tpl._interpret(KEY, result, FAST, unsafe_known=False)
+    assert [f.code for f in found.findings] == [TEMPLATE_UNSAFE]
+    assert "'__class__' of 'str'" in found.findings[0].message
+
+
+# --- robustness --------------------------------------------------------------------
+
+_JINJA_BITS = st.sampled_from(
+    [
+        "{{",
+        "}}",
+        "{%",
+        "%}",
+        " for x in messages ",
+        " endfor ",
+        " if ",
+        " endif ",
+        " set ns = namespace(a=1) ",
+        " set ns.a = ",
+        "x",
+        "'__'",
+        "'class'",
+        " ~ ",
+        " + ",
+        "[",
+        "]",
+        "(",
+        ")",
+        ".",
+        "|join",
+        "|reverse",
+        "|attr(",
+        "[::-1]",
+        "messages[0]",
+        "loop.index0",
+        "ns.a",
+        "1",
+        ",",
+        "'a'",
+        "{#",
+        "#}",
+        "\n",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_JINJA_BITS, max_size=40).map("".join))
+def test_inspection_of_any_text_answers_or_raises_typed(source: str) -> None:
+    try:
+        reasons = inspect_template_source(source)
+    except (jinja2.TemplateSyntaxError, TemplateInspectionError):
+        return
+    assert isinstance(reasons, list)
+    assert all(isinstance(r, str) and r.startswith("line ") and "\n" not in r for r in reasons)
