@@ -37,24 +37,86 @@ def _parse_storage_options(text: str | None) -> dict[str, Any]:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from gguf_audit.audit import audit_file
+    from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, audit_file
+    from gguf_audit.plan import SampleConfig
     from gguf_audit.report import audit_to_json, render_text
 
     options = _parse_storage_options(args.storage_options)
-    audit = audit_file(args.url, storage_options=options)
+    config = AuditConfig(samples=SampleConfig()) if args.samples else DEFAULT_AUDIT_CONFIG
+    audit = audit_file(args.url, storage_options=options, config=config)
     if args.json:
-        json.dump(audit_to_json(audit, full_arrays=args.full_arrays), sys.stdout, ensure_ascii=False)
+        out = audit_to_json(audit, full_arrays=args.full_arrays, samples=args.samples)
+        json.dump(out, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        print(render_text(audit))
+        print(render_text(audit, samples=args.samples))
     return EXIT_PROBLEMS if audit.errors else EXIT_OK
+
+
+def _parse_blocks(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise _UsageError(f"--blocks takes comma-separated block indices, such as 0,5,-1. Got {text!r}.") from None
+
+
+def _cmd_sample(args: argparse.Namespace) -> int:
+    from gguf_audit.errors import FormatError, SourceError
+    from gguf_audit.findings import Severity
+    from gguf_audit.plan import SelectionError
+    from gguf_audit.sampling import file_samples_to_json, read_file_samples, render_file_samples
+
+    options = _parse_storage_options(args.storage_options)
+    blocks = _parse_blocks(args.blocks)
+    try:
+        samples = read_file_samples(args.url, tensors=args.tensor, blocks=blocks, storage_options=options)
+    except SelectionError as exc:
+        raise _UsageError(str(exc)) from exc
+    except (FormatError, SourceError) as exc:
+        print(f"gguf-audit: {args.url}: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    if args.json:
+        json.dump(file_samples_to_json(samples), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(render_file_samples(samples))
+    return EXIT_PROBLEMS if any(f.severity is Severity.ERROR for f in samples.read.findings) else EXIT_OK
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from gguf_audit.compare import ReferenceFormatError, compare_files, render_comparison
+    from gguf_audit.errors import FormatError, SourceError
+    from gguf_audit.findings import Severity
+
+    options = _parse_storage_options(args.storage_options)
+    try:
+        result = compare_files(args.quant, args.reference, storage_options=options)
+    except (FormatError, SourceError, ReferenceFormatError) as exc:
+        print(f"gguf-audit: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    if args.json:
+        json.dump(result.as_dict(), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(render_comparison(result))
+    return EXIT_PROBLEMS if any(f.severity is Severity.ERROR for f in result.findings) else EXIT_OK
 
 
 def _load_all_codes() -> None:
     """Import every module that registers codes, so the catalogue is whole."""
-    import gguf_audit.checks.structure  # noqa: F401
+    import gguf_audit.checks.data
+    import gguf_audit.checks.structure
+    import gguf_audit.compare  # noqa: F401
 
-    for name in ("gguf_audit.checks.template",):
+    for name in (
+        "gguf_audit.checks.template",
+        "gguf_audit.checks.semantic",
+        "gguf_audit.checks.shards",
+        "gguf_audit.checks.data",
+        "gguf_audit.compare",
+    ):
         try:
             __import__(name)
         except ImportError:
@@ -112,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.add_argument("--full-arrays", action="store_true", help="include array values in --json")
     inspect.add_argument("--storage-options", metavar="JSON", help="fsspec storage options as a JSON object")
+    inspect.add_argument("--samples", action="store_true", help="also read sampled tensor blocks and check their data")
     inspect.set_defaults(func=_cmd_inspect)
 
     codes = sub.add_parser("codes", help="print the catalogue of problem codes")
@@ -122,6 +185,28 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="build a small sample collection and audit it")
     demo.add_argument("dir", nargs="?", default="sample-collection", help="where to write the collection")
     demo.set_defaults(func=_cmd_demo)
+
+    sample = sub.add_parser("sample", help="decode chosen tensor blocks of one file, with statistics")
+    sample.add_argument("url", help="any fsspec URL or local path")
+    sample.add_argument("--tensor", action="append", metavar="NAME", help="a tensor to sample (repeatable)")
+    sample.add_argument("--blocks", metavar="LIST", help="block indices, such as 0,5,-1 (default: the sampling plan)")
+    sample.add_argument("--json", action="store_true", help="print one JSON object with every value")
+    sample.add_argument("--storage-options", metavar="JSON", help="fsspec storage options as a JSON object")
+    sample.set_defaults(func=_cmd_sample)
+
+    compare = sub.add_parser("compare", help="measure a quantized file's error against its reference at sampled blocks")
+    compare.add_argument("quant", help="the quantized GGUF")
+    compare.add_argument("reference", help="an F32, F16 or BF16 GGUF, or a safetensors file")
+    compare.add_argument("--json", action="store_true", help="print one JSON object")
+    compare.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for both files")
+    compare.set_defaults(func=_cmd_compare)
+
+    try:  # `scan` needs the pipeline extra (dask); without it the other commands still work
+        from pipelines.cli import add_scan_parser
+    except ImportError:
+        pass
+    else:
+        add_scan_parser(sub)
     return parser
 
 

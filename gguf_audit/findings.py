@@ -260,3 +260,6 @@ register(
 )
 
 del E, W, I
+
+CORE_CODES: frozenset[str] = frozenset(CODES)
+"""The codes registered here: header, tensor-info, data-size, I/O and internal ones."""

@@ -9,7 +9,7 @@ import pytest
 # Tests import their shared helpers (tests/corpus.py) as top-level modules.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import corpus_dir  # noqa: E402
+from corpus import S3_FILES, corpus_dir  # noqa: E402
 
 from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer  # noqa: E402
 
@@ -41,9 +41,3 @@ def s3_corpus() -> Iterator[MotoS3Server]:
             server.put("corpus", rel, (corpus_dir() / rel).read_bytes())
         yield server
 
-
-S3_FILES = [
-    "models/tiny-llama-Q4_K_M.gguf",
-    "vocab/ggml-vocab-gpt-2.gguf",
-    "split/tiny-llama-Q4_K_M-00002-of-00004.gguf",
-]

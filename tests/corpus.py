@@ -14,9 +14,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPO", "corpus_dir", "gguf_files", "truth", "truth_files"]
+__all__ = ["REPO", "S3_FILES", "corpus_dir", "gguf_files", "truth", "truth_files"]
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+# The corpus files the S3 fixture uploads: a model, a big vocabulary, a shard.
+S3_FILES = [
+    "models/tiny-llama-Q4_K_M.gguf",
+    "vocab/ggml-vocab-gpt-2.gguf",
+    "split/tiny-llama-Q4_K_M-00002-of-00004.gguf",
+]
 
 
 def corpus_dir() -> Path:

@@ -21,7 +21,8 @@ def test_inspect_json_has_the_documented_shape(capsys: pytest.CaptureFixture[str
         "url", "size", "version", "byte_order", "alignment", "header_bytes", "data_offset",
         "loadable", "metadata", "tensors", "problems", "io",
     }  # fmt: skip
-    assert out["byte_order"] == "little" and out["loadable"] is True and out["problems"] == []
+    assert out["byte_order"] == "little" and out["loadable"] is True
+    assert [p for p in out["problems"] if p["severity"] != "info"] == []
     assert out["metadata"]["general.architecture"] == {"type": "string", "value": "llama", "length": None}
     tokens = out["metadata"]["tokenizer.ggml.tokens"]
     assert tokens == {"type": "array[string]", "value": None, "length": 2048}

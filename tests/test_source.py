@@ -11,16 +11,24 @@ from typing import Any
 
 import fsspec
 import pytest
-from conftest import S3_FILES
-from corpus import corpus_dir
+from corpus import S3_FILES, corpus_dir
 
-from gguf_audit.audit import AuditConfig, FileAudit, audit_file
+from gguf_audit.audit import AuditConfig, FileAudit
+from gguf_audit.audit import audit_file as _audit_file
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.source import ReadConfig
 from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer
 
 Backend = Callable[[str], tuple[str, dict[str, Any]]]
+
+
+def audit_file(url: str, *, config: AuditConfig | None = None, **kwargs: Any) -> FileAudit:
+    """The structural audit only: these tests are about what reading costs."""
+    from dataclasses import replace
+
+    base = config or AuditConfig()
+    return _audit_file(url, config=replace(base, semantics=False, templates=False), **kwargs)
 
 
 def _local_header(rel: str) -> Header:

@@ -112,7 +112,7 @@ def test_big_endian_twin_reads_the_same() -> None:
     ]
     audit = audit_file(str(big_path))
     assert audit.loadable is False
-    assert [f.code for f in audit.findings] == ["header.big_endian"]
+    assert [f.code for f in audit.findings if f.severity is not Severity.INFO] == ["header.big_endian"]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

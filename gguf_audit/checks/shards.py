@@ -1,0 +1,482 @@
+"""Shard sets: files named ``<base>-NNNNN-of-MMMMM.gguf`` that together hold one model.
+
+Pure: the checks here take what each shard's own audit already found (its
+header, or the facts a previous run stored) and never read a file.
+
+The rules mirror ``llama_model_loader`` in llama.cpp (``src/llama-model-loader.cpp``)
+and the files ``gguf-split`` and gguf-py's ``GGUFWriter`` write:
+
+- the name numbers shards from 1 (``LLAMA_SPLIT_PATH`` is ``%s-%05d-of-%05d.gguf``
+  with ``i_split + 1``), while ``split.no`` inside counts from 0;
+- the loader reads ``split.count`` from the first shard and opens
+  ``<prefix>-00002-of-<count>.gguf`` and onwards by building those names, so a
+  missing shard, or a count that disagrees with the names, stops the load;
+- every later shard must hold ``split.no`` as a uint16 equal to its position
+  ("invalid split file idx"), a tensor may appear in one shard only ("tensor
+  '%s' is duplicated"), and the tensors of all shards must add up to the first
+  shard's ``split.tensors.count`` ("%d tensors expected but %d found").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import urllib.parse
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final, NamedTuple, Protocol
+
+from gguf_audit.findings import CODES, Finding, Severity, finding, register
+from gguf_audit.format.model import Header, ValueType
+
+__all__ = [
+    "AGREEING_KEYS",
+    "ShardFacts",
+    "ShardName",
+    "ShardSetVerdict",
+    "check_shard_set",
+    "group_models",
+    "judge_shard_set",
+    "model_id_for",
+    "parse_shard_name",
+    "shard_facts",
+]
+
+E, W = Severity.ERROR, Severity.WARNING
+register(
+    "shard.missing",
+    E,
+    True,
+    "A shard set lacks one or more of its numbered files; llama.cpp cannot open the model.",
+)
+register(
+    "shard.bad_index",
+    E,
+    True,
+    "A shard's split.no (counted from 0) disagrees with the number in its file name, or is absent or not a uint16.",
+)
+register(
+    "shard.count_mismatch",
+    E,
+    True,
+    "split.count disagrees with the -of-MMMMM in the file names, or the shards disagree with each other.",
+)
+register(
+    "shard.tensor_count_mismatch",
+    E,
+    True,
+    "The shards' tensors do not add up to split.tensors.count ('N tensors expected but M found').",
+)
+register(
+    "shard.duplicate_tensor",
+    E,
+    True,
+    "The same tensor name appears in two shards of one set ('tensor is duplicated').",
+)
+register(
+    "shard.inconsistent",
+    W,
+    False,
+    "The shards disagree on the GGUF version, byte order, or a declared general.alignment, "
+    "architecture or file type: likely assembled from different conversions.",
+)
+del E, W
+
+SPLIT_NO: Final = "split.no"
+SPLIT_COUNT: Final = "split.count"
+SPLIT_TENSORS_COUNT: Final = "split.tensors.count"
+
+AGREEING_KEYS: Final = (
+    "general.alignment",
+    "general.architecture",
+    "general.file_type",
+    "general.quantization_version",
+)
+"""Keys every shard that declares them must declare alike. gguf-split and
+GGUFWriter copy the general metadata into the first shard only, so a key absent
+from a later shard is normal; only two shards declaring different values are a finding."""
+
+MAX_DUPLICATE_FINDINGS: Final = 10
+"""Duplicated tensor names reported one by one; the rest are counted in one more finding.
+A set built from two copies of a model would otherwise yield thousands of rows."""
+
+# The spelling of LLAMA_SPLIT_PATH; huggingface.js' gguf package matches the same suffix.
+_SHARD_SUFFIX: Final = re.compile(r"-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf\Z")
+_GGUF_SUFFIX: Final = ".gguf"
+
+
+class ShardName(NamedTuple):
+    """What a shard's file name says: the set it belongs to and its place in it."""
+
+    model_id: str
+    shard_index: int
+    """1-based, as in the name."""
+    shard_count: int
+
+
+def _split_url(url: str) -> tuple[str, str]:
+    """``url`` without its query and fragment, and that tail (kept for signed URLs)."""
+    if "://" not in url:
+        return url, ""
+    parts = urllib.parse.urlsplit(url)
+    tail = ("?" + parts.query if parts.query else "") + ("#" + parts.fragment if parts.fragment else "")
+    if not tail:
+        return url, ""
+    return url[: len(url) - len(tail)], tail
+
+
+def parse_shard_name(url: str) -> ShardName | None:
+    """The shard set ``url`` names, or None when it is not named like a shard.
+
+    >>> parse_shard_name("s3://b/m/llama-Q4_K_M-00002-of-00005.gguf")
+    ShardName(model_id='s3://b/m/llama-Q4_K_M', shard_index=2, shard_count=5)
+    """
+    path, _ = _split_url(url)
+    match = _SHARD_SUFFIX.search(path)
+    if match is None or match.start() == 0 or path[match.start() - 1] == "/":
+        return None
+    return ShardName(path[: match.start()], int(match.group("index")), int(match.group("count")))
+
+
+def model_id_for(url: str) -> str:
+    """The model a file belongs to: its shard set's URL without the ``-NNNNN-of-MMMMM.gguf``
+    suffix, or, for a single file, its URL without ``.gguf`` (and without a query string)."""
+    shard = parse_shard_name(url)
+    if shard is not None:
+        return shard.model_id
+    path, _ = _split_url(url)
+    return path[: -len(_GGUF_SUFFIX)] if path.endswith(_GGUF_SUFFIX) else path
+
+
+def group_models(urls: Iterable[str]) -> dict[str, list[str]]:
+    """Files grouped by model, shards in index order.
+
+    Equal names in different folders stay apart (the folder is part of the id).
+    When a single file's id equals a shard set's (``m.gguf`` beside
+    ``m-00001-of-00002.gguf``) the single file keeps its whole URL as its id,
+    so the two are never judged as one model.
+    """
+    sets: dict[str, list[tuple[int, int, str]]] = {}
+    singles: dict[str, list[str]] = {}
+    for url in dict.fromkeys(urls):
+        shard = parse_shard_name(url)
+        if shard is None:
+            singles.setdefault(model_id_for(url), []).append(url)
+        else:
+            sets.setdefault(shard.model_id, []).append((shard.shard_index, shard.shard_count, url))
+    groups: dict[str, list[str]] = {mid: [u for _, _, u in sorted(members)] for mid, members in sets.items()}
+    for mid, members in singles.items():
+        for url in members:
+            key = mid if (mid not in groups and len(members) == 1) else _path_only(url)
+            groups[key] = [url]
+    return groups
+
+
+def _path_only(url: str) -> str:
+    return _split_url(url)[0]
+
+
+class _Audited(Protocol):
+    """What :func:`shard_facts` needs from a file's audit (a ``FileAudit`` has it)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def header(self) -> Header | None: ...
+    @property
+    def loadable(self) -> bool | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ShardFacts:
+    """What one shard's audit found that the set checks compare.
+
+    Built from a fresh audit (:func:`shard_facts`) or from the rows a previous
+    run stored, so an incremental run checks a set without re-reading its
+    unchanged shards.
+    """
+
+    url: str
+    index: int
+    """The 1-based number in the file name."""
+    count: int
+    """The ``-of-MMMMM`` in the file name."""
+    readable: bool
+    """A header was decoded; every field below is None or empty when not."""
+    loadable: bool | None
+    version: int | None = None
+    byte_order: str | None = None
+    split_no: int | None = None
+    split_no_type: str | None = None
+    split_count: int | None = None
+    split_tensors_count: int | None = None
+    n_tensors: int | None = None
+    tensor_names: tuple[str, ...] = ()
+    declared: tuple[tuple[str, str], ...] = ()
+    """``(key, canonical JSON value)`` for the :data:`AGREEING_KEYS` the shard declares."""
+
+
+def canonical_value(value: object) -> str | None:
+    """The JSON text a scalar metadata value is compared (and stored) as; None for arrays."""
+    if isinstance(value, bool | int | str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float):
+        return json.dumps(value) if math.isfinite(value) else json.dumps(str(value))
+    return None
+
+
+def _int_value(header: Header, key: str) -> tuple[int | None, str | None]:
+    kv = header.metadata.get(key)
+    if kv is None:
+        return None, None
+    value = kv.value
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None, kv.type_name
+    return value, kv.type_name
+
+
+def shard_facts(audit: _Audited) -> ShardFacts | None:
+    """The facts of one shard's audit, or None when its URL is not named like a shard."""
+    name = parse_shard_name(audit.url)
+    if name is None:
+        return None
+    header = audit.header
+    if header is None:
+        return ShardFacts(audit.url, name.shard_index, name.shard_count, readable=False, loadable=audit.loadable)
+    split_no, split_no_type = _int_value(header, SPLIT_NO)
+    if split_no is None and split_no_type is not None:
+        split_no = -1  # present, but not an integer: reported as a bad index
+    declared = []
+    for key in AGREEING_KEYS:
+        kv = header.metadata.get(key)
+        text = canonical_value(kv.value) if kv is not None else None
+        if text is not None:
+            declared.append((key, text))
+    return ShardFacts(
+        url=audit.url,
+        index=name.shard_index,
+        count=name.shard_count,
+        readable=True,
+        loadable=audit.loadable,
+        version=header.version,
+        byte_order=header.byte_order,
+        split_no=split_no,
+        split_no_type=split_no_type,
+        split_count=_int_value(header, SPLIT_COUNT)[0],
+        split_tensors_count=_int_value(header, SPLIT_TENSORS_COUNT)[0],
+        n_tensors=header.n_tensors,
+        tensor_names=tuple(t.name for t in header.tensors),
+        declared=tuple(declared),
+    )
+
+
+def _name_of(url: str) -> str:
+    return _path_only(url).rsplit("/", 1)[-1]
+
+
+def _expected_count(shards: Sequence[ShardFacts]) -> int:
+    """The set's shard count: the one most names carry (ties: the first shard's, then the largest)."""
+    counts = Counter(s.count for s in shards)
+    best = max(counts.values())
+    tied = {c for c, n in counts.items() if n == best}
+    first = min(shards, key=lambda s: s.index)
+    return first.count if first.count in tied else max(tied)
+
+
+def _fmt_numbers(numbers: Sequence[int], count: int) -> str:
+    shown = [f"{n:05d}" for n in numbers[:20]]
+    more = f" and {len(numbers) - 20} more" if len(numbers) > 20 else ""
+    return f"{', '.join(shown)}{more} of {count:05d}"
+
+
+def check_shard_set(shards: Iterable[ShardFacts | _Audited]) -> Iterator[Finding]:
+    """Yield every finding about a shard set as a whole.
+
+    ``shards`` are the set's members (facts, or audits with ``url``, ``header``
+    and ``loadable``); each member's own problems are its audit's, not repeated here.
+    """
+    members = _as_facts(shards)
+    if not members:
+        return
+    count = _expected_count(members)
+    yield from _check_names(members, count)
+    in_set = {s.index: s for s in members if s.count == count and 1 <= s.index <= count}
+    missing = [i for i in range(1, count + 1) if i not in in_set]
+    if missing:
+        yield finding(
+            "shard.missing",
+            f"{len(missing)} of {count} shards missing: {_fmt_numbers(missing, count)}",
+        )
+    readable = [in_set[i] for i in sorted(in_set) if in_set[i].readable]
+    yield from _check_split_keys(readable, count)
+    if not missing and len(readable) == len(in_set):
+        yield from _check_tensor_count(readable)
+    yield from _check_duplicates(readable)
+    yield from _check_agreement(readable)
+
+
+def _as_facts(shards: Iterable[ShardFacts | _Audited]) -> list[ShardFacts]:
+    out: list[ShardFacts] = []
+    for s in shards:
+        facts = s if isinstance(s, ShardFacts) else shard_facts(s)
+        if facts is not None:
+            out.append(facts)
+    return sorted(out, key=lambda f: (f.index, f.count, f.url))
+
+
+def _check_names(members: Sequence[ShardFacts], count: int) -> Iterator[Finding]:
+    for s in members:
+        if s.count != count:
+            yield finding(
+                "shard.count_mismatch",
+                f"{_name_of(s.url)} is named as one of {s.count:05d} shards, but the set has {count:05d}",
+            )
+        elif not 1 <= s.index <= count:
+            yield finding(
+                "shard.bad_index",
+                f"{_name_of(s.url)} is numbered {s.index:05d}, outside 00001..{count:05d} (shards count from 1)",
+            )
+
+
+def _check_split_keys(readable: Sequence[ShardFacts], count: int) -> Iterator[Finding]:
+    for s in readable:
+        name = _name_of(s.url)
+        expected_no = s.index - 1
+        if s.split_no is None:
+            yield finding(
+                "shard.bad_index",
+                f"{name} has no split.no; llama.cpp needs it to be {expected_no} (the name's {s.index:05d} minus 1)",
+            )
+        elif s.split_no_type not in (None, ValueType.UINT16.spelling):
+            yield finding(
+                "shard.bad_index",
+                f"{name} stores split.no as {s.split_no_type}; llama.cpp reads it as uint16",
+            )
+        elif s.split_no != expected_no:
+            yield finding(
+                "shard.bad_index",
+                f"{name} has split.no {s.split_no}, but its name numbers it {s.index:05d} (split.no {expected_no})",
+            )
+        if s.split_count is None:
+            if s.index == 1 and count > 1:
+                yield finding(
+                    "shard.count_mismatch",
+                    f"{name} has no split.count; llama.cpp would load it as a whole model "
+                    f"and miss the other {count - 1} shards",
+                )
+        elif s.split_count != count:
+            yield finding(
+                "shard.count_mismatch",
+                f"{name} has split.count {s.split_count}, but the file names say {count}",
+            )
+
+
+def _check_tensor_count(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
+    declared = {s.split_tensors_count for s in readable if s.split_tensors_count is not None}
+    found = sum(s.n_tensors or 0 for s in readable)
+    if len(declared) > 1:
+        values = ", ".join(
+            f"{_name_of(s.url)}={s.split_tensors_count}" for s in readable if s.split_tensors_count is not None
+        )
+        yield finding("shard.tensor_count_mismatch", f"the shards disagree on split.tensors.count: {values}")
+        return
+    if not declared:
+        yield finding(
+            "shard.tensor_count_mismatch",
+            f"no shard has split.tensors.count; the {len(readable)} shards hold {found} tensors",
+        )
+        return
+    expected = declared.pop()
+    if expected != found:
+        yield finding(
+            "shard.tensor_count_mismatch",
+            f"split.tensors.count is {expected}, but the {len(readable)} shards hold {found} tensors",
+        )
+
+
+def _check_duplicates(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
+    first_seen: dict[str, str] = {}
+    reported = 0
+    extra = 0
+    for s in readable:
+        for name in dict.fromkeys(s.tensor_names):  # a name twice in one file is the file's own finding
+            where = first_seen.get(name)
+            if where is None:
+                first_seen[name] = s.url
+                continue
+            if reported < MAX_DUPLICATE_FINDINGS:
+                reported += 1
+                yield finding(
+                    "shard.duplicate_tensor",
+                    f"tensor {name!r} is in both {_name_of(where)} and {_name_of(s.url)}",
+                    tensor=name,
+                )
+            else:
+                extra += 1
+    if extra:
+        yield finding("shard.duplicate_tensor", f"{extra} more tensor names are duplicated across shards")
+
+
+def _check_agreement(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
+    facts: list[tuple[str, dict[str, str]]] = []
+    for s in readable:
+        values = {"version": str(s.version), "byte order": str(s.byte_order)}
+        values.update(dict(s.declared))
+        facts.append((s.url, values))
+    keys = ["version", "byte order", *AGREEING_KEYS]
+    for key in keys:
+        seen: dict[str, list[str]] = {}
+        for url, values in facts:
+            if key in values:
+                seen.setdefault(values[key], []).append(_name_of(url))
+        if len(seen) > 1:
+            parts = "; ".join(f"{value} in {', '.join(names[:3])}" for value, names in seen.items())
+            yield finding("shard.inconsistent", f"the shards disagree on {key}: {parts}")
+
+
+@dataclass(frozen=True, slots=True)
+class ShardSetVerdict:
+    """A shard set judged as a whole."""
+
+    model_id: str
+    count: int
+    """How many shards the set should have."""
+    present: tuple[int, ...]
+    """The numbers (1-based) of the shards found under the set's own name pattern."""
+    missing: tuple[int, ...]
+    findings: tuple[Finding, ...]
+    loadable: bool | None
+    """True only when every shard is loadable, the set is complete and no set finding is refused."""
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+def judge_shard_set(model_id: str, shards: Iterable[ShardFacts | _Audited]) -> ShardSetVerdict:
+    """Check a shard set and say whether llama.cpp would load it."""
+    members = _as_facts(shards)
+    if not members:
+        return ShardSetVerdict(model_id, 0, (), (), (), None)
+    findings = tuple(check_shard_set(members))
+    count = _expected_count(members)
+    present = tuple(sorted({s.index for s in members if s.count == count and 1 <= s.index <= count}))
+    missing = tuple(i for i in range(1, count + 1) if i not in present)
+    verdict: bool | None = True
+    for value in [s.loadable for s in members] + [_loads(f) for f in findings]:
+        if value is False:
+            verdict = False
+            break
+        if value is None:
+            verdict = None
+    if missing:
+        verdict = False
+    return ShardSetVerdict(model_id, count, present, missing, findings, verdict)
+
+
+def _loads(f: Finding) -> bool | None:
+    """What one set finding says about loading: False when llama.cpp refuses, None when unknown."""
+    refused = CODES[f.code].refused
+    return None if refused is None else not refused
