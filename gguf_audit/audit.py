@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 
@@ -21,7 +21,21 @@ from gguf_audit.errors import FormatError, SourceError
 from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_loadable
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import Limits
-from gguf_audit.source import DEFAULT_READ_CONFIG, IOStats, ReadConfig, classify_error, open_source, read_header
+from gguf_audit.plan import SampleConfig
+from gguf_audit.source import (
+    DEFAULT_READ_CONFIG,
+    FsspecSource,
+    HeaderRead,
+    IOStats,
+    ReadConfig,
+    classify_error,
+    open_source,
+    read_header,
+)
+
+if TYPE_CHECKING:
+    from gguf_audit.checks.data import SampleRow
+    from gguf_audit.checks.template import TemplateAudit
 
 __all__ = ["AuditConfig", "FileAudit", "Status", "audit_file"]
 
@@ -38,6 +52,12 @@ class Status(StrEnum):
 class AuditConfig:
     read: ReadConfig = DEFAULT_READ_CONFIG
     limits: Limits = field(default_factory=Limits)
+    samples: SampleConfig | None = None
+    """Sample tensor blocks and check their data; None reads the header only."""
+    semantics: bool = True
+    """Architecture, tokenizer and declared-type checks (header only)."""
+    templates: bool = True
+    """Inspect and render chat templates (in a sandboxed child process)."""
 
 
 DEFAULT_AUDIT_CONFIG = AuditConfig()
@@ -54,6 +74,12 @@ class FileAudit:
     io: IOStats
     seconds: float
     etag: str | None = None
+    samples: list[SampleRow] = field(default_factory=list)
+    """A row per sampled block, when sampling was on."""
+    fingerprint: str | None = None
+    """Hash of the sampled bytes with their offsets (see checks.data.sample_fingerprint)."""
+    templates: list[TemplateAudit] = field(default_factory=list)
+    """One audit per chat template the file holds."""
 
     @property
     def loadable(self) -> bool | None:
@@ -92,6 +118,9 @@ def audit_file(
     stats = IOStats()
     header: Header | None = None
     findings: list[Finding] = []
+    rows: list[SampleRow] = []
+    fingerprint: str | None = None
+    templates: list[TemplateAudit] = []
     source = None
     try:
         source = open_source(url, storage_options=storage_options, size=size, fs=fs, config=config.read)
@@ -99,6 +128,9 @@ def audit_file(
         read = read_header(source, config=config.read, limits=config.limits)
         header = read.header
         findings.extend(check_structure(header, source.size))
+        templates = _check_semantics(header, url, config, findings)
+        if config.samples is not None:
+            rows, fingerprint = _sample(source, read, config.samples, findings)
     except FormatError as exc:
         findings.append(finding(exc.code, exc.message, offset=exc.offset))
     except SourceError as exc:
@@ -121,4 +153,85 @@ def audit_file(
         io=stats,
         seconds=time.perf_counter() - begun,
         etag=etag,
+        samples=rows,
+        fingerprint=fingerprint,
+        templates=templates,
     )
+
+
+def _check_semantics(header: Header, url: str, config: AuditConfig, findings: list[Finding]) -> list[TemplateAudit]:
+    """Template and semantic checks; their findings join ``findings``."""
+    audits: list[TemplateAudit] = []
+    renders: dict[str, str] | None = None
+    if config.templates and not _is_later_shard(header):
+        audits, file_findings = _audit_templates(header)
+        findings.extend(file_findings)
+        for audit in audits:
+            findings.extend(audit.findings)
+        renders = {a.key: a.rendered for a in audits if a.rendered is not None}
+    if config.semantics:
+        from gguf_audit.checks.semantic import check_semantics
+
+        findings.extend(check_semantics(header, url=url, template_renders=renders))
+    return audits
+
+
+def _is_later_shard(header: Header) -> bool:
+    # Runtimes read the tokenizer and templates from the first shard only.
+    split_no = header.get("split.no")
+    return isinstance(split_no, int) and split_no > 0
+
+
+_TEMPLATE_CACHE: dict[tuple[object, ...], tuple[list[TemplateAudit], tuple[Finding, ...]]] = {}
+_TEMPLATE_CACHE_SIZE = 256
+
+
+def _audit_templates(header: Header) -> tuple[list[TemplateAudit], tuple[Finding, ...]]:
+    """Audit the header's chat templates, once per distinct template set.
+
+    A collection holds many quantizations of each model, all with the same
+    template: the child process that renders them starts once per set.
+    """
+    from gguf_audit.checks.template import audit_templates
+
+    templates = {
+        kv.key: kv.value
+        for kv in header.kvs
+        if (kv.key == "tokenizer.chat_template" or kv.key.startswith("tokenizer.chat_template."))
+        and isinstance(kv.value, str)
+    }
+    bos, eos = _token_text(header, "tokenizer.ggml.bos_token_id"), _token_text(header, "tokenizer.ggml.eos_token_id")
+    key = (tuple(sorted(templates.items())), bos, eos)
+    cached = _TEMPLATE_CACHE.get(key)
+    if cached is None:
+        audits, file_findings = audit_templates(templates, bos_token=bos, eos_token=eos)
+        cached = (list(audits), tuple(file_findings))
+        if len(_TEMPLATE_CACHE) >= _TEMPLATE_CACHE_SIZE:
+            _TEMPLATE_CACHE.pop(next(iter(_TEMPLATE_CACHE)))
+        _TEMPLATE_CACHE[key] = cached
+    return list(cached[0]), cached[1]
+
+
+def _token_text(header: Header, id_key: str) -> str:
+    from gguf_audit.format.model import StringArray
+
+    token_id = header.get(id_key)
+    tokens = header.get("tokenizer.ggml.tokens")
+    if isinstance(token_id, int) and isinstance(tokens, StringArray) and 0 <= token_id < len(tokens):
+        return tokens[token_id]
+    return ""
+
+
+def _sample(
+    source: FsspecSource, read: HeaderRead, config: SampleConfig, findings: list[Finding]
+) -> tuple[list[SampleRow], str | None]:
+    """Sample the file's tensor blocks; their findings join ``findings``."""
+    # Imported here: the data checks register their codes, and a header-only
+    # audit has no use for them.
+    from gguf_audit.plan import plan_samples
+    from gguf_audit.sampling import read_samples
+
+    plan = plan_samples(read.header, config=config, file_size=source.size)
+    result = read_samples(source, read.header, plan, held=read.buffer, max_gap_bytes=config.max_gap_bytes)
+    findings.extend(result.findings)
+    return list(result.rows), result.fingerprint

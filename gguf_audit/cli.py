@@ -7,6 +7,7 @@ Exit status: 0 when no problem is an error, 1 when one is, 2 for usage errors
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -107,20 +108,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _load_all_codes() -> None:
     """Import every module that registers codes, so the catalogue is whole."""
     import gguf_audit.checks.data
+    import gguf_audit.checks.semantic
+    import gguf_audit.checks.shards
     import gguf_audit.checks.structure
+    import gguf_audit.checks.template
     import gguf_audit.compare  # noqa: F401
 
-    for name in (
-        "gguf_audit.checks.template",
-        "gguf_audit.checks.semantic",
-        "gguf_audit.checks.shards",
-        "gguf_audit.checks.data",
-        "gguf_audit.compare",
-    ):
-        try:
-            __import__(name)
-        except ImportError:
-            pass
+    with contextlib.suppress(ImportError):
+        # The pipeline registers its run-level codes; it needs dask.
+        import pipelines.run  # noqa: F401
 
 
 def _cmd_codes(args: argparse.Namespace) -> int:

@@ -72,8 +72,8 @@ def _kv_json(kv: KV, full_arrays: bool) -> dict[str, Any]:
     }
 
 
-def audit_to_json(audit: FileAudit, *, full_arrays: bool = False) -> dict[str, Any]:
-    """The ``inspect --json`` object."""
+def audit_to_json(audit: FileAudit, *, full_arrays: bool = False, samples: bool = False) -> dict[str, Any]:
+    """The ``inspect --json`` object; ``samples`` adds the sampled blocks' rows and fingerprint."""
     h = audit.header
     out: dict[str, Any] = {
         "url": audit.url,
@@ -101,6 +101,9 @@ def audit_to_json(audit: FileAudit, *, full_arrays: bool = False) -> dict[str, A
         "problems": [f.as_dict() for f in audit.findings],
         "io": {"requests": audit.io.requests, "bytes_read": audit.io.bytes_read},
     }
+    if samples:
+        out["samples"] = [row.as_dict() for row in audit.samples]
+        out["fingerprint"] = audit.fingerprint
     return out
 
 
@@ -147,8 +150,8 @@ def _problem_lines(findings: Iterable[Finding]) -> list[str]:
     return lines
 
 
-def render_text(audit: FileAudit, *, max_tensors: int = 60) -> str:
-    """A readable report of one file."""
+def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = False) -> str:
+    """A readable report of one file; ``samples`` adds per-tensor statistics of the sampled blocks."""
     h = audit.header
     lines = [f"{escape(audit.url)}"]
     verdict = {True: "yes", False: "NO", None: "unknown"}[audit.loadable]
@@ -179,6 +182,8 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60) -> str:
                 )
             if h.n_tensors > max_tensors:
                 lines.append(f"  … {h.n_tensors - max_tensors} more (use --json for all)")
+    if samples:
+        lines.extend(_sample_lines(audit, max_tensors))
     lines.append("")
     if audit.findings:
         lines.append(f"problems ({len(audit.findings)}):")
@@ -192,3 +197,30 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60) -> str:
         + f", {audit.seconds * 1000:.0f} ms"
     )
     return "\n".join(lines)
+
+
+def _sample_lines(audit: FileAudit, max_tensors: int) -> list[str]:
+    from gguf_audit.checks.data import tensor_stats
+
+    stats = tensor_stats(audit.samples)
+    blocks: dict[str, int] = {}
+    types: dict[str, str] = {}
+    for row in audit.samples:
+        blocks[row.tensor] = blocks.get(row.tensor, 0) + 1
+        types[row.tensor] = row.type
+    lines = ["", f"samples ({len(audit.samples)} blocks of {len(stats)} tensors, fingerprint {audit.fingerprint}):"]
+    if not stats:
+        return lines
+    width = min(max(len(name) for name in stats), 48)
+
+    def g(x: float | None) -> str:
+        return "-" if x is None else f"{x:.4g}"
+
+    for name, s in list(stats.items())[:max_tensors]:
+        lines.append(
+            f"  {escape(name, 64):{width}}  {types[name]:8} {blocks[name]:>3} blocks  min {g(s.min)} max {g(s.max)} "
+            f"mean {g(s.mean)} std {g(s.std)} nan {s.n_nan} inf {s.n_inf} zero {s.zero_fraction:.0%}"
+        )
+    if len(stats) > max_tensors:
+        lines.append(f"  … {len(stats) - max_tensors} more (use --json for all)")
+    return lines
