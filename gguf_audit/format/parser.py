@@ -505,11 +505,10 @@ def _parse_from(buf: bytes | memoryview, file_size: int | None, cp: _Checkpoint,
     kvs = list(cp.kvs)
     tensors = list(cp.tensors)
     n_tensors, n_kv = cp.n_tensors, cp.n_kv
-    checkpoint = cp
-
-    def save() -> _Checkpoint:
-        return _Checkpoint(cp.version, cp.byte_order, n_tensors, n_kv, r.pos, tuple(kvs), tuple(tensors), tuple(r.findings))
-
+    # Where the last whole record ended. The checkpoint itself is built only
+    # when the buffer runs out: building it per record would cost time
+    # quadratic in the record count.
+    clean_pos, clean_findings = cp.pos, len(r.findings)
     try:
         if n_tensors < 0:
             at = r.pos
@@ -521,17 +520,30 @@ def _parse_from(buf: bytes | memoryview, file_size: int | None, cp: _Checkpoint,
             # negative there, and far past what any file holds here.
             r.check_count(n_tensors, _MIN_TENSOR_BYTES[family], limits.max_tensor_count, "the tensor count", at)
             r.check_count(n_kv, _MIN_KV_BYTES[family], limits.max_kv_count, "the key-value count", n_kv_at)
-            checkpoint = save()
+            clean_pos, clean_findings = r.pos, len(r.findings)
         while len(kvs) < n_kv:
             kvs.append(_read_kv(r, len(kvs)))
-            checkpoint = save()
+            clean_pos, clean_findings = r.pos, len(r.findings)
         family = 1 if r.v1 else 2
         if len(tensors) == 0 and n_tensors:
             r.check_count(n_tensors, _MIN_TENSOR_BYTES[family], limits.max_tensor_count, "the tensor count", 8)
         while len(tensors) < n_tensors:
             tensors.append(_read_tensor_info(r, len(tensors)))
-            checkpoint = save()
+            clean_pos = r.pos
     except _Short as short:
+        if n_kv < 0:
+            checkpoint = cp
+        else:
+            checkpoint = _Checkpoint(
+                cp.version,
+                cp.byte_order,
+                n_tensors,
+                n_kv,
+                clean_pos,
+                tuple(kvs),
+                tuple(tensors),
+                tuple(r.findings[:clean_findings]),
+            )
         estimate = _estimate(r, short.needed, kvs, tensors, n_kv, n_tensors, checkpoint)
         return NeedMore(short.needed, estimate, checkpoint)
     return _finish(r, cp, kvs, tensors, n_kv, n_tensors, file_size)

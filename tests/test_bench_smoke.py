@@ -1,0 +1,97 @@
+"""The header benchmark's peers read the same thing as our parser.
+
+Generates small-vocabulary versions of the benchmark's headers (both
+tokenizer kinds) with ``benchmarks/headers.py`` and checks that
+``parse_header``, gguf-py's ``GGUFReader`` and ``benchmarks/naive_reader.py``
+agree on keys, values, array lengths and the tensor table.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import gguf
+import numpy as np
+import pytest
+
+from gguf_audit.checks.structure import check_structure
+from gguf_audit.format.model import Header, StringArray, ValueType
+from gguf_audit.format.parser import parse_header
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _load(name: str) -> ModuleType:
+    """Import a module of benchmarks/ (not a package) by its path."""
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCHMARKS / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load benchmarks/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+headers = _load("headers")
+naive_reader = _load("naive_reader")
+
+
+@pytest.mark.parametrize("label", ["32k", "152k", "256k"])
+def test_generated_header_reads_the_same_in_all_three_readers(tmp_path: Path, label: str) -> None:
+    g = headers.write_model(headers.SPECS[label], tmp_path, vocab_size=2000)
+    assert g.file_size > 10**9  # the real tensor table: a GB-sized file...
+    assert g.on_disk_bytes < 4 * g.data_offset + 65536  # ...that is a sparse hole on disk
+    with g.path.open("rb") as f:
+        buf = f.read(g.data_offset)
+
+    ours = parse_header(buf, g.file_size)
+    assert isinstance(ours, Header)
+    assert ours.header_bytes == g.header_bytes
+    assert ours.data_offset == g.data_offset
+    assert list(check_structure(ours, g.file_size)) == []
+
+    naive = naive_reader.read_naive(buf)
+    reader = gguf.GGUFReader(g.path)
+    fields = {k: v for k, v in reader.fields.items() if not k.startswith("GGUF.")}
+
+    keys = [kv.key for kv in ours.kvs]
+    assert len(keys) == g.n_kv
+    assert keys == list(naive.kvs) == list(fields)
+    assert naive.header_bytes == g.header_bytes
+    assert reader.data_offset == g.data_offset
+
+    for kv in ours.kvs:
+        vtype, value, item_type = naive.kvs[kv.key]
+        field = fields[kv.key]
+        assert vtype == kv.type == field.types[0], kv.key
+        if kv.type is ValueType.ARRAY:
+            assert item_type == kv.item_type == field.types[1], kv.key
+            assert kv.length == len(value) == len(field.data), kv.key
+            if isinstance(kv.value, StringArray):
+                assert kv.value.to_list() == value == field.contents(), kv.key
+            else:
+                assert np.array_equal(np.asarray(kv.value), np.asarray(value, dtype=kv.value.dtype)), kv.key
+        elif kv.type is ValueType.FLOAT32:
+            assert kv.value == value == pytest.approx(float(field.contents())), kv.key
+        else:
+            assert kv.value == value == field.contents(), kv.key
+
+    tokens = ours.metadata["tokenizer.ggml.tokens"]
+    assert tokens.length == 2000
+    if g.spec.tokenizer == "gpt2":
+        assert "tokenizer.ggml.merges" in ours.metadata and "tokenizer.ggml.scores" not in ours.metadata
+    else:
+        assert "tokenizer.ggml.scores" in ours.metadata and "tokenizer.ggml.merges" not in ours.metadata
+
+    assert len(ours.tensors) == len(naive.tensors) == len(reader.tensors) == g.n_tensors
+    for t, (name, dims, ggml_type, offset), rt in zip(ours.tensors, naive.tensors, reader.tensors, strict=True):
+        assert t.name == name == rt.name
+        assert t.shape == dims == tuple(int(d) for d in rt.shape)
+        assert t.type_id == ggml_type == int(rt.tensor_type)
+        assert t.offset == offset
+        assert t.data_offset == rt.data_offset
+        assert t.n_bytes == rt.n_bytes
+    assert ours.min_file_size == g.file_size
