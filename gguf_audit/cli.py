@@ -7,7 +7,6 @@ Exit status: 0 when no problem is an error, 1 when one is, 2 for usage errors
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -114,10 +113,6 @@ def _load_all_codes() -> None:
     import gguf_audit.checks.template
     import gguf_audit.compare  # noqa: F401
 
-    with contextlib.suppress(ImportError):
-        # The pipeline registers its run-level codes; it needs dask.
-        import pipelines.run  # noqa: F401
-
 
 def _cmd_codes(args: argparse.Namespace) -> int:
     _load_all_codes()
@@ -152,9 +147,12 @@ def codes_markdown() -> str:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from gguf_audit.demo import run_demo
-
-    return int(run_demo(args.dir))
+    try:
+        from pipelines.demo import run_demo
+    except ImportError as exc:
+        print(f"gguf-audit demo: needs the pipeline extra (pip install 'gguf-audit[pipeline]'): {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_demo(args.dir, args.out, workers=args.workers, progress=not args.no_progress)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -178,8 +176,11 @@ def _parser() -> argparse.ArgumentParser:
     codes.add_argument("--markdown", action="store_true", help="the README's table")
     codes.set_defaults(func=_cmd_codes)
 
-    demo = sub.add_parser("demo", help="build a small sample collection and audit it")
+    demo = sub.add_parser("demo", help="build a small sample collection and scan it on a local dask cluster")
     demo.add_argument("dir", nargs="?", default="sample-collection", help="where to write the collection")
+    demo.add_argument("--out", default="audit-out", help="where the tables go (default audit-out)")
+    demo.add_argument("--workers", type=int, help="local cluster worker processes (default: one per core)")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.set_defaults(func=_cmd_demo)
 
     sample = sub.add_parser("sample", help="decode chosen tensor blocks of one file, with statistics")

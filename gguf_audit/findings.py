@@ -119,7 +119,7 @@ def _one_line(message: str) -> str:
     return " ".join(message.split()) if "\n" in message or "\r" in message else message
 
 
-E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the three severities, tersely
 
 # --- header: the fixed fields and the key-value section (ggml/src/gguf.cpp) ---
 register("header.bad_magic", E, True, "The file does not start with the bytes 'GGUF'.")
@@ -251,7 +251,15 @@ register(
     None,
     "The header is larger than the configured read limit; the file was not judged past it.",
 )
-register("io.size_unknown", W, False, "Neither the listing nor the server told the file's size; size checks are skipped.")
+register(
+    "io.size_unknown", W, False, "Neither the listing nor the server told the file's size; size checks are skipped."
+)
+register(
+    "run.worker_lost",
+    E,
+    None,
+    "Every worker that took this file died before auditing it (after retries): it may crash the auditor.",
+)
 register(
     "internal.unexpected",
     E,

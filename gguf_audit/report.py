@@ -161,8 +161,7 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = Fals
         arch = h.architecture
         lines.append(
             f"  GGUF v{h.version}, {h.byte_order}-endian, alignment {h.alignment}, "
-            f"{h.n_kv} keys, {h.n_tensors} tensors"
-            + (f", architecture {escape(arch, 40)}" if arch else "")
+            f"{h.n_kv} keys, {h.n_tensors} tensors" + (f", architecture {escape(arch, 40)}" if arch else "")
         )
         lines.append(f"  header {_fmt_bytes(h.header_bytes)}, data section at {h.data_offset}")
         lines.append("")

@@ -235,7 +235,7 @@ class FsspecSource:
             except SourceError:
                 self.stats.add(0, time.perf_counter() - begun)
                 raise
-            except Exception as exc:  # noqa: BLE001 - mapped through classify_error
+            except Exception as exc:
                 self.stats.add(0, time.perf_counter() - begun)
                 code, transient = classify_error(exc)
                 if not transient or attempt == self.config.retries:

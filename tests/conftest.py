@@ -9,9 +9,9 @@ import pytest
 # Tests import their shared helpers (tests/corpus.py) as top-level modules.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import S3_FILES, corpus_dir  # noqa: E402
+from corpus import S3_FILES, corpus_dir
 
-from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer  # noqa: E402
+from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer
 
 
 @pytest.fixture(scope="session")
@@ -40,4 +40,3 @@ def s3_corpus() -> Iterator[MotoS3Server]:
         for rel in S3_FILES:
             server.put("corpus", rel, (corpus_dir() / rel).read_bytes())
         yield server
-

@@ -87,7 +87,11 @@ def test_readme_codes_table_is_generated() -> None:
     assert match.group(1).strip() == codes_markdown().strip(), "regenerate: gguf-audit codes --markdown"
 
 
-def test_demo_builds_and_audits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", str(tmp_path / "c")]) == 0
+def test_demo_scans_the_sample_collection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The README's main job, end to end on a local cluster.
+    assert main(["demo", str(tmp_path / "c"), "--out", str(tmp_path / "out"), "--workers", "1", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "data.truncated" in out and "header.big_endian" in out
+    for code in ("data.truncated", "header.string_too_long", "shard.missing", "shard.bad_index"):
+        assert code in out
+    assert "every listed file has exactly one row: 10 of 10" in out
+    assert "query it with DuckDB" in out and "unreadable" in out

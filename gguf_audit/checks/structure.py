@@ -17,7 +17,7 @@ from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
 from gguf_audit.format.model import Header, TensorInfo, ValueType
 from gguf_audit.format.parser import GGML_MAX_DIMS
 
-__all__ = ["check_structure", "GGML_MAX_NAME"]
+__all__ = ["GGML_MAX_NAME", "check_structure"]
 
 GGML_MAX_NAME = 64
 """ggml's tensor name buffer, NUL included: names of 64 bytes or more are refused."""
@@ -106,7 +106,9 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
                 offset=t.info_offset,
             )
         if t.name in seen:
-            yield finding("tensor.duplicate_name", f"tensor {t.name!r} appears twice", tensor=t.name, offset=t.info_offset)
+            yield finding(
+                "tensor.duplicate_name", f"tensor {t.name!r} appears twice", tensor=t.name, offset=t.info_offset
+            )
         seen.add(t.name)
         yield from _check_dims(t)
         yield from _check_type(t)
@@ -281,4 +283,3 @@ def _check_file_size(header: Header, file_size: int | None) -> Iterator[Finding]
             f"the file has {file_size - end} bytes after the end of its last tensor at {end}",
             offset=end,
         )
-

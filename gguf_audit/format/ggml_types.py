@@ -18,8 +18,8 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 __all__ = [
     "GGML_TYPE_COUNT",
-    "GGMLTypeInfo",
     "REMOVED_TYPE_IDS",
+    "GGMLTypeInfo",
     "TypeStatus",
     "ggml_type_info",
     "ggml_type_name",
@@ -75,9 +75,7 @@ def _build_table() -> dict[int, GGMLTypeInfo]:
     table: dict[int, GGMLTypeInfo] = {}
     for qtype in GGMLQuantizationType:
         block_elems, block_bytes = GGML_QUANT_SIZES[qtype]
-        table[int(qtype)] = GGMLTypeInfo(
-            int(qtype), qtype.name, block_elems, block_bytes, TypeStatus.SUPPORTED
-        )
+        table[int(qtype)] = GGMLTypeInfo(int(qtype), qtype.name, block_elems, block_bytes, TypeStatus.SUPPORTED)
     for type_id, (name, block_elems, block_bytes) in _CORRECTIONS.items():
         table[type_id] = GGMLTypeInfo(type_id, name, block_elems, block_bytes, TypeStatus.SUPPORTED)
     for type_id, name in REMOVED_TYPE_IDS.items():

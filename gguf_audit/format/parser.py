@@ -131,7 +131,9 @@ class _RawTensor:
 class _Reader:
     """Cursor over the buffer with the version's integer widths and byte order."""
 
-    def __init__(self, buf: bytes | memoryview, file_size: int | None, version: int, order: ByteOrder, limits: Limits) -> None:
+    def __init__(
+        self, buf: bytes | memoryview, file_size: int | None, version: int, order: ByteOrder, limits: Limits
+    ) -> None:
         self.buf = buf
         self.blen = len(buf)
         self.file_size = file_size
@@ -333,7 +335,7 @@ class _Reader:
         # buffer shows up as struct.error on the next length, or as an end
         # past the buffer after the last one.
         try:
-            for i in range(n):  # noqa: B007 - i is read after the loop
+            for i in range(n):
                 start = pos + prefix
                 pos = start + unpack(buf, pos)[0]
                 starts[i] = start
@@ -770,7 +772,9 @@ def _partial_array(r: _Reader, kv_pos: int, needed: int) -> _PartialArray | None
     return _PartialArray(key, n, head + (ends[-1] - start) + (n - done) * recent, recent)
 
 
-def _item_ends(buf: bytes | memoryview, start: int, n: int, unpack: Callable[..., tuple[int]], prefix: int) -> list[int]:
+def _item_ends(
+    buf: bytes | memoryview, start: int, n: int, unpack: Callable[..., tuple[int]], prefix: int
+) -> list[int]:
     """End offsets of the whole string items held in ``buf`` from ``start``."""
     ends: list[int] = []
     pos, limit = start, len(buf)

@@ -118,7 +118,12 @@ CASES: dict[str, tuple[Callable[[], bytes], str, bool, bool]] = {
                 KV(
                     "a.b",
                     ValueType.ARRAY,
-                    [Array(ValueType.ARRAY, [Array(ValueType.ARRAY, [Array(ValueType.ARRAY, [Array(ValueType.UINT8, [1])])])])],
+                    [
+                        Array(
+                            ValueType.ARRAY,
+                            [Array(ValueType.ARRAY, [Array(ValueType.ARRAY, [Array(ValueType.UINT8, [1])])])],
+                        )
+                    ],
                     ValueType.ARRAY,
                 )
             ]
@@ -161,7 +166,12 @@ CASES: dict[str, tuple[Callable[[], bytes], str, bool, bool]] = {
         True,
     ),
     "type 99": (lambda: _build(tensors=[Tensor("a", (32,), 99, data=b"\0" * 32)]), "tensor.unknown_type", False, True),
-    "type 4 (Q4_2)": (lambda: _build(tensors=[Tensor("a", (32,), 4, data=b"\0" * 32)]), "tensor.removed_type", False, True),
+    "type 4 (Q4_2)": (
+        lambda: _build(tensors=[Tensor("a", (32,), 4, data=b"\0" * 32)]),
+        "tensor.removed_type",
+        False,
+        True,
+    ),
     "type 36": (lambda: _build(tensors=[Tensor("a", (32,), 36, data=b"\0" * 32)]), "tensor.removed_type", False, True),
     "row of 48 in Q4_0": (
         lambda: _build(tensors=[Tensor("a", (48, 2), Q4_0, data=b"\0" * 64)]),

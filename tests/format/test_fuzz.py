@@ -29,7 +29,11 @@ def _header_bytes(name: str) -> bytes:
     return data[: header.data_offset + 64]
 
 
-SOURCES = ["split/tiny-llama-Q4_K_M-00002-of-00004.gguf", "models/tiny-llama-Q4_K_M.gguf", "bigendian/tiny-llama-Q8_0-BE.gguf"]
+SOURCES = [
+    "split/tiny-llama-Q4_K_M-00002-of-00004.gguf",
+    "models/tiny-llama-Q4_K_M.gguf",
+    "bigendian/tiny-llama-Q8_0-BE.gguf",
+]
 
 
 def _judge(buf: bytes, file_size: int | None) -> None:
@@ -55,7 +59,9 @@ _nasty = st.sampled_from([0, 1, 2**31, 2**32 - 1, 2**62, 2**63, 2**64 - 1, 10**9
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(source=st.sampled_from(SOURCES), mutations=st.lists(_mutation, min_size=1, max_size=6), cut=st.integers(0, 100))
-def test_mutated_headers_give_a_header_or_a_format_error(source: str, mutations: list[tuple[int, bytes]], cut: int) -> None:
+def test_mutated_headers_give_a_header_or_a_format_error(
+    source: str, mutations: list[tuple[int, bytes]], cut: int
+) -> None:
     buf = bytearray(_header_bytes(source))
     for at, patch in mutations:
         at %= len(buf)

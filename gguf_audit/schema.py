@@ -1,0 +1,268 @@
+"""The Arrow schemas of every audit table, with one schema version.
+
+A scan writes seven Parquet datasets under its ``--out``: ``runs``, ``files``,
+``models``, ``tensors``, ``metadata``, ``problems`` and ``samples``, each
+partitioned hive-style by run (``<out>/<table>/run_id=<run_id>/part-00000.parquet``).
+``run_id`` is the partition column: it lives in the directory name, not in the
+Parquet files, and every reader that understands hive partitioning (pyarrow's
+``dataset(..., partitioning="hive")``, DuckDB's ``hive_partitioning=true``,
+polars' ``scan_parquet(..., hive_partitioning=True)``) puts it on every row.
+
+:data:`SCHEMAS` holds each table as readers see it (``run_id`` last);
+:func:`stored_schema` the schema of the Parquet files themselves. Both carry
+the schema version in their metadata. ``docs/tables.md`` documents every
+column; a test keeps the two in step.
+
+Pure: pyarrow only.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import pyarrow as pa
+
+__all__ = [
+    "PARTITION_COLUMN",
+    "SCHEMAS",
+    "SCHEMA_VERSION",
+    "TABLE_NAMES",
+    "partitioning",
+    "schema_version_of",
+    "stored_schema",
+]
+
+SCHEMA_VERSION: Final = 1
+"""Raised whenever a column is removed, renamed or changes type. Adding a nullable
+column at the end does not raise it. An incremental run only reuses rows from a
+run with the same version."""
+
+PARTITION_COLUMN: Final = "run_id"
+
+_VERSION_KEY: Final = b"gguf_audit.schema_version"
+_TABLE_KEY: Final = b"gguf_audit.table"
+
+_TS: Final = pa.timestamp("us", tz="UTC")
+
+
+def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable)
+
+
+_RUNS: Final = [
+    _f("schema_version", pa.int32(), False),
+    _f("tool_version", pa.string(), False),
+    _f("status", pa.string(), False),
+    _f("started_at", _TS, False),
+    _f("finished_at", _TS, False),
+    _f("roots", pa.list_(pa.string())),
+    _f("manifests", pa.list_(pa.string())),
+    _f("include", pa.list_(pa.string())),
+    _f("exclude", pa.list_(pa.string())),
+    _f("incremental", pa.bool_(), False),
+    _f("base_run_id", pa.string()),
+    _f("scheduler", pa.string()),
+    _f("n_workers", pa.int32()),
+    _f("n_files", pa.int64(), False),
+    _f("n_read", pa.int64(), False),
+    _f("n_reused", pa.int64(), False),
+    _f("n_models", pa.int64(), False),
+    _f("n_incomplete_models", pa.int64(), False),
+    _f("n_ok", pa.int64(), False),
+    _f("n_warning", pa.int64(), False),
+    _f("n_error", pa.int64(), False),
+    _f("n_unreadable", pa.int64(), False),
+    _f("n_problems", pa.int64(), False),
+    _f("requests", pa.int64(), False),
+    _f("bytes_read", pa.int64(), False),
+    _f("collection_bytes", pa.int64(), False),
+    _f("listing_seconds", pa.float64(), False),
+    _f("seconds", pa.float64(), False),
+    _f("files_per_second", pa.float64(), False),
+    _f("config", pa.string()),
+]
+
+_FILES: Final = [
+    _f("url", pa.string(), False),
+    _f("model_id", pa.string(), False),
+    _f("shard_index", pa.int32()),
+    _f("shard_count", pa.int32()),
+    # what the listing said
+    _f("size", pa.int64()),
+    _f("etag", pa.string()),
+    _f("version_id", pa.string()),
+    _f("mtime", _TS),
+    _f("sha256", pa.string()),
+    # the verdict
+    _f("status", pa.string(), False),
+    _f("loadable", pa.bool_()),
+    _f("n_problems", pa.int32(), False),
+    _f("n_errors", pa.int32(), False),
+    _f("n_warnings", pa.int32(), False),
+    _f("codes", pa.list_(pa.string())),
+    # the header
+    _f("version", pa.int64()),
+    _f("byte_order", pa.string()),
+    _f("alignment", pa.int64()),
+    _f("n_tensors", pa.int64()),
+    _f("n_kv", pa.int64()),
+    _f("header_bytes", pa.int64()),
+    _f("data_offset", pa.int64()),
+    _f("min_file_size", pa.int64()),
+    # what the metadata declares (the questions people ask of a collection)
+    _f("architecture", pa.string()),
+    _f("name", pa.string()),
+    _f("basename", pa.string()),
+    _f("size_label", pa.string()),
+    _f("file_type", pa.int64()),
+    _f("file_type_name", pa.string()),
+    _f("quantization_version", pa.int64()),
+    _f("context_length", pa.int64()),
+    _f("vocab_size", pa.int64()),
+    _f("chat_template_sha256", pa.string()),
+    _f("chat_template_end", pa.string()),
+    _f("split_no", pa.int64()),
+    _f("split_count", pa.int64()),
+    _f("split_tensors_count", pa.int64()),
+    _f("fingerprint", pa.string()),
+    # what reading it cost
+    _f("bytes_read", pa.int64(), False),
+    _f("requests", pa.int64(), False),
+    _f("io_seconds", pa.float64(), False),
+    _f("seconds", pa.float64(), False),
+    # where the row came from
+    _f("source_run_id", pa.string(), False),
+    _f("reused", pa.bool_(), False),
+]
+
+_MODELS: Final = [
+    _f("model_id", pa.string(), False),
+    _f("sharded", pa.bool_(), False),
+    _f("shard_count", pa.int32(), False),
+    _f("n_files", pa.int32(), False),
+    _f("shards_present", pa.list_(pa.int32())),
+    _f("shards_missing", pa.list_(pa.int32())),
+    _f("complete", pa.bool_(), False),
+    _f("status", pa.string(), False),
+    _f("loadable", pa.bool_()),
+    _f("architecture", pa.string()),
+    _f("name", pa.string()),
+    _f("file_type", pa.int64()),
+    _f("file_type_name", pa.string()),
+    _f("n_tensors", pa.int64()),
+    _f("size", pa.int64()),
+    _f("n_problems", pa.int32(), False),
+    _f("codes", pa.list_(pa.string())),
+    _f("urls", pa.list_(pa.string())),
+]
+
+_TENSORS: Final = [
+    _f("url", pa.string(), False),
+    _f("model_id", pa.string(), False),
+    _f("index", pa.int64(), False),
+    _f("name", pa.string(), False),
+    _f("type", pa.string(), False),
+    _f("type_id", pa.int64(), False),
+    _f("shape", pa.list_(pa.int64())),
+    _f("n_dims", pa.int32(), False),
+    _f("offset", pa.int64()),
+    _f("data_offset", pa.int64()),
+    _f("n_bytes", pa.int64()),
+    _f("n_elements", pa.int64()),
+    _f("source_run_id", pa.string(), False),
+]
+
+_METADATA: Final = [
+    _f("url", pa.string(), False),
+    _f("model_id", pa.string(), False),
+    _f("key", pa.string(), False),
+    _f("type", pa.string(), False),
+    _f("length", pa.int64()),
+    _f("value", pa.string()),
+    _f("value_text", pa.string()),
+    _f("truncated", pa.bool_(), False),
+    _f("value_sha256", pa.string()),
+    _f("offset", pa.int64()),
+    _f("source_run_id", pa.string(), False),
+]
+
+_PROBLEMS: Final = [
+    _f("url", pa.string()),
+    _f("model_id", pa.string(), False),
+    _f("scope", pa.string(), False),
+    _f("code", pa.string(), False),
+    _f("severity", pa.string(), False),
+    _f("refused", pa.bool_()),
+    _f("message", pa.string(), False),
+    _f("tensor", pa.string()),
+    _f("offset", pa.int64()),
+    _f("source_run_id", pa.string(), False),
+]
+
+_SAMPLES: Final = [
+    _f("url", pa.string(), False),
+    _f("model_id", pa.string(), False),
+    _f("tensor", pa.string(), False),
+    _f("block_index", pa.int64(), False),
+    _f("offset", pa.int64(), False),
+    _f("n_bytes", pa.int64(), False),
+    _f("type", pa.string(), False),
+    _f("count", pa.int64()),
+    _f("min", pa.float64()),
+    _f("max", pa.float64()),
+    _f("mean", pa.float64()),
+    _f("std", pa.float64()),
+    _f("max_abs", pa.float64()),
+    _f("n_nan", pa.int64()),
+    _f("n_inf", pa.int64()),
+    _f("zero_fraction", pa.float64()),
+    _f("source_run_id", pa.string(), False),
+]
+
+_FIELDS: Final = {
+    "runs": _RUNS,
+    "files": _FILES,
+    "models": _MODELS,
+    "tensors": _TENSORS,
+    "metadata": _METADATA,
+    "problems": _PROBLEMS,
+    "samples": _SAMPLES,
+}
+
+TABLE_NAMES: Final = tuple(_FIELDS)
+"""In commit order: ``runs`` is written last, and its row is what makes a run committed."""
+
+
+def _metadata(table: str) -> dict[bytes, bytes]:
+    return {_VERSION_KEY: str(SCHEMA_VERSION).encode(), _TABLE_KEY: table.encode()}
+
+
+def stored_schema(table: str) -> pa.Schema:
+    """The schema of ``table``'s Parquet files: every column but the ``run_id`` partition."""
+    fields = _FIELDS.get(table)
+    if fields is None:
+        raise KeyError(f"no table named {table!r}; the tables are {', '.join(TABLE_NAMES)}. Got {table!r}.")
+    return pa.schema(fields, metadata=_metadata(table))
+
+
+SCHEMAS: Final = {
+    name: pa.schema([*fields, _f(PARTITION_COLUMN, pa.string(), False)], metadata=_metadata(name))
+    for name, fields in _FIELDS.items()
+}
+"""Each table as a hive-aware reader sees it: the stored columns, then ``run_id``."""
+
+
+def partitioning() -> object:
+    """The hive partitioning of every table, for ``pyarrow.dataset.dataset(partitioning=...)``."""
+    import pyarrow.dataset as ds
+
+    return ds.partitioning(pa.schema([pa.field(PARTITION_COLUMN, pa.string())]), flavor="hive")
+
+
+def schema_version_of(schema: pa.Schema) -> int | None:
+    """The schema version a Parquet file's schema records, or None when it records none."""
+    raw = (schema.metadata or {}).get(_VERSION_KEY)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,290 @@
+"""``gguf-audit scan``: audit a whole collection on dask and write the audit tables.
+
+    gguf-audit scan ROOT... --out DIR [--config FILE] [--scheduler ADDR] [--workers N]
+                    [--incremental] [--fail-on error|warning] [--storage-options JSON]
+
+Flags override the config file, which overrides the defaults (``configs/local.toml``).
+While it runs, a progress bar on stderr shows files done of the total and bytes
+read, and the dask dashboard's address when there is one. At the end a summary
+goes to stdout: files by status, the most frequent problem codes, incomplete
+models, bytes read against the collection's size, and files per second, then a
+DuckDB query of the new run.
+
+Exit status: 0 clean, 1 when a problem reaches ``--fail-on`` (default ``error``),
+2 when the run itself failed (nothing is committed then) or the usage is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any, Final, TextIO
+
+from gguf_audit.errors import GGUFAuditError
+from gguf_audit.report import escape
+from pipelines.config import FAIL_ON, ConfigError, ScanConfig, check_no_credentials, load_config
+from pipelines.discover import Listing
+from pipelines.run import ScanObserver, ScanResult, run_scan
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PROBLEMS", "add_scan_parser", "cmd_scan", "main"]
+
+EXIT_OK: Final = 0
+EXIT_PROBLEMS: Final = 1
+EXIT_FAILED: Final = 2
+TOP_CODES: Final = 8
+SHOWN_MODELS: Final = 10
+
+
+def add_scan_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``scan`` subcommand to ``gguf-audit``'s subparsers."""
+    scan: argparse.ArgumentParser = sub.add_parser(
+        "scan",
+        help="audit a whole collection on dask and write Parquet audit tables",
+        description="Audit every GGUF file under the roots (and in the manifests) and write the audit tables.",
+    )
+    _add_arguments(scan)
+    scan.set_defaults(func=cmd_scan)
+    return scan
+
+
+def _add_arguments(scan: argparse.ArgumentParser) -> None:
+    scan.add_argument("roots", nargs="*", metavar="ROOT", help="fsspec URLs or paths to list (s3://, hf://, dirs)")
+    scan.add_argument("--out", metavar="DIR", help="where the tables go (any fsspec URL); default audit-out")
+    scan.add_argument("--config", metavar="FILE", help="a TOML config (see configs/); flags override it")
+    scan.add_argument("--scheduler", metavar="ADDR", help="address of a running dask scheduler")
+    scan.add_argument("--workers", type=int, metavar="N", help="local cluster worker processes (default: one per core)")
+    scan.add_argument(
+        "--incremental",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="re-read only files new or changed since the last committed run",
+    )
+    scan.add_argument("--fail-on", choices=FAIL_ON, help="exit 1 when a problem is this severe (default: error)")
+    scan.add_argument("--storage-options", metavar="JSON", help="fsspec storage options (no credentials) as JSON")
+    scan.add_argument("--manifest", action="append", metavar="URL", help="a text, CSV or Parquet list of URLs")
+    scan.add_argument("--include", action="append", metavar="GLOB", help="file name glob to audit (default *.gguf)")
+    scan.add_argument("--exclude", action="append", metavar="GLOB", help="file name glob to skip")
+    scan.add_argument("--batch-size", type=int, metavar="N", help="files per dask task (default: chosen)")
+    scan.add_argument("--threads", type=int, metavar="N", help="files in flight per worker process (default 64)")
+    scan.add_argument(
+        "--samples",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="read sampled tensor blocks and check their data (default; --no-samples reads headers only)",
+    )
+    scan.add_argument("--no-progress", action="store_true", help="no progress bar")
+    scan.add_argument("--no-dashboard", action="store_true", help="start the local cluster without its dashboard")
+
+
+def _config_from_args(args: argparse.Namespace) -> ScanConfig:
+    config = load_config(args.config) if args.config else ScanConfig()
+    options: dict[str, Any] | None = None
+    if args.storage_options:
+        try:
+            parsed = json.loads(args.storage_options)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--storage-options is not valid JSON: {exc.msg}. Got {args.storage_options!r}.") from exc
+        if not isinstance(parsed, dict):
+            raise ConfigError(f"--storage-options must be a JSON object. Got {args.storage_options!r}.")
+        check_no_credentials(parsed, "--storage-options")
+        options = parsed
+    return config.replace(
+        roots=tuple(args.roots) or None,
+        manifests=tuple(args.manifest) if args.manifest else None,
+        include=tuple(args.include) if args.include else None,
+        exclude=tuple(args.exclude) if args.exclude else None,
+        out=args.out,
+        scheduler=args.scheduler,
+        workers=args.workers,
+        incremental=args.incremental,
+        fail_on=args.fail_on,
+        storage_options=options,
+        batch_size=args.batch_size,
+        threads=args.threads,
+        dashboard=False if args.no_dashboard else None,
+        samples=args.samples,
+    )
+
+
+def _fmt_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+class _Progress(ScanObserver):
+    """The progress bar (tqdm on stderr) and the cluster line."""
+
+    def __init__(self, enabled: bool, stream: TextIO) -> None:
+        self.enabled = enabled
+        self.stream = stream
+        self.bar: Any = None
+
+    def listed(self, listing: Listing, n_reused: int) -> None:
+        reused = f", {n_reused} unchanged since the last run" if n_reused else ""
+        print(
+            f"listed {len(listing.files)} files ({_fmt_bytes(listing.total_bytes)}) in {listing.seconds:.2f} s{reused}",
+            file=self.stream,
+        )
+        if self.enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=len(listing.files), unit="file", file=self.stream, dynamic_ncols=True, leave=True)
+
+    def cluster(self, scheduler: str, dashboard: str | None, n_workers: int) -> None:
+        where = "a local cluster" if scheduler == "local" else f"the scheduler at {scheduler}"
+        line = f"dask: {where}, {n_workers} workers" + (f"; dashboard {dashboard}" if dashboard else "")
+        if self.bar is not None:
+            self.bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream)
+
+    def progress(self, done: int, total: int, bytes_read: int) -> None:
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+            self.bar.set_postfix_str(f"{_fmt_bytes(bytes_read)} read", refresh=False)
+
+    def committing(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _is_local(url: str) -> bool:
+    return "://" not in url or url.startswith("file://")
+
+
+def example_query(result: ScanResult) -> str:
+    """The DuckDB query the summary prints (and runs, for a local ``--out``)."""
+    root = result.out.removeprefix("file://").rstrip("/")
+    return (
+        "SELECT status, count(*) AS files, sum(bytes_read) AS bytes_read "
+        f"FROM read_parquet('{root}/files/*/*.parquet', hive_partitioning = true) "
+        f"WHERE run_id = '{result.run_id}' GROUP BY status ORDER BY status"
+    )
+
+
+def render_summary(result: ScanResult, fail_on: str) -> str:
+    """The end-of-run summary."""
+    lines = []
+    base = f" (incremental on {result.base_run_id}: {result.n_reused} files reused)" if result.base_run_id else ""
+    lines.append(f"run {result.run_id} committed to {escape(result.out)}{base}")
+    if result.reuse_note:
+        lines.append(f"  ({result.reuse_note})")
+    for r in result.recovered:
+        lines.append(f"  (first {r.action} the earlier run {r.run_id})")
+    by_status = ", ".join(f"{s} {result.statuses.get(s, 0)}" for s in ("ok", "warning", "error", "unreadable"))
+    lines.append(f"files: {result.n_files} ({by_status}) in {result.n_models} models")
+    if result.problem_codes:
+        lines.append("most frequent problems:")
+        ranked = sorted(result.problem_codes.items(), key=lambda kv: (-kv[1], kv[0]))
+        width = max(len(code) for code, _ in ranked[:TOP_CODES])
+        for code, n in ranked[:TOP_CODES]:
+            lines.append(f"  {n:6d}  {code:{width}}  {result.code_severities.get(code, '?')}")
+        if len(ranked) > TOP_CODES:
+            lines.append(f"  … {len(ranked) - TOP_CODES} more codes")
+    else:
+        lines.append("problems: none")
+    if result.incomplete_models:
+        lines.append(f"incomplete models ({len(result.incomplete_models)}):")
+        for m in result.incomplete_models[:SHOWN_MODELS]:
+            missing = ", ".join(f"{i:05d}" for i in m.missing[:8]) + (" …" if len(m.missing) > 8 else "")
+            lines.append(f"  {escape(m.model_id, 160)}: missing {missing} of {m.count:05d}")
+        if len(result.incomplete_models) > SHOWN_MODELS:
+            lines.append(f"  … {len(result.incomplete_models) - SHOWN_MODELS} more")
+    share = f" ({result.bytes_read / result.collection_bytes:.2%})" if result.collection_bytes else ""
+    lines.append(
+        f"read {_fmt_bytes(result.bytes_read)} of {_fmt_bytes(result.collection_bytes)}{share} "
+        f"in {result.requests} requests"
+    )
+    lines.append(
+        f"{result.n_read} files read in {result.audit_seconds:.2f} s ({result.files_per_second:.1f} files/s); "
+        f"listing {result.listing_seconds:.2f} s, whole run {result.seconds:.2f} s"
+    )
+    dropped = (
+        f" ({result.duplicates_dropped} duplicate rows of rerun batches dropped)" if result.duplicates_dropped else ""
+    )
+    lines.append(f"every listed file has exactly one row: {result.rows_checked} of {result.n_files}{dropped}")
+    verdict = "fails" if result.reaches(fail_on) else "passes"
+    lines.append(f"the run {verdict} --fail-on {fail_on}")
+    return "\n".join(lines)
+
+
+def _duckdb_block(result: ScanResult) -> str:
+    query = example_query(result)
+    lines = ["", "query it with DuckDB:", f"  {query};"]
+    if not _is_local(result.out):
+        return "\n".join(lines)
+    try:
+        import duckdb
+    except ImportError:
+        return "\n".join(lines)
+    try:
+        con = duckdb.connect()
+        try:
+            # Local files only: never let DuckDB fetch an extension from the network.
+            con.execute("SET autoinstall_known_extensions = false")
+            lines.append(str(con.sql(query)))
+        finally:
+            con.close()
+    except duckdb.Error as exc:
+        lines.append(f"  (DuckDB could not run it: {exc})")
+    return "\n".join(lines)
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    """Run ``scan`` from parsed arguments; returns the exit status."""
+    try:
+        config = _config_from_args(args)
+    except ConfigError as exc:
+        print(f"gguf-audit scan: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if not config.roots and not config.manifests:
+        print("gguf-audit scan: give at least one ROOT or --manifest (or roots in --config)", file=sys.stderr)
+        return EXIT_FAILED
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("gguf-audit: %(message)s"))
+    logger = logging.getLogger("pipelines")
+    logger.addHandler(handler)
+    progress = _Progress(enabled=not args.no_progress, stream=sys.stderr)
+    try:
+        result = run_scan(config, observer=progress)
+    except KeyboardInterrupt:
+        print("gguf-audit scan: interrupted; nothing was committed", file=sys.stderr)
+        return 130
+    except ImportError as exc:
+        print(f"gguf-audit scan: needs the pipeline extra (pip install 'gguf-audit[pipeline]'): {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (GGUFAuditError, OSError) as exc:
+        print(f"gguf-audit scan: the run failed, nothing was committed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        progress.close()
+        logger.removeHandler(handler)
+    print(render_summary(result, config.fail_on))
+    print(_duckdb_block(result))
+    return EXIT_PROBLEMS if result.reaches(config.fail_on) else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``gguf-audit scan`` on its own (``python -m pipelines.cli``), for when the hook is not wired."""
+    parser = argparse.ArgumentParser(prog="gguf-audit scan", description=__doc__.split("\n")[0])
+    _add_arguments(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_FAILED if exc.code not in (0, None) else EXIT_OK
+    return cmd_scan(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

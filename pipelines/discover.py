@@ -1,0 +1,355 @@
+"""Discovery: which files a scan audits, and what the listing says about each.
+
+Roots are fsspec URLs that can list (``s3://``, ``gs://``, ``hf://``,
+``memory://``, ``file://`` and plain paths), filtered by include and exclude
+globs; or manifests (text, CSV or Parquet lists of URLs) for HTTP servers that
+cannot list. Every listed file keeps what its listing tells for free: size,
+ETag or version id, modification time, and the LFS sha256 where the filesystem
+gives it (``hf://`` does). The audit then needs no ``info`` call per file, and
+an incremental run compares these facts with the last run's.
+
+A big bucket is listed as one recursive listing per top-level prefix, several
+at a time, so listing does not serialise behind one paginated request chain.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import io
+import os
+import posixpath
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import fsspec
+from fsspec.core import url_to_fs
+
+from gguf_audit.errors import GGUFAuditError
+from gguf_audit.tables import ListedFile
+
+__all__ = [
+    "DEFAULT_INCLUDE",
+    "DiscoveryError",
+    "Listing",
+    "discover",
+    "listed_from_info",
+    "options_for",
+    "read_manifest",
+]
+
+DEFAULT_INCLUDE: Final = ("*.gguf",)
+
+LISTING_THREADS: Final = 8
+"""Top-level prefixes listed at once on object stores (each a paginated recursive listing)."""
+
+_LOCAL_PROTOCOLS: Final = frozenset({"file", "local"})
+_MANIFEST_SUFFIXES: Final = {".txt": "text", ".list": "text", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+class DiscoveryError(GGUFAuditError, OSError):
+    """A root or manifest cannot be listed or read; the run cannot start."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """Every file a scan covers, in a stable order, and what listing them cost."""
+
+    files: tuple[ListedFile, ...]
+    seconds: float
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size or 0 for f in self.files)
+
+
+def _protocol(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else "file"
+
+
+def options_for(url: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    """The storage options that apply to ``url``.
+
+    ``storage_options`` is either flat (applied to every non-local protocol)
+    or keyed by protocol (``{"s3": {...}, "hf": {...}}``), the form to use when
+    roots mix protocols.
+    """
+    protocol = _protocol(url)
+    if _is_per_protocol(storage_options):
+        chosen = storage_options.get(protocol)
+        if chosen is None and protocol in ("s3a", "https"):
+            chosen = storage_options.get({"s3a": "s3", "https": "http"}[protocol])
+        return dict(chosen or {})
+    if protocol in _LOCAL_PROTOCOLS or protocol == "memory":
+        return {}
+    return dict(storage_options)
+
+
+def _is_per_protocol(storage_options: Mapping[str, Any]) -> bool:
+    if not storage_options:
+        return False
+    known = set(fsspec.available_protocols()) | {"file", "local", "memory", "s3", "gs", "hf", "http", "https"}
+    return all(k in known and isinstance(v, Mapping) for k, v in storage_options.items())
+
+
+# --------------------------------------------------------------- listing facts
+
+
+def _to_datetime(value: object) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(float(value), tz=UTC)
+    if isinstance(value, str) and value:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def _first_str(info: Mapping[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = info.get(key)
+        if value is not None and value != "":
+            return str(value)
+    return None
+
+
+def listed_from_info(url: str, info: Mapping[str, Any]) -> ListedFile:
+    """The facts one ``fs.info`` / ``fs.find(detail=True)`` entry gives about ``url``.
+
+    s3fs gives ``ETag``, ``LastModified`` and (for versioned listings)
+    ``VersionId``; gcsfs ``etag``, ``generation`` and ``updated``; huggingface_hub's
+    ``HfFileSystem`` ``blob_id``, ``last_commit`` and, for LFS files, ``lfs.sha256``;
+    local files ``mtime``; memory files ``created``.
+    """
+    size = info.get("size")
+    lfs = info.get("lfs")
+    sha256 = lfs.get("sha256") if isinstance(lfs, Mapping) else None
+    last_commit = info.get("last_commit")
+    commit_date = getattr(last_commit, "date", None) if last_commit is not None else None
+    mtime = None
+    for key in ("LastModified", "mtime", "updated", "last_modified", "created"):
+        mtime = _to_datetime(info.get(key))
+        if mtime is not None:
+            break
+    if mtime is None:
+        mtime = _to_datetime(commit_date)
+    return ListedFile(
+        url=url,
+        size=int(size) if isinstance(size, int | float) and not isinstance(size, bool) else None,
+        etag=_first_str(info, "ETag", "etag", "e_tag"),
+        version_id=_first_str(info, "VersionId", "version_id", "generation", "blob_id"),
+        mtime=mtime,
+        sha256=_first_str(info, "sha256") if sha256 is None else str(sha256),
+    )
+
+
+# ------------------------------------------------------------------- globs
+
+
+def _matches(rel: str, patterns: Sequence[str]) -> bool:
+    """Whether ``rel`` (a path relative to its root) matches any pattern.
+
+    A pattern with a ``/`` matches the relative path (``*`` crosses folders,
+    ``**/`` may match none), one without matches the file name.
+    """
+    name = rel.rsplit("/", 1)[-1]
+    for pattern in patterns:
+        if "/" in pattern:
+            if fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(rel, pattern.replace("**/", "")):
+                return True
+        elif fnmatch.fnmatchcase(name, pattern):
+            return True
+    return False
+
+
+def _selected(rel: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    return _matches(rel, include) and not _matches(rel, exclude)
+
+
+# ------------------------------------------------------------------- roots
+
+
+def _find(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Mapping[str, Any]]:
+    found = fs.find(path, detail=True, withdirs=False)
+    return dict(found) if isinstance(found, Mapping) else {p: fs.info(p) for p in found}
+
+
+def _list_root(
+    root: str, storage_options: Mapping[str, Any], include: Sequence[str], exclude: Sequence[str]
+) -> list[ListedFile]:
+    protocol = _protocol(root)
+    try:
+        fs, path = url_to_fs(root, **options_for(root, storage_options))
+    except (ImportError, ValueError, TypeError) as exc:
+        raise DiscoveryError(f"cannot open root {root!r}: {type(exc).__name__}: {exc}") from exc
+    if protocol in ("http", "https"):
+        # HTTP cannot list: a URL root names one file (many belong in a manifest).
+        return [ListedFile(url=root)]
+    fs.invalidate_cache()  # a long-lived process must see objects changed since its last listing
+    path = path.rstrip("/") or path
+    try:
+        if fs.isfile(path):
+            return [listed_from_info(fs.unstrip_protocol(path), fs.info(path))]
+        if not fs.isdir(path):
+            raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
+        remote = protocol not in _LOCAL_PROTOCOLS and protocol != "memory"
+        entries = _find_parallel(fs, path) if remote else _find(fs, path)
+    except DiscoveryError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise DiscoveryError(f"cannot list root {root!r}: {type(exc).__name__}: {exc}") from exc
+    prefix = path.rstrip("/") + "/"
+    out = []
+    for p in sorted(entries):
+        info = entries[p]
+        if info.get("type", "file") != "file":
+            continue
+        rel = p[len(prefix) :] if p.startswith(prefix) else posixpath.basename(p)
+        if _selected(rel, include, exclude):
+            out.append(listed_from_info(fs.unstrip_protocol(p), info))
+    return out
+
+
+def _find_parallel(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Mapping[str, Any]]:
+    """``find`` as one listing of the top level and one recursive listing per prefix below it."""
+    top = fs.ls(path, detail=True)
+    entries: dict[str, Mapping[str, Any]] = {}
+    prefixes = []
+    for info in top:
+        name = str(info["name"]).rstrip("/")
+        if info.get("type") == "directory":
+            prefixes.append(name)
+        else:
+            entries[name] = info
+    if prefixes:
+        with ThreadPoolExecutor(min(LISTING_THREADS, len(prefixes)), thread_name_prefix="gguf-audit-list") as pool:
+            for found in pool.map(lambda p: _find(fs, p), prefixes):
+                entries.update(found)
+    return entries
+
+
+# --------------------------------------------------------------- manifests
+
+
+def _manifest_kind(url: str) -> str:
+    base = url.split("?", 1)[0].lower()
+    for suffix, kind in _MANIFEST_SUFFIXES.items():
+        if base.endswith(suffix):
+            return kind
+    return "text"
+
+
+def _resolve(entry: str, manifest_url: str) -> str:
+    """A manifest entry as a URL: absolute URLs and paths as they are, others relative to the manifest."""
+    if "://" in entry:
+        return entry
+    if not entry.startswith("/"):
+        base = manifest_url.rsplit("/", 1)[0] if "/" in manifest_url else "."
+        entry = f"{base}/{entry}"
+    if "://" in entry:
+        return entry
+    # Local paths become file:// URLs, as a listed root's files do.
+    return "file://" + os.path.abspath(entry)
+
+
+def _opt_int(value: object) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def read_manifest(url: str, storage_options: Mapping[str, Any] | None = None) -> list[ListedFile]:
+    """The files a manifest lists.
+
+    A text manifest has one URL per line (blank lines and ``#`` comments
+    skipped). A CSV manifest has a header row with a ``url`` column; a Parquet
+    manifest a ``url`` column. Both may add ``size``, ``etag``, ``version_id``,
+    ``mtime`` and ``sha256`` columns, which an incremental run needs to skip
+    unchanged files (without them every file is read each run). Relative
+    entries are resolved against the manifest's own location.
+    """
+    kind = _manifest_kind(url)
+    try:
+        fs, path = url_to_fs(url, **options_for(url, storage_options or {}))
+        data = fs.cat_file(path)
+    except (OSError, ValueError) as exc:
+        raise DiscoveryError(f"cannot read manifest {url!r}: {type(exc).__name__}: {exc}") from exc
+    rows: list[Mapping[str, Any]]
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(io.BytesIO(data))
+        except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
+            raise DiscoveryError(f"manifest {url!r} is not a readable Parquet file: {exc}") from exc
+        if "url" not in table.column_names:
+            raise DiscoveryError(f"Parquet manifest {url!r} has no 'url' column. Got {table.column_names!r}.")
+        rows = table.to_pylist()
+    elif kind == "csv":
+        reader = csv.DictReader(io.StringIO(data.decode("utf-8-sig")))
+        if reader.fieldnames is None or "url" not in reader.fieldnames:
+            raise DiscoveryError(f"CSV manifest {url!r} has no 'url' column. Got {reader.fieldnames!r}.")
+        rows = list(reader)
+    else:
+        rows = []
+        for line in data.decode("utf-8-sig").splitlines():
+            entry = line.strip()
+            if entry and not entry.startswith("#"):
+                rows.append({"url": entry})
+    out = []
+    for row in rows:
+        entry = _opt_str(row.get("url"))
+        if entry is None:
+            continue
+        out.append(
+            ListedFile(
+                url=_resolve(entry.strip(), url),
+                size=_opt_int(row.get("size")),
+                etag=_opt_str(row.get("etag")),
+                version_id=_opt_str(row.get("version_id")),
+                mtime=_to_datetime(row.get("mtime")),
+                sha256=_opt_str(row.get("sha256")),
+            )
+        )
+    return out
+
+
+def discover(
+    roots: Iterable[str],
+    *,
+    manifests: Iterable[str] = (),
+    include: Sequence[str] = DEFAULT_INCLUDE,
+    exclude: Sequence[str] = (),
+    storage_options: Mapping[str, Any] | None = None,
+) -> Listing:
+    """List every file under ``roots`` and in ``manifests``, each URL once.
+
+    Raises DiscoveryError when a root does not exist or cannot be listed, or
+    a manifest cannot be read: a scan that cannot see its collection fails
+    instead of reporting an empty one.
+    """
+    begun = time.perf_counter()
+    options = storage_options or {}
+    found: dict[str, ListedFile] = {}
+    for root in roots:
+        for listed in _list_root(root, options, include, exclude):
+            found.setdefault(listed.url, listed)
+    for manifest in manifests:
+        for listed in read_manifest(manifest, options):
+            found.setdefault(listed.url, listed)
+    return Listing(tuple(found.values()), time.perf_counter() - begun)

@@ -1,0 +1,87 @@
+"""Fixtures for the scan pipeline: one real dask cluster on loopback, moto's S3, the sample collection."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_helpers import FAKE_AWS_ENV
+
+from gguf_audit.testing.servers import MotoS3Server
+from pipelines.sample_collection import sample_files
+
+
+@pytest.fixture(scope="session")
+def aws_env() -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in FAKE_AWS_ENV}
+    os.environ.update(FAKE_AWS_ENV)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def dask_client(aws_env: None) -> Iterator[Any]:
+    """A LocalCluster of two worker processes (one thread each), shared by the whole session."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,  # type: ignore[no-untyped-call]
+    ):
+        yield client
+
+
+@pytest.fixture
+def client(dask_client: Any) -> Any:
+    """The session cluster, with both workers up (a test may have killed one)."""
+    dask_client.wait_for_workers(2, timeout=60)
+    return dask_client
+
+
+@pytest.fixture(scope="session")
+def moto(aws_env: None) -> Iterator[MotoS3Server]:
+    with MotoS3Server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def sample() -> dict[str, bytes]:
+    """The sample collection's files (see pipelines.sample_collection)."""
+    return sample_files()
+
+
+@pytest.fixture
+def bucket(moto: MotoS3Server, sample: dict[str, bytes]) -> str:
+    """A fresh bucket holding the sample collection under ``models/``; returns its name."""
+    name = f"gguf-{uuid.uuid4().hex[:12]}"
+    moto.make_bucket(name)
+    for rel, data in sample.items():
+        moto.put(name, f"models/{rel}", data)
+    moto.put(name, "models/README.md", b"not a model")
+    return name
+
+
+@pytest.fixture
+def local_collection(tmp_path: Path, sample: dict[str, bytes]) -> Path:
+    root = tmp_path / "collection"
+    for rel, data in sample.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return root

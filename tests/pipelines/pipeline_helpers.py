@@ -1,0 +1,45 @@
+"""Helpers shared by the pipeline tests (imported by name: pytest puts this folder on sys.path)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from gguf_audit.schema import SCHEMAS, partitioning
+from gguf_audit.testing.servers import MotoS3Server
+from pipelines.sample_collection import SAMPLE_FILES
+
+# Fake credentials for moto. They go into the environment before any worker
+# process starts, because a scan takes credentials only from the environment.
+FAKE_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+
+
+def s3_options(server: MotoS3Server) -> dict[str, Any]:
+    """Storage options for a scan against moto: the endpoint, no credentials (they are in the environment)."""
+    return {
+        "client_kwargs": {"endpoint_url": server.endpoint_url, "region_name": server.region},
+        "config_kwargs": {"proxies": {}},
+    }
+
+
+def read_dataset(out: str | Path, table: str, filesystem: Any = None) -> pa.Table:
+    """A table as a hive-aware pyarrow reader sees it (every run)."""
+    base = str(out).removeprefix("file://")
+    return ds.dataset(
+        f"{base}/{table}", format="parquet", partitioning=partitioning(), schema=SCHEMAS[table], filesystem=filesystem
+    ).to_table()
+
+
+SAMPLE_COUNT = len(SAMPLE_FILES)

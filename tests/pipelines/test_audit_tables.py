@@ -1,0 +1,234 @@
+"""Schemas and the conversion of audits to table rows (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pytest
+
+from gguf_audit.audit import FileAudit, audit_file
+from gguf_audit.checks.shards import shard_facts
+from gguf_audit.format.model import ValueType
+from gguf_audit.schema import PARTITION_COLUMN, SCHEMA_VERSION, SCHEMAS, TABLE_NAMES, schema_version_of, stored_schema
+from gguf_audit.tables import (
+    MAX_ARRAY_ITEMS,
+    MAX_VALUE_CHARS,
+    AuditedFile,
+    ListedFile,
+    audits_to_tables,
+    reuse_rows,
+    shard_facts_from_tables,
+)
+from gguf_audit.testing.builder import (
+    KV,
+    Tensor,
+    build_gguf,
+    kv_array,
+    kv_f32,
+    kv_i32,
+    kv_str,
+    kv_u16,
+    kv_u32,
+    tiny_llama_like,
+)
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "tables.md"
+
+
+def test_schemas() -> None:
+    assert TABLE_NAMES == ("runs", "files", "models", "tensors", "metadata", "problems", "samples")
+    for name in TABLE_NAMES:
+        stored = stored_schema(name)
+        assert PARTITION_COLUMN not in stored.names
+        assert SCHEMAS[name].names == [*stored.names, PARTITION_COLUMN]
+        assert schema_version_of(stored) == SCHEMA_VERSION
+    files = stored_schema("files")
+    for column in [
+        "url",
+        "size",
+        "etag",
+        "status",
+        "loadable",
+        "version",
+        "byte_order",
+        "n_tensors",
+        "n_kv",
+        "header_bytes",
+        "architecture",
+        "name",
+        "file_type",
+        "model_id",
+        "shard_index",
+        "shard_count",
+        "fingerprint",
+        "bytes_read",
+        "requests",
+        "seconds",
+    ]:
+        assert column in files.names, column
+    assert files.field("fingerprint").nullable
+    assert set(["url", "model_id", "tensor", "code", "severity", "message", "offset"]) <= set(
+        stored_schema("problems").names
+    )
+    assert stored_schema("tensors").field("shape").type == pa.list_(pa.int64())
+    assert {"count", "min", "max", "mean", "std", "max_abs", "n_nan", "n_inf", "zero_fraction"} <= set(
+        stored_schema("samples").names
+    )
+    with pytest.raises(KeyError, match=r"Got 'file'\."):
+        stored_schema("file")
+
+
+def test_docs_describe_every_column() -> None:
+    text = DOCS.read_text()
+    assert f"Schema version: {SCHEMA_VERSION}" in text
+    for name in TABLE_NAMES:
+        section = re.search(rf"^## `{name}`\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+        assert section is not None, f"docs/tables.md has no section for {name}"
+        documented = re.findall(r"^\| `([a-z_0-9]+)` \|", section.group(1), re.M)
+        assert documented == SCHEMAS[name].names, name
+
+
+def _audit(path: str, data: bytes) -> FileAudit:
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file(path, data)
+    return audit_file(f"memory://{path}")
+
+
+def _tables(
+    audit: FileAudit, listed: ListedFile | None = None, model_id: str = "m"
+) -> dict[str, list[dict[str, object]]]:
+    t = audits_to_tables([AuditedFile(audit, listed or ListedFile(audit.url), model_id)], run_id="r1")
+    return {name: getattr(t, name).to_pylist() for name in ("files", "problems", "tensors", "metadata")}
+
+
+def test_rows_of_a_valid_file() -> None:
+    kvs, tensors = tiny_llama_like()
+    kvs.append(kv_str("tokenizer.chat_template", "{{ messages }}"))
+    audit = _audit("/t/tiny.gguf", build_gguf(kvs, tensors))
+    mtime = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    rows = _tables(audit, ListedFile(audit.url, audit.size, '"etag"', None, mtime, "ab" * 32))
+    [f] = rows["files"]
+    # (template checks may warn about the toy template: only errors would be wrong here)
+    assert f["status"] in ("ok", "warning") and f["loadable"] is True and f["n_errors"] == 0
+    assert (f["architecture"], f["name"], f["file_type"], f["file_type_name"]) == (
+        "llama",
+        "Tiny Llama Like",
+        15,
+        "Q4_K_M",
+    )
+    assert (f["context_length"], f["vocab_size"], f["quantization_version"]) == (256, 32, 2)
+    assert f["chat_template_sha256"] == hashlib.sha256(b"{{ messages }}").hexdigest()
+    assert (f["etag"], f["mtime"], f["sha256"]) == ('"etag"', mtime, "ab" * 32)
+    assert f["source_run_id"] == "r1" and f["reused"] is False and f["fingerprint"] is None
+    assert len(rows["tensors"]) == len(tensors)
+    t0 = rows["tensors"][0]
+    assert (t0["name"], t0["type"], t0["shape"], t0["index"]) == ("token_embd.weight", "F16", [256, 32], 0)
+    meta = {m["key"]: m for m in rows["metadata"]}
+    assert meta["general.architecture"]["value"] == '"llama"'
+    assert meta["general.architecture"]["value_text"] == "llama"
+    assert meta["llama.context_length"]["value"] == "256" and meta["llama.context_length"]["type"] == "uint32"
+    assert meta["tokenizer.ggml.add_bos_token"]["value_text"] == "true"
+    tokens = meta["tokenizer.ggml.tokens"]
+    assert (tokens["type"], tokens["length"], tokens["truncated"]) == ("array[string]", 32, False)
+    assert json.loads(str(tokens["value"]))[:3] == ["<unk>", "<s>", "</s>"]
+    assert sorted(str(p["code"]) for p in rows["problems"]) == f["codes"]
+
+
+def test_huge_values_are_cut_but_counted_and_digested() -> None:
+    vocab = [f"tok{i}" for i in range(5000)]
+    template = "x" * (MAX_VALUE_CHARS + 10)
+    kvs = [
+        kv_str("general.architecture", "llama"),
+        kv_array("tokenizer.ggml.tokens", ValueType.STRING, vocab),
+        kv_array("tokenizer.ggml.scores", ValueType.FLOAT32, [float("nan"), float("inf"), 1.5] * 100),
+        kv_str("tokenizer.chat_template", template),
+        kv_f32("x.nan", float("nan")),
+        KV("x.bad_utf8", ValueType.STRING, b"caf\xe9"),
+    ]
+    rows = _tables(_audit("/t/big.gguf", build_gguf(kvs, [Tensor("a", (32,), 0)])))
+    meta = {m["key"]: m for m in rows["metadata"]}
+    tokens = meta["tokenizer.ggml.tokens"]
+    assert tokens["length"] == 5000 and tokens["truncated"] is True
+    assert json.loads(str(tokens["value"])) == vocab[:MAX_ARRAY_ITEMS]
+    assert tokens["value_sha256"] and len(str(tokens["value_sha256"])) == 64
+    scores = meta["tokenizer.ggml.scores"]
+    assert json.loads(str(scores["value"]))[:3] == ["NaN", "Infinity", 1.5]
+    chat = meta["tokenizer.chat_template"]
+    assert chat["truncated"] is True and chat["length"] == len(template)
+    assert len(json.loads(str(chat["value"]))) == MAX_VALUE_CHARS
+    assert chat["value_sha256"] == hashlib.sha256(template.encode()).hexdigest()
+    assert rows["files"][0]["chat_template_sha256"] == chat["value_sha256"]
+    assert meta["x.nan"]["value"] == '"NaN"'
+    assert "caf" in str(meta["x.bad_utf8"]["value_text"])
+    assert rows["files"][0]["vocab_size"] == 5000
+
+
+def test_rows_of_an_unreadable_file() -> None:
+    audit = audit_file("memory:///t/does-not-exist.gguf")
+    rows = _tables(audit, ListedFile(audit.url, 123))
+    [f] = rows["files"]
+    assert (f["status"], f["codes"], f["size"], f["version"]) == ("unreadable", ["io.not_found"], 123, None)
+    [p] = rows["problems"]
+    assert (p["scope"], p["code"], p["severity"], p["refused"], p["url"]) == (
+        "file",
+        "io.not_found",
+        "error",
+        True,
+        audit.url,
+    )
+    assert rows["tensors"] == rows["metadata"] == []
+
+
+def test_forged_sizes_fit_the_columns() -> None:
+    # A forged dimension (negative as int64, as llama.cpp reads it) is stored as the parser saw it,
+    # and element counts past int64 become nulls instead of overflow errors.
+    dims = (1 << 62, 1 << 63)
+    data = build_gguf([kv_str("general.architecture", "llama")], [Tensor("a", dims, 0, data=b"")])
+    rows = _tables(_audit("/t/forged.gguf", data))
+    [t] = rows["tensors"]
+    assert t["shape"] == [1 << 62, -(1 << 63)]
+    assert t["n_elements"] is None or -(1 << 63) <= int(t["n_elements"]) < (1 << 63)  # type: ignore[call-overload]
+    assert "tensor.bad_dims" in rows["files"][0]["codes"]  # type: ignore[operator]
+
+
+def test_unchanged_since() -> None:
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    before = ListedFile("u", 10, '"e1"', None, t, None)
+    assert ListedFile("u", 10, '"e1"', None, t).unchanged_since(before)
+    assert not ListedFile("u", 11, '"e1"', None, t).unchanged_since(before)
+    assert not ListedFile("u", 10, '"e2"', None, t).unchanged_since(before)  # the ETag wins over the mtime
+    assert ListedFile("u", 10, '"e1"', None, datetime(2027, 1, 1, tzinfo=UTC)).unchanged_since(before)
+    assert ListedFile("u", 10, None, None, t).unchanged_since(before)  # only the mtime in common
+    assert not ListedFile("u", 10).unchanged_since(ListedFile("u", 10))  # nothing to compare: read it
+    lfs = ListedFile("u", 10, "x", None, None, "a" * 64)
+    assert not ListedFile("u", 10, "x", None, None, "b" * 64).unchanged_since(lfs)  # sha256 first
+    assert not ListedFile("u", None).unchanged_since(ListedFile("u", None))
+
+
+def test_reuse_rows_and_facts_from_tables() -> None:
+    kvs: list[KV] = [
+        kv_str("general.architecture", "llama"),
+        kv_u32("general.alignment", 64),
+        kv_u16("split.no", 0),
+        kv_u16("split.count", 2),
+        kv_i32("split.tensors.count", 3),
+    ]
+    audit = _audit(
+        "/t/s-00001-of-00002.gguf", build_gguf(kvs, [Tensor("a", (32,), 0), Tensor("b", (32,), 0)], alignment=64)
+    )
+    t = audits_to_tables([AuditedFile(audit, ListedFile(audit.url, audit.size, "e"), "m")], run_id="r1")
+    [facts] = shard_facts_from_tables(t.files, t.metadata, t.tensors)
+    assert facts == shard_facts(audit)
+
+    listing = {audit.url: ListedFile(audit.url, audit.size, "e", None, datetime(2026, 5, 1, tzinfo=UTC))}
+    [row] = reuse_rows(t.files, listing).to_pylist()
+    assert row["reused"] is True and row["bytes_read"] == row["requests"] == 0 and row["source_run_id"] == "r1"
+    assert row["mtime"] == datetime(2026, 5, 1, tzinfo=UTC)
+    assert reuse_rows(t.files, {}).num_rows == 0
+    assert reuse_rows(t.tensors, listing).num_rows == 2

@@ -1,0 +1,309 @@
+"""End to end: a collection on moto S3 and on an HTTP range server, scanned on a real dask cluster."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.compute as pc
+import pytest
+from pipeline_helpers import SAMPLE_COUNT, read_dataset, s3_options
+
+from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer
+from pipelines.config import ScanConfig
+from pipelines.run import Output, ScanResult, run_scan
+
+
+def _object_reads(server: MotoS3Server, bucket: str) -> list[str]:
+    """Keys the scan fetched bytes of (GETs of objects, not listings)."""
+    reads = []
+    for r in server.requests:
+        path, _, query = r.path.partition("?")
+        if r.method == "GET" and path.startswith(f"/{bucket}/") and "list-type" not in query:
+            reads.append(path.removeprefix(f"/{bucket}/"))
+    return reads
+
+
+def _duck(sql: str) -> list[tuple[Any, ...]]:
+    con = duckdb.connect()
+    try:
+        return con.sql(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _s3_config(moto: MotoS3Server, bucket: str, out: Path, **kw: Any) -> ScanConfig:
+    return ScanConfig(
+        roots=(f"s3://{bucket}/models",),
+        out=str(out),
+        storage_options={"s3": s3_options(moto)},
+        retries=1,
+        backoff_s=0.01,
+        **kw,
+    )
+
+
+def _files_by_name(out: Path, run_id: str) -> dict[str, dict[str, Any]]:
+    files = read_dataset(out, "files")
+    rows = files.filter(pc.equal(files.column("run_id"), run_id)).to_pylist()
+    return {r["url"].split("/models/", 1)[1]: r for r in rows}
+
+
+def test_s3_collection(client: Any, moto: MotoS3Server, bucket: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run_scan(_s3_config(moto, bucket, out), client=client)
+
+    assert isinstance(result, ScanResult)
+    assert result.n_files == SAMPLE_COUNT == result.rows_checked
+    assert result.statuses == {"ok": 7, "error": 2, "unreadable": 1}
+    files = _files_by_name(out, result.run_id)
+    assert len(files) == SAMPLE_COUNT
+    assert all(r["url"].startswith(f"s3://{bucket}/models/") for r in files.values())
+    assert files["tiny-llama-Q4_K_M.gguf"]["status"] == "ok"
+    assert files["tiny-llama-Q4_K_M.gguf"]["architecture"] == "llama"
+    assert files["tiny-llama-Q4_K_M.gguf"]["file_type_name"] == "Q4_K_M"
+    assert files["tiny-llama-Q4_K_M.gguf"]["codes"] == []
+    assert files["tiny-llama-Q4_K_M.gguf"]["etag"]  # the listing's ETag is kept
+    assert files["tiny-llama-Q4_K_M.gguf"]["mtime"] is not None
+    assert files["tiny-llama-Q4_K_M.gguf"]["model_id"] == f"s3://{bucket}/models/tiny-llama-Q4_K_M"
+    assert files["downloads/tiny-llama-Q4_K_M.gguf"]["codes"] == ["data.truncated"]
+    assert files["downloads/tiny-llama-Q4_K_M.gguf"]["loadable"] is False
+    assert files["corrupt/tiny-llama-Q4_K_M.gguf"]["status"] == "unreadable"
+    shard = files["sharded/llama-split-00003-of-00003.gguf"]
+    assert (shard["model_id"], shard["shard_index"], shard["shard_count"]) == (
+        f"s3://{bucket}/models/sharded/llama-split",
+        3,
+        3,
+    )
+    assert shard["split_no"] == 2
+    assert all(r["bytes_read"] > 0 and r["source_run_id"] == result.run_id for r in files.values())
+
+    models = {m["model_id"].rsplit("/models/", 1)[1]: m for m in read_dataset(out, "models").to_pylist()}
+    assert models["sharded/llama-split"]["complete"] is False
+    assert models["sharded/llama-split"]["shards_missing"] == [2]
+    assert models["sharded/llama-split"]["loadable"] is False
+    assert models["sharded/misnumbered"]["complete"] is True
+    assert models["sharded/misnumbered"]["loadable"] is False
+    assert models["sharded/complete"]["loadable"] is True
+    assert models["sharded/complete"]["n_tensors"] == 21
+    # The same name in another folder is another model.
+    assert models["mirror/tiny-llama-Q4_K_M"]["urls"] == [f"s3://{bucket}/models/mirror/tiny-llama-Q4_K_M.gguf"]
+    assert models["tiny-llama-Q4_K_M"]["loadable"] is True
+    assert [m.model_id.rsplit("/models/", 1)[1] for m in result.incomplete_models] == ["sharded/llama-split"]
+
+    problems = read_dataset(out, "problems").to_pylist()
+    model_codes = {(p["model_id"].rsplit("/models/", 1)[1], p["code"]) for p in problems if p["scope"] == "model"}
+    assert model_codes == {("sharded/llama-split", "shard.missing"), ("sharded/misnumbered", "shard.bad_index")}
+    missing = next(p for p in problems if p["code"] == "shard.missing")
+    assert missing["url"] is None and "00002" in missing["message"]
+    file_codes = {(p["url"].rsplit("/models/", 1)[1], p["code"]) for p in problems if p["scope"] == "file"}
+    assert ("downloads/tiny-llama-Q4_K_M.gguf", "data.truncated") in file_codes
+    assert ("corrupt/tiny-llama-Q4_K_M.gguf", "header.string_too_long") in file_codes
+    # The misnumbered shard claims to be a first shard, and lacks what a first shard needs.
+    assert ("sharded/misnumbered-00002-of-00002.gguf", "meta.missing_key") in file_codes
+
+    # DuckDB reads every table hive-style and sees the same rows.
+    base = str(out)
+    [(n, distinct)] = _duck(
+        f"SELECT count(*), count(DISTINCT url) FROM read_parquet('{base}/files/*/*.parquet', hive_partitioning=true) "
+        f"WHERE run_id = '{result.run_id}'"
+    )
+    assert n == distinct == SAMPLE_COUNT
+    rows = _duck(
+        f"SELECT code, count(*) FROM read_parquet('{base}/problems/*/*.parquet', hive_partitioning=true) "
+        "WHERE code IN ('data.truncated', 'header.string_too_long') OR code LIKE 'shard.%' GROUP BY code ORDER BY code"
+    )
+    assert rows == [("data.truncated", 1), ("header.string_too_long", 1), ("shard.bad_index", 1), ("shard.missing", 1)]
+    [(arch_rows,)] = _duck(
+        f"SELECT count(*) FROM read_parquet('{base}/metadata/*/*.parquet', hive_partitioning=true) "
+        "WHERE key = 'general.architecture' AND value_text = 'llama'"
+    )
+    assert arch_rows == 6  # the readable files and first shards: later shards hold only split.* keys
+    [(n_tensors,)] = _duck(f"SELECT count(*) FROM read_parquet('{base}/tensors/*/*.parquet', hive_partitioning=true)")
+    assert n_tensors == sum(r["n_tensors"] or 0 for r in files.values())
+    [(run_files, status)] = _duck(
+        f"SELECT n_files, status FROM read_parquet('{base}/runs/*/*.parquet', hive_partitioning=true)"
+    )
+    assert (run_files, status) == (SAMPLE_COUNT, "committed")
+    [(samples,)] = _duck(f"SELECT count(*) FROM read_parquet('{base}/samples/*/*.parquet', hive_partitioning=true)")
+    assert samples > 0  # scans sample by default
+    assert not (out / "_staging").exists()
+
+
+def test_incremental_reads_only_changes(
+    client: Any, moto: MotoS3Server, bucket: str, tmp_path: Path, sample: dict[str, bytes]
+) -> None:
+    out = tmp_path / "out"
+    first = run_scan(_s3_config(moto, bucket, out), client=client)
+    assert first.n_read == SAMPLE_COUNT
+
+    moto.reset_stats()
+    second = run_scan(_s3_config(moto, bucket, out, incremental=True), client=client)
+    assert _object_reads(moto, bucket) == []  # listings only: no file was read
+    assert (second.base_run_id, second.n_read, second.n_reused, second.bytes_read) == (
+        first.run_id,
+        0,
+        SAMPLE_COUNT,
+        0,
+    )
+    files = _files_by_name(out, second.run_id)
+    assert len(files) == SAMPLE_COUNT
+    assert all(r["reused"] and r["bytes_read"] == 0 and r["source_run_id"] == first.run_id for r in files.values())
+    problems = read_dataset(out, "problems")
+    assert Counter(problems.filter(pc.equal(problems.column("run_id"), second.run_id)).column("code").to_pylist()) == (
+        Counter(problems.filter(pc.equal(problems.column("run_id"), first.run_id)).column("code").to_pylist())
+    )
+    assert second.incomplete_models and second.statuses == first.statuses
+
+    # One object changes: the truncated download is completed. Only it is read again.
+    moto.put(bucket, "models/downloads/tiny-llama-Q4_K_M.gguf", sample["tiny-llama-Q4_K_M.gguf"])
+    moto.reset_stats()
+    third = run_scan(_s3_config(moto, bucket, out, incremental=True), client=client)
+    # Its header, then its sampled blocks: every read is of that one object.
+    assert set(_object_reads(moto, bucket)) == {"models/downloads/tiny-llama-Q4_K_M.gguf"}
+    assert (third.base_run_id, third.n_read, third.n_reused) == (second.run_id, 1, SAMPLE_COUNT - 1)
+    files = _files_by_name(out, third.run_id)
+    assert files["downloads/tiny-llama-Q4_K_M.gguf"]["status"] == "ok"
+    assert files["downloads/tiny-llama-Q4_K_M.gguf"]["source_run_id"] == third.run_id
+    assert files["corrupt/tiny-llama-Q4_K_M.gguf"]["source_run_id"] == first.run_id
+    assert third.statuses == {"ok": 8, "error": 1, "unreadable": 1}
+    # The shard sets are judged again from stored facts, without reading a shard.
+    models = read_dataset(out, "models")
+    models = models.filter(pc.equal(models.column("run_id"), third.run_id)).to_pylist()
+    by_id = {m["model_id"].rsplit("/models/", 1)[1]: m for m in models}
+    assert by_id["sharded/llama-split"]["shards_missing"] == [2]
+    assert "shard.bad_index" in by_id["sharded/misnumbered"]["codes"]
+    assert by_id["sharded/complete"]["loadable"] is True
+
+    runs = read_dataset(out, "runs").to_pylist()
+    assert sorted(r["run_id"] for r in runs) == sorted([first.run_id, second.run_id, third.run_id])
+    assert Output(str(out)).last_committed_run() == third.run_id
+
+
+def test_http_manifest(client: Any, tmp_path: Path, sample: dict[str, bytes]) -> None:
+    with RangeHTTPServer(files={f"m/{k}": v for k, v in sample.items()}) as srv:
+        manifest = tmp_path / "manifest.txt"
+        lines = ["# the mirror's models", *(srv.url_for(f"m/{k}") for k in sample), "", srv.url_for("m/gone.gguf")]
+        manifest.write_text("\n".join(lines))
+        out = tmp_path / "out"
+        result = run_scan(
+            ScanConfig(manifests=(str(manifest),), out=str(out), retries=0, threads=8, samples=False), client=client
+        )
+        assert result.n_files == SAMPLE_COUNT + 1
+        gets = [r for r in srv.requests if r.method == "GET"]
+        # One ranged GET per file: the size comes from Content-Range, nothing is read twice.
+        assert len(gets) == SAMPLE_COUNT + 1 and all(r.range is not None for r in gets)
+    files = {r["url"].rsplit("/m/", 1)[1]: r for r in read_dataset(out, "files").to_pylist()}
+    assert files["gone.gguf"]["codes"] == ["io.not_found"]
+    assert files["gone.gguf"]["status"] == "unreadable"
+    assert files["tiny-llama-Q4_K_M.gguf"]["size"] == len(sample["tiny-llama-Q4_K_M.gguf"])
+    assert "data.truncated" in files["downloads/tiny-llama-Q4_K_M.gguf"]["codes"]
+    models = {m["model_id"].rsplit("/m/", 1)[1]: m for m in read_dataset(out, "models").to_pylist()}
+    assert models["sharded/llama-split"]["shards_missing"] == [2]
+
+
+def test_http_manifest_csv_incremental(client: Any, tmp_path: Path, sample: dict[str, bytes]) -> None:
+    """A CSV manifest with sizes and ETags lets an incremental run skip unchanged HTTP files."""
+    names = ["tiny-llama-Q4_K_M.gguf", "mirror/tiny-llama-Q4_K_M.gguf"]
+    with RangeHTTPServer(files={n: sample[n] for n in names}) as srv:
+        manifest = tmp_path / "manifest.csv"
+        rows = ["url,size,etag", *(f"{srv.url_for(n)},{len(sample[n])},v1-{n}" for n in names)]
+        manifest.write_text("\n".join(rows) + "\n")
+        config = ScanConfig(manifests=(str(manifest),), out=str(tmp_path / "out"), incremental=True)
+        first = run_scan(config, client=client)
+        srv.reset_stats()
+        second = run_scan(config, client=client)
+        assert srv.requests == []
+        assert (first.n_read, second.n_read, second.n_reused) == (2, 0, 2)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_batches_of_any_size_give_one_row_per_file(
+    client: Any, local_collection: Path, tmp_path: Path, batch_size: int
+) -> None:
+    out = tmp_path / "out"
+    result = run_scan(
+        ScanConfig(roots=(str(local_collection),), out=str(out), batch_size=batch_size, threads=2), client=client
+    )
+    files = read_dataset(out, "files")
+    assert files.num_rows == len(set(files.column("url").to_pylist())) == SAMPLE_COUNT == result.rows_checked
+    assert all(u.startswith("file://") for u in files.column("url").to_pylist())
+
+
+def test_samples_and_checks_changes(client: Any, local_collection: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    plain = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), samples=False), client=client)
+    assert read_dataset(out, "samples").num_rows == 0
+
+    # Turning sampling on changes the checks: an incremental run cannot reuse the header-only rows.
+    config = ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True, samples=True)
+    sampled = run_scan(config, client=client)
+    assert (sampled.base_run_id, sampled.n_read) == (None, SAMPLE_COUNT)
+    assert sampled.reuse_note is not None and plain.run_id in sampled.reuse_note
+    samples = read_dataset(out, "samples")
+    assert samples.num_rows > 0 and set(samples.column("run_id").to_pylist()) == {sampled.run_id}
+    by_tensor = {(r["url"].rsplit("/", 1)[1], r["tensor"]) for r in samples.to_pylist()}
+    assert ("tiny-llama-Q4_K_M.gguf", "token_embd.weight") in by_tensor
+    files = {
+        r["url"].rsplit("/collection/", 1)[1]: r
+        for r in read_dataset(out, "files").to_pylist()
+        if r["run_id"] == sampled.run_id
+    }
+    assert files["tiny-llama-Q4_K_M.gguf"]["fingerprint"]
+    assert files["tiny-llama-Q4_K_M.gguf"]["fingerprint"] == files["mirror/tiny-llama-Q4_K_M.gguf"]["fingerprint"]
+
+    # The same checks again: everything is reused, samples included.
+    again = run_scan(config, client=client)
+    assert (again.base_run_id, again.n_read, again.n_reused) == (sampled.run_id, 0, SAMPLE_COUNT)
+    samples = read_dataset(out, "samples")
+    per_run = Counter(samples.column("run_id").to_pylist())
+    assert per_run[again.run_id] == per_run[sampled.run_id] > 0
+
+
+def test_the_documented_queries_run(client: Any, local_collection: Path, tmp_path: Path) -> None:
+    """Every DuckDB query in docs/tables.md runs on a real scan's tables."""
+    out = tmp_path / "audit-out"
+    run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True), client=client)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "tables.md").read_text()
+    [sql] = re.findall(r"```sql\n(-- the latest.*?)```", docs, re.S)
+    statements = [s.strip() for s in sql.replace("audit-out", str(out)).split(";") if s.strip()]
+    assert len(statements) >= 10
+    con = duckdb.connect()
+    try:
+        results = [con.execute(s).fetchall() for s in statements]
+        # files by status in the latest run: a complete picture, reused rows included
+        by_status = results[next(i for i, s in enumerate(statements) if "GROUP BY status" in s)]
+        assert sorted(by_status) == [
+            ("error", 2, pytest.approx(1e6, rel=1), 0),
+            ("ok", 7, pytest.approx(2e6, rel=1), 0),
+            ("unreadable", 1, pytest.approx(6e5, rel=1), 0),
+        ]
+        # the incomplete shard set
+        incomplete = results[next(i for i, s in enumerate(statements) if "NOT complete" in s)]
+        assert [(m.rsplit("/", 1)[1], n, missing) for m, n, missing in incomplete] == [("llama-split", 3, [2])]
+    finally:
+        con.close()
+
+
+def test_transient_errors_are_retried_and_lasting_ones_get_rows(
+    client: Any, tmp_path: Path, sample: dict[str, bytes]
+) -> None:
+    data = sample["tiny-llama-Q4_K_M.gguf"]
+    with RangeHTTPServer(files={f"m/{i}.gguf": data for i in range(4)}, fail_next=3, fail_status=503) as srv:
+        manifest = tmp_path / "m.txt"
+        refused = "http://127.0.0.1:9/nothing-listens-here.gguf"  # connection refused, every attempt
+        manifest.write_text("\n".join([*(srv.url_for(f"m/{i}.gguf") for i in range(4)), refused]) + "\n")
+        out = tmp_path / "out"
+        config = ScanConfig(
+            manifests=(str(manifest),), out=str(out), retries=3, backoff_s=0.01, threads=1, batch_size=5, samples=False
+        )
+        result = run_scan(config, client=client)
+        assert sum(1 for r in srv.requests if r.method == "GET") == 4 + 3  # three 503s, each retried
+    files = {r["url"]: r for r in read_dataset(out, "files").to_pylist()}
+    assert [files[srv.url_for(f"m/{i}.gguf")]["status"] for i in range(4)] == ["ok"] * 4
+    assert files[refused]["codes"] == ["io.error"] and files[refused]["requests"] == 4
+    assert result.rows_checked == 5

@@ -1,0 +1,156 @@
+"""``gguf-audit scan`` as a person runs it: flags, summary, exit status."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_helpers import SAMPLE_COUNT, read_dataset
+
+from gguf_audit.cli import main
+from gguf_audit.testing.builder import build_gguf, tiny_llama_like
+from pipelines import run as run_module
+from pipelines.cli import _add_arguments, _config_from_args
+from pipelines.config import ConfigError
+from pipelines.sample_collection import build_sample_collection
+
+
+def _scan(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(["scan", *argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_readme_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's command: build the sample collection, scan it on a LocalCluster of its own."""
+    monkeypatch.chdir(tmp_path)
+    build_sample_collection("sample-collection")
+    status, out, err = _scan(capsys, "sample-collection", "--out", "audit-out", "--workers", "2", "--no-dashboard")
+    assert status == 1  # the collection holds errors on purpose
+    assert "dask: a local cluster, 2 workers" in err
+    assert f"{SAMPLE_COUNT}/{SAMPLE_COUNT}" in err  # the progress bar reached the end
+    assert f"files: {SAMPLE_COUNT} (ok 7, warning 0, error 2, unreadable 1) in 7 models" in out
+    assert re.search(r"^\s+1\s+shard\.missing\s+error$", out, re.M)
+    assert "sharded/llama-split: missing 00002 of 00003" in out
+    assert f"every listed file has exactly one row: {SAMPLE_COUNT} of {SAMPLE_COUNT}" in out
+    assert "files/s" in out and "of 3.4 MiB" in out
+    # The DuckDB query ran on the result.
+    assert "SELECT status, count(*) AS files" in out
+    assert re.search(r"│ unreadable\s+│\s+1 │", out)
+
+
+def test_exit_status(
+    client: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    sample: dict[str, bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(run_module, "SCHEDULER_CONNECT_S", 1.0)
+    scheduler = str(client.scheduler.address)
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    (clean / "a.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"])
+    common = ["--scheduler", scheduler, "--no-progress"]
+
+    status, out, _ = _scan(capsys, str(clean), "--out", str(tmp_path / "o1"), *common)
+    assert status == 0 and "problems: none" in out and "passes --fail-on error" in out
+
+    (clean / "b.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"][:-5])  # an error
+    status, out, _ = _scan(capsys, str(clean), "--out", str(tmp_path / "o2"), *common)
+    assert status == 1
+
+    status, _, _ = _scan(capsys, str(clean), "--out", str(tmp_path / "o3"), "--exclude", "b.gguf", *common)
+    assert status == 0
+
+    status, _, err = _scan(capsys, str(tmp_path / "nowhere"), "--out", str(tmp_path / "o4"), *common)
+    assert status == 2 and "does not exist" in err and "nothing was committed" in err
+    assert not (tmp_path / "o4" / "runs").exists()
+
+    status, _, err = _scan(capsys, "--out", str(tmp_path / "o5"), *common)
+    assert status == 2 and "give at least one ROOT" in err
+
+    status, _, err = _scan(capsys, str(clean), "--scheduler", "tcp://127.0.0.1:9", "--no-progress")
+    assert status == 2 and "cannot reach the dask scheduler" in err
+
+
+def test_fail_on_warning(
+    client: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], sample: dict[str, bytes]
+) -> None:
+    root = tmp_path / "c"
+    root.mkdir()
+    (root / "a.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"] + b"\0" * 64)  # data.trailing_bytes: info
+    common = ["--scheduler", str(client.scheduler.address), "--no-progress"]
+    assert _scan(capsys, str(root), "--out", str(tmp_path / "o1"), "--fail-on", "warning", *common)[0] == 0
+    kvs, tensors = tiny_llama_like()
+    (root / "be.gguf").write_bytes(build_gguf(kvs, tensors, big_endian=True))  # header.big_endian: a warning
+    status, out, _ = _scan(capsys, str(root), "--out", str(tmp_path / "o2"), *common)
+    assert status == 0 and "header.big_endian" in out
+    assert _scan(capsys, str(root), "--out", str(tmp_path / "o3"), "--fail-on", "warning", *common)[0] == 1
+
+
+def test_credentials_are_refused_and_never_written(
+    client: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], local_collection: Path
+) -> None:
+    secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+    status, out, err = _scan(
+        capsys, str(local_collection), "--out", str(tmp_path / "o"), "--storage-options", json.dumps({"secret": secret})
+    )
+    assert status == 2 and "looks like a credential" in err
+    assert secret not in out + err
+
+    config = tmp_path / "c.toml"
+    config.write_text(f'[storage_options.s3]\nclient_kwargs = {{ aws_secret_access_key = "{secret}" }}\n')
+    status, out, err = _scan(capsys, str(local_collection), "--config", str(config), "--out", str(tmp_path / "o"))
+    assert status == 2 and "storage_options.s3.client_kwargs.aws_secret_access_key" in err
+    assert secret not in out + err
+
+    # Options that are not secrets are used, and still never recorded.
+    status, out, err = _scan(
+        capsys, str(local_collection), "--out", str(tmp_path / "o"), "--scheduler", str(client.scheduler.address),
+        "--no-progress", "--storage-options", json.dumps({"s3": {"anon": True}}),
+    )  # fmt: skip
+    assert status == 1
+    [run] = read_dataset(tmp_path / "o", "runs").to_pylist()
+    assert "anon" not in run["config"] and "storage_options" not in run["config"]
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    _add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_flags_override_the_config(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[scan]\nroots = ["s3://a/"]\nout = "s3://o/"\nincremental = true\nfail_on = "warning"\n'
+        "[cluster]\nworkers = 3\n[io]\nthreads = 16\n[storage_options.s3]\nanon = true\n"
+    )
+    config = _config_from_args(_args("--config", str(path)))
+    assert (config.roots, config.out, config.incremental, config.fail_on, config.workers, config.threads) == (
+        ("s3://a/",),
+        "s3://o/",
+        True,
+        "warning",
+        3,
+        16,
+    )
+    config = _config_from_args(
+        _args("--config", str(path), "/data", "--out", "o", "--no-incremental", "--fail-on", "error", "--workers", "1")
+    )
+    assert (config.roots, config.out, config.incremental, config.fail_on, config.workers, config.threads) == (
+        ("/data",),
+        "o",
+        False,
+        "error",
+        1,
+        16,
+    )
+    assert config.storage_options == {"s3": {"anon": True}}
+    with pytest.raises(ConfigError, match=r"--storage-options must be a JSON object\. Got '\[1\]'\."):
+        _config_from_args(_args("--storage-options", "[1]"))

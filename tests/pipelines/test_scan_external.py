@@ -1,0 +1,76 @@
+"""``--scheduler``: a scan on separately started ``dask scheduler`` and ``dask worker`` processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+from pipeline_helpers import SAMPLE_COUNT, read_dataset
+
+from gguf_audit.cli import main as gguf_audit_main
+
+PYTHON = sys.executable
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(20)
+
+
+@pytest.fixture
+def external_scheduler(tmp_path: Path, aws_env: None) -> Iterator[str]:
+    """A ``dask scheduler`` and one ``dask worker`` (two threads), as separate processes on 127.0.0.1."""
+    scheduler_file = tmp_path / "scheduler.json"
+    common = ["--no-dashboard"]
+    scheduler = subprocess.Popen(
+        [PYTHON, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--scheduler-file", str(scheduler_file), *common],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy(),
+    )  # fmt: skip
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
+            if time.monotonic() > deadline or scheduler.poll() is not None:
+                raise AssertionError("the dask scheduler did not start")
+            time.sleep(0.05)
+        address = json.loads(scheduler_file.read_text())["address"]
+        worker = subprocess.Popen(
+            [PYTHON, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file),
+             "--host", "127.0.0.1", "--nthreads", "2", "--nworkers", "1", *common],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy(),
+        )  # fmt: skip
+        yield str(address)
+    finally:
+        if worker is not None:
+            _stop(worker)
+        _stop(scheduler)
+
+
+def test_scan_with_scheduler_flag(
+    external_scheduler: str, local_collection: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = ["scan", str(local_collection), "--out", str(out), "--scheduler", external_scheduler, "--no-progress"]
+    status = gguf_audit_main(argv)
+    captured = capsys.readouterr()
+    assert status == 1, captured.err  # the sample collection has errors
+    assert f"the scheduler at {external_scheduler}, 1 workers" in captured.err
+    assert f"every listed file has exactly one row: {SAMPLE_COUNT} of {SAMPLE_COUNT}" in captured.out
+    runs = read_dataset(out, "runs").to_pylist()
+    assert [(r["scheduler"], r["n_workers"], r["n_files"]) for r in runs] == [(external_scheduler, 1, SAMPLE_COUNT)]
+    files = read_dataset(out, "files")
+    assert files.num_rows == len(set(files.column("url").to_pylist())) == SAMPLE_COUNT
+    assert pc.sum(files.column("bytes_read")).as_py() > 0
