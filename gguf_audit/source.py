@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
@@ -139,6 +139,9 @@ def _describe(exc: BaseException) -> str:
 
 # --- sources -----------------------------------------------------------------
 
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+_UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)")
+
 
 def _with_timeouts(protocol: str, options: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
     """Storage options with per-request timeouts added where the user set none."""
@@ -176,9 +179,19 @@ class FsspecSource:
     config: ReadConfig = DEFAULT_READ_CONFIG
     stats: IOStats = field(default_factory=IOStats)
 
+    sizes_from_response: ClassVar[bool] = False
+    """Whether a read's response tells the file size (so no look-up is needed first)."""
+
     @property
     def size(self) -> int | None:
         return self.known_size
+
+    def _learn_size(self, content_range: str | None) -> None:
+        """Take the total size from a ``Content-Range`` (``bytes a-b/N`` or ``bytes */N``)."""
+        if content_range and self.known_size is None:
+            match = _CONTENT_RANGE.match(content_range) or _UNSATISFIED_RANGE.match(content_range)
+            if match and match.groups()[-1] != "*":
+                self.known_size = int(match.groups()[-1])
 
     def ensure_size(self) -> int | None:
         """The file size, from one ``info`` call when nobody told it yet."""
@@ -250,7 +263,6 @@ class FsspecSource:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 
 
 @dataclass
@@ -263,6 +275,7 @@ class HTTPSource(FsspecSource):
     """
 
     range_ignored: bool = False
+    sizes_from_response: ClassVar[bool] = True
 
     def _fetch(self, start: int, end: int) -> bytes:
         if self.known_size is not None:
@@ -301,12 +314,6 @@ class HTTPSource(FsspecSource):
             resp.close()
             return body[start:end]
 
-    def _learn_size(self, content_range: str | None) -> None:
-        if content_range and self.known_size is None:
-            match = _CONTENT_RANGE.match(content_range) or re.match(r"bytes\s+\*/(\d+)", content_range)
-            if match and match.groups()[-1] != "*":
-                self.known_size = int(match.groups()[-1])
-
     def ensure_size(self) -> int | None:
         if self.known_size is None:
             # A one-byte ranged GET tells the size as well as a HEAD would, and
@@ -319,6 +326,42 @@ class HTTPSource(FsspecSource):
             error = SourceError("io.error", f"the server ignores Range requests; {self.url} cannot be sampled")
             return [error for _ in ranges]
         return super().read_ranges(ranges)
+
+
+@dataclass
+class S3Source(FsspecSource):
+    """S3 range reads that learn the object's size from the first GET.
+
+    fsspec's ``cat_file`` drops the response's ``ContentRange``; asking for
+    the size first would cost a HEAD per file that a listing did not size.
+    """
+
+    sizes_from_response: ClassVar[bool] = True
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        if self.known_size is not None or not isinstance(self.fs, AsyncFileSystem):
+            return super()._fetch(start, end)
+        return sync(self.fs.loop, self._get, start, end)  # type: ignore[no-any-return]
+
+    async def _get(self, start: int, end: int) -> bytes:
+        fs: Any = self.fs
+        bucket, key, version = fs.split_path(self.path)
+        extra = {"VersionId": version} if version else {}
+        try:
+            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **extra)
+        except (FileNotFoundError, PermissionError):
+            raise
+        except OSError:
+            # An empty object answers a range with InvalidRange: size it the usual way.
+            if await fs._size(self.path) == 0:
+                self.known_size = 0
+                return b""
+            raise
+        try:
+            self._learn_size(resp.get("ContentRange"))
+            return bytes(await resp["Body"].read())
+        finally:
+            resp["Body"].close()
 
 
 async def _read_exactly(resp: Any, n: int) -> bytes:
@@ -352,8 +395,11 @@ def open_source(
         fs, path = url_to_fs(url, **options)
     else:
         path = fs._strip_protocol(url)
-    if _protocol_of(fs) in ("http", "https"):
+    protocol = _protocol_of(fs)
+    if protocol in ("http", "https"):
         return HTTPSource(url=url, fs=fs, path=url, known_size=size, config=config)
+    if protocol in ("s3", "s3a") and hasattr(fs, "_call_s3"):
+        return S3Source(url=url, fs=fs, path=path, known_size=size, config=config)
     return FsspecSource(url=url, fs=fs, path=path, known_size=size, config=config)
 
 
@@ -380,7 +426,7 @@ def read_header(
     config = config or source.config
     limits = limits or Limits()
     size = source.size
-    if size is None and not isinstance(source, HTTPSource):
+    if size is None and not source.sizes_from_response:
         size = source.ensure_size()
     first = max(8, config.initial_bytes if size is None else min(config.initial_bytes, size))
     buf = source.read(0, first)

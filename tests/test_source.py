@@ -169,6 +169,23 @@ def test_s3_with_listed_size_makes_one_request(s3_corpus: MotoS3Server) -> None:
     assert len(gets) == 1 and gets[0].range == "bytes=0-524287"
 
 
+def test_s3_learns_the_size_from_the_first_response(s3_corpus: MotoS3Server) -> None:
+    rel = "models/tiny-llama-Q4_K_M.gguf"
+    s3_corpus.reset_stats()
+    audit = audit_file(f"s3://corpus/{rel}", storage_options=s3_corpus.storage_options())
+    assert audit.findings == [] and audit.size == (corpus_dir() / rel).stat().st_size
+    # No HEAD to size it: the ranged GET's Content-Range told the size.
+    assert [r.method for r in s3_corpus.requests] == ["GET"]
+    assert audit.io.requests == 1
+
+
+def test_empty_object_on_s3(s3_corpus: MotoS3Server) -> None:
+    s3_corpus.put("corpus", "empty/zero.gguf", b"")
+    audit = audit_file("s3://corpus/empty/zero.gguf", storage_options=s3_corpus.storage_options())
+    assert [f.code for f in audit.findings] == ["header.truncated"]
+    assert audit.size == 0
+
+
 def test_truncated_upload_on_s3(s3_corpus: MotoS3Server) -> None:
     data = (corpus_dir() / "models/tiny-llama-Q8_0.gguf").read_bytes()
     s3_corpus.put("corpus", "cut/tiny.gguf", data[: len(data) // 2])
