@@ -18,7 +18,7 @@ from gguf_audit.audit import FileAudit
 from gguf_audit.findings import Finding
 from gguf_audit.format.model import KV, StringArray, Value, ValueType
 
-__all__ = ["audit_to_json", "escape", "render_text", "value_to_json"]
+__all__ = ["audit_to_json", "escape", "fmt_bytes", "render_text", "value_to_json"]
 
 # C0 and C1 controls, DEL, and the Unicode format characters that reorder or
 # hide text (bidi embeddings and isolates, zero-width marks, BOM).
@@ -126,13 +126,16 @@ def _summarise(kv: KV, width: int = 100) -> str:
     return repr(_json_scalar(value))
 
 
-def _fmt_bytes(n: int | None) -> str:
+def fmt_bytes(n: int | None, *, exact: bool = False) -> str:
+    """``1.6 MiB``; with ``exact``, ``1.6 MiB (1719840 B)``."""
     if n is None:
         return "?"
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit} ({n} B)"
+            if unit == "B":
+                return f"{n} B"
+            return f"{size:.1f} {unit} ({n} B)" if exact else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"  # pragma: no cover
 
@@ -156,14 +159,14 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = Fals
     lines = [f"{escape(audit.url)}"]
     verdict = {True: "yes", False: "NO", None: "unknown"}[audit.loadable]
     lines.append(f"  status {audit.status}, loadable by llama.cpp: {verdict}")
-    lines.append(f"  size {_fmt_bytes(audit.size)}")
+    lines.append(f"  size {fmt_bytes(audit.size, exact=True)}")
     if h is not None:
         arch = h.architecture
         lines.append(
             f"  GGUF v{h.version}, {h.byte_order}-endian, alignment {h.alignment}, "
             f"{h.n_kv} keys, {h.n_tensors} tensors" + (f", architecture {escape(arch, 40)}" if arch else "")
         )
-        lines.append(f"  header {_fmt_bytes(h.header_bytes)}, data section at {h.data_offset}")
+        lines.append(f"  header {fmt_bytes(h.header_bytes, exact=True)}, data section at {h.data_offset}")
         lines.append("")
         lines.append("metadata:")
         key_width = min(max((len(kv.key) for kv in h.kvs), default=10), 44)
@@ -191,7 +194,7 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = Fals
         lines.append("problems: none")
     lines.append("")
     lines.append(
-        f"io: {audit.io.requests} requests, {_fmt_bytes(audit.io.bytes_read)} read"
+        f"io: {audit.io.requests} requests, {fmt_bytes(audit.io.bytes_read, exact=True)} read"
         + (f" ({audit.io.bytes_read / audit.size:.2%} of the file)" if audit.size else "")
         + f", {audit.seconds * 1000:.0f} ms"
     )

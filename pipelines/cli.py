@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, Final, TextIO
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.report import escape
+from gguf_audit.report import escape, fmt_bytes
 from pipelines.config import FAIL_ON, ConfigError, ScanConfig, check_no_credentials, load_config
 from pipelines.discover import Listing
 from pipelines.run import ScanObserver, ScanResult, run_scan
@@ -109,15 +109,6 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
     )
 
 
-def _fmt_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 class _Progress(ScanObserver):
     """The progress bar (tqdm on stderr) and the cluster line."""
 
@@ -129,7 +120,7 @@ class _Progress(ScanObserver):
     def listed(self, listing: Listing, n_reused: int) -> None:
         reused = f", {n_reused} unchanged since the last run" if n_reused else ""
         print(
-            f"listed {len(listing.files)} files ({_fmt_bytes(listing.total_bytes)}) in {listing.seconds:.2f} s{reused}",
+            f"listed {len(listing.files)} files ({fmt_bytes(listing.total_bytes)}) in {listing.seconds:.2f} s{reused}",
             file=self.stream,
         )
         if self.enabled:
@@ -148,7 +139,7 @@ class _Progress(ScanObserver):
     def progress(self, done: int, total: int, bytes_read: int) -> None:
         if self.bar is not None:
             self.bar.update(done - self.bar.n)
-            self.bar.set_postfix_str(f"{_fmt_bytes(bytes_read)} read", refresh=False)
+            self.bar.set_postfix_str(f"{fmt_bytes(bytes_read)} read", refresh=False)
 
     def committing(self) -> None:
         self.close()
@@ -203,7 +194,7 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
             lines.append(f"  … {len(result.incomplete_models) - SHOWN_MODELS} more")
     share = f" ({result.bytes_read / result.collection_bytes:.2%})" if result.collection_bytes else ""
     lines.append(
-        f"read {_fmt_bytes(result.bytes_read)} of {_fmt_bytes(result.collection_bytes)}{share} "
+        f"read {fmt_bytes(result.bytes_read)} of {fmt_bytes(result.collection_bytes)}{share} "
         f"in {result.requests} requests"
     )
     lines.append(
