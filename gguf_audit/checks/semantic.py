@@ -151,6 +151,20 @@ TOKENIZER_BAD_TOKEN_TYPE: Final = register(
     "tokenizer.ggml.token_type holds values outside 1 to 6 (normal, unknown, control, user-defined, unused, "
     "byte); llama.cpp gives such tokens the undefined attribute.",
 )
+TOKENIZER_UNKNOWN_MODEL: Final = register(
+    "tokenizer.unknown_model",
+    _ERR,
+    None,
+    "tokenizer.ggml.model names a tokenizer llama.cpp does not know (it throws 'unknown tokenizer'); "
+    "the verdict is unknown because a newer llama.cpp may have added it.",
+)
+TOKENIZER_UNKNOWN_PRE: Final = register(
+    "tokenizer.unknown_pre",
+    _WARN,
+    None,
+    "A BPE tokenizer's tokenizer.ggml.pre is not on gguf-audit's list of the pre-tokenizers llama.cpp accepts; "
+    "llama.cpp throws 'unknown pre-tokenizer type' for names it does not know, but the list grows often.",
+)
 TOKENIZER_MISSING_PRE: Final = register(
     "tokenizer.missing_pre",
     _WARN,
@@ -374,6 +388,40 @@ def _check_tokenizer_keys(f: _Facts) -> Iterator[Finding]:
         yield _missing(Keys.Tokenizer.LIST, "llama.cpp throws 'cannot find tokenizer vocab in model file'")
     if model == "gpt2" and Keys.Tokenizer.MERGES not in h.metadata:
         yield _missing(Keys.Tokenizer.MERGES, "a BPE tokenizer needs them ('cannot find tokenizer merges')")
+    if model is not None and model not in _KNOWN_TOKENIZERS:
+        yield finding(
+            TOKENIZER_UNKNOWN_MODEL,
+            f"tokenizer.ggml.model is {model!r}, not one of llama.cpp's tokenizers "
+            f"({', '.join(sorted(_KNOWN_TOKENIZERS))})",
+        )
+    pre = _str(h, Keys.Tokenizer.PRE)
+    # Only BPE reads the pre-tokenizer name; SPM, WPM and UGM ignore it.
+    if model == "gpt2" and pre is not None and pre not in _KNOWN_BPE_PRE:
+        yield finding(
+            TOKENIZER_UNKNOWN_PRE,
+            f"tokenizer.ggml.pre is {pre!r}, which llama.cpp may not know: it throws 'unknown pre-tokenizer type' "
+            "for names missing from its list",
+        )
+
+
+# llama.cpp's vocabulary types (llama-vocab.cpp): the names tokenizer.ggml.model may take.
+_KNOWN_TOKENIZERS: Final = frozenset({"no_vocab", "none", "llama", "bert", "gpt2", "t5", "rwkv", "plamo2"})
+
+# The pre-tokenizer names llama.cpp's BPE loader accepts, as far as gguf-audit
+# knows them (convert_hf_to_gguf.py's get_vocab_base_pre writes them). A name
+# missing here is a warning with an unknown verdict, never a refusal.
+_KNOWN_BPE_PRE: Final = frozenset(
+    {
+        "default", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+        "deepseek-llm", "deepseek-coder", "deepseek-v3", "deepseek-r1-qwen", "falcon", "mpt", "starcoder",
+        "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es", "jina-v2-de",
+        "a.x-4.0", "mellum", "jina-v2-code", "roberta-bpe", "refact", "command-r", "qwen2", "stablelm2",
+        "olmo", "dbrx", "smaug-bpe", "poro-chat", "chatglm-bpe", "viking", "jais", "tekken", "smollm",
+        "codeshell", "bloom", "gpt3-finnish", "exaone", "exaone4", "chameleon", "minerva-7b", "megrez",
+        "gpt-4o", "llama4", "superbpe", "trillion", "granite-docling", "bailingmoe", "bailingmoe2",
+        "seed-coder", "hunyuan", "hunyuan-dense", "kimi-k2", "grok-2",
+    }
+)  # fmt: skip
 
 
 _SPECIAL_ID_KEYS: Final = (

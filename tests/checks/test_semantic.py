@@ -822,3 +822,29 @@ def test_largest_corpus_vocabulary_is_checked_fast() -> None:
     path = max((corpus_dir() / "vocab").glob("*.gguf"), key=lambda p: p.stat().st_size)
     header = parse(path)
     assert _best_ms(lambda: list(check_semantics(header, url=str(path)))) < 50
+
+
+def test_unknown_tokenizer_and_pre_tokenizer(tmp_path: Path) -> None:
+    from gguf_audit.audit import audit_file
+    from gguf_audit.format.model import ValueType
+    from gguf_audit.testing.builder import build_gguf, kv_array, kv_str, tiny_llama_like
+
+    kvs, tensors = tiny_llama_like()
+    for key, value, code, loadable in (
+        ("tokenizer.ggml.model", "sentencepiece2", "tokenizer.unknown_model", None),
+        ("tokenizer.ggml.pre", "not-a-real-pre", None, True),
+    ):
+        changed = [kv_str(key, value) if kv.key == key else kv for kv in kvs]
+        if key == "tokenizer.ggml.pre":
+            # Only BPE reads the pre-tokenizer: make it a gpt2 tokenizer with merges.
+            changed = [
+                kv_str("tokenizer.ggml.model", "gpt2") if kv.key == "tokenizer.ggml.model" else kv for kv in changed
+            ]
+            changed.append(kv_array("tokenizer.ggml.merges", ValueType.STRING, ["▁ t", "h e"]))
+            code = "tokenizer.unknown_pre"
+            loadable = None
+        path = tmp_path / f"{code}.gguf"
+        path.write_bytes(build_gguf(changed, tensors))
+        audit = audit_file(str(path))
+        assert code in [f.code for f in audit.findings]
+        assert audit.loadable is loadable
