@@ -17,7 +17,7 @@ import re
 import struct
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, Final
 
@@ -300,22 +300,8 @@ class SampleRow:
     zero_fraction: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "tensor": self.tensor,
-            "block_index": self.block_index,
-            "offset": self.offset,
-            "n_bytes": self.n_bytes,
-            "type": self.type,
-            "count": self.count,
-            "min": self.min,
-            "max": self.max,
-            "mean": self.mean,
-            "std": self.std,
-            "max_abs": self.max_abs,
-            "n_nan": self.n_nan,
-            "n_inf": self.n_inf,
-            "zero_fraction": self.zero_fraction,
-        }
+        # The fields are the samples table's columns, in order.
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
     def stats(self) -> BlockStats:
