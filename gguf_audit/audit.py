@@ -8,7 +8,6 @@ Only ``KeyboardInterrupt``, ``SystemExit`` and cancellation pass through.
 from __future__ import annotations
 
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import fsspec
 
 from gguf_audit.checks.structure import check_structure
-from gguf_audit.errors import FormatError, SourceError
+from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_loadable
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import Limits
@@ -140,9 +139,7 @@ def audit_file(
         if isinstance(exc, OSError):
             findings.append(finding(code, f"{url}: {type(exc).__name__}: {exc}"))
         else:
-            where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-            at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
-            findings.append(finding("internal.unexpected", f"{type(exc).__name__}: {exc}{at}"))
+            findings.append(finding("internal.unexpected", describe_exception(exc)))
     if source is not None and source.size is not None:
         size = source.size
     return FileAudit(

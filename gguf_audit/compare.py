@@ -35,7 +35,7 @@ import numpy.typing as npt
 from gguf_audit.checks.data import DecodedBlock, SampleStatus
 from gguf_audit.decode import NoDecoder, decode_blocks, has_decoder
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.findings import Finding, Severity, finding, register
+from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import ggml_type_info, ggml_type_name
 from gguf_audit.format.model import Header
 from gguf_audit.plan import ByteRange, SampleConfig, merge_ranges, plan_samples
@@ -66,19 +66,8 @@ __all__ = [
     "render_comparison",
 ]
 
-LAYOUT_SUSPECT = register(
-    "compare.layout_suspect",
-    Severity.ERROR,
-    False,
-    "Against its reference, a tensor's errors reach whole quantization steps or its signs flip "
-    "systematically: the symptom of a wrong block layout, not of rounding.",
-)
-NO_COMMON_TENSORS = register(
-    "compare.no_common_tensors",
-    Severity.WARNING,
-    False,
-    "The quantized file and the reference share no tensor with the same name and shape.",
-)
+LAYOUT_SUSPECT: Final = "compare.layout_suspect"
+NO_COMMON_TENSORS: Final = "compare.no_common_tensors"
 
 COMPARE_SAMPLE_CONFIG: Final = SampleConfig(spread_blocks=14)
 """16 blocks per tensor: enough values for stable error figures, still a few KiB each."""

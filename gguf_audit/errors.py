@@ -7,7 +7,9 @@ callers catching ``ValueError`` or ``OSError`` keep working.
 
 from __future__ import annotations
 
-__all__ = ["FormatError", "GGUFAuditError", "SourceError"]
+import traceback
+
+__all__ = ["FormatError", "GGUFAuditError", "SourceError", "describe_exception"]
 
 
 class GGUFAuditError(Exception):
@@ -41,3 +43,10 @@ class SourceError(GGUFAuditError, OSError):
 
     def __reduce__(self) -> tuple[type[SourceError], tuple[str, str]]:
         return (type(self), (self.code, self.message))
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message at file.py:line``, naming where the exception was raised, in one line."""
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
+    return f"{type(exc).__name__}: {exc}{at}"

@@ -7,7 +7,6 @@ a file cannot drive the terminal that prints its report.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -16,7 +15,7 @@ import numpy as np
 
 from gguf_audit.audit import FileAudit
 from gguf_audit.findings import Finding
-from gguf_audit.format.model import KV, StringArray, Value, ValueType
+from gguf_audit.format.model import KV, StringArray, Value, ValueType, json_scalar
 
 __all__ = ["audit_to_json", "escape", "fmt_bytes", "render_text", "value_to_json"]
 
@@ -42,25 +41,17 @@ def _escape_char(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def _json_scalar(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, np.generic):
-        return _json_scalar(value.item())
-    return value
-
-
 def value_to_json(value: Value) -> Any:
     """A metadata value as JSON-safe data (non-finite floats as strings)."""
     if isinstance(value, StringArray):
         return value.to_list()
     if isinstance(value, np.ndarray):
         if value.dtype.kind == "f" and not np.isfinite(value).all():
-            return [_json_scalar(v) for v in value.tolist()]
+            return [json_scalar(v) for v in value.tolist()]
         return value.tolist()
     if isinstance(value, list):
         return [value_to_json(v) for v in value]
-    return _json_scalar(value)
+    return json_scalar(value)
 
 
 def _kv_json(kv: KV, full_arrays: bool) -> dict[str, Any]:
@@ -114,7 +105,7 @@ def _summarise(kv: KV, width: int = 100) -> str:
         if isinstance(value, StringArray):
             head = [repr(escape(value[i], 24)) for i in range(min(n, 3))]
         elif isinstance(value, np.ndarray):
-            head = [repr(_json_scalar(v)) for v in value[:3].tolist()]
+            head = [repr(json_scalar(v)) for v in value[:3].tolist()]
         elif isinstance(value, list):
             head = [f"array[{len(v) if isinstance(v, list | StringArray | np.ndarray) else '?'}]" for v in value[:3]]
         else:
@@ -123,7 +114,7 @@ def _summarise(kv: KV, width: int = 100) -> str:
         return f"[{', '.join(head)}{more}] ({n} items)"
     if isinstance(value, str):
         return repr(escape(value, width))
-    return repr(_json_scalar(value))
+    return repr(json_scalar(value))
 
 
 def fmt_bytes(n: int | None, *, exact: bool = False) -> str:

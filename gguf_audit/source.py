@@ -263,8 +263,6 @@ class FsspecSource:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-
-
 @dataclass
 class HTTPSource(FsspecSource):
     """HTTP(S) range reads that learn the file size from the first response.

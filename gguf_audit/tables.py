@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from gguf_audit.checks.shards import (
     parse_shard_name,
 )
 from gguf_audit.findings import CODES, Finding, Severity
-from gguf_audit.format.model import KV, Header, StringArray, Value, ValueType
+from gguf_audit.format.model import KV, Header, StringArray, Value, ValueType, json_scalar
 from gguf_audit.schema import stored_schema
 
 __all__ = [
@@ -167,13 +166,8 @@ def _text(value: str) -> str:
 
 
 def _scalar_json(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, str):
-        return _text(value)
-    return value
+    value = json_scalar(value)
+    return _text(value) if isinstance(value, str) else value
 
 
 def _head_json(value: Value, items: int, chars: int) -> tuple[Any, bool]:
@@ -249,12 +243,12 @@ def _value_cells(kv: KV) -> _ValueCells:
 
 
 def _str_value(header: Header, key: str) -> str | None:
-    value = header.get(key)
-    return _text(value) if isinstance(value, str) else None
+    value = header.get_str(key)
+    return None if value is None else _text(value)
 
 
 def _int_value(header: Header, key: str) -> int | None:
-    return _i64(header.get(key))
+    return _i64(header.get_int(key))
 
 
 def _file_type_name(file_type: int | None) -> str | None:

@@ -62,7 +62,6 @@ import os
 import secrets
 import threading
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -79,7 +78,7 @@ from fsspec.core import url_to_fs
 from gguf_audit import __version__
 from gguf_audit.audit import AuditConfig, FileAudit, audit_file
 from gguf_audit.checks.shards import ShardFacts, group_models, judge_shard_set, parse_shard_name, shard_facts
-from gguf_audit.errors import GGUFAuditError
+from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Severity, finding
 from gguf_audit.schema import PARTITION_COLUMN, SCHEMA_VERSION, TABLE_NAMES, schema_version_of, stored_schema
 from gguf_audit.source import IOStats
@@ -199,12 +198,6 @@ def _io_pool(threads: int) -> ThreadPoolExecutor:
         return pool
 
 
-def _describe(exc: BaseException) -> str:
-    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
-    return f"{type(exc).__name__}: {exc}{at}"
-
-
 def _failed_audit(listed: ListedFile, code: str, message: str, io_stats: IOStats | None = None) -> FileAudit:
     return FileAudit(
         url=listed.url,
@@ -227,7 +220,7 @@ def _audit_one(listed: ListedFile, options: TaskOptions) -> FileAudit:
             config=options.audit,
         )
     except Exception as exc:  # noqa: BLE001 - audit_file never raises; this guards the guard
-        return _failed_audit(listed, "internal.unexpected", _describe(exc))
+        return _failed_audit(listed, "internal.unexpected", describe_exception(exc))
 
 
 def _tables_of(items: Sequence[AuditedFile], run_id: str) -> AuditTables:
@@ -241,7 +234,7 @@ def _tables_of(items: Sequence[AuditedFile], run_id: str) -> AuditTables:
         try:
             parts.append(audits_to_tables([item], run_id=run_id))
         except Exception as exc:  # noqa: BLE001 - one file's bad rows must not lose the batch
-            failed = _failed_audit(item.listed, "internal.unexpected", _describe(exc), item.audit.io)
+            failed = _failed_audit(item.listed, "internal.unexpected", describe_exception(exc), item.audit.io)
             parts.append(audits_to_tables([AuditedFile(failed, item.listed, item.model_id)], run_id=run_id))
     return _concat_tables(parts)
 
@@ -287,7 +280,7 @@ def audit_batch(batch: Batch, options: TaskOptions) -> BatchResult:
                 facts.append(fact)
         return BatchResult(batch.batch_id, tables, tuple(facts), sum(a.io.bytes_read for a in audits))
     except Exception as exc:  # noqa: BLE001 - the task boundary: every file still gets its row
-        return _lost_result(batch, options.run_id, "internal.unexpected", f"batch failed: {_describe(exc)}")
+        return _lost_result(batch, options.run_id, "internal.unexpected", f"batch failed: {describe_exception(exc)}")
 
 
 def make_batches(
@@ -842,7 +835,7 @@ def _run_batches(
             if not isinstance(result, BatchResult):
                 raise TypeError(f"a task returned {type(result).__name__}, not a BatchResult")
         except (Exception, CancelledError) as exc:  # noqa: BLE001 - a lost batch is rerun, never fatal
-            log.warning("batch %s failed (%s); resubmitting", batch.batch_id, _describe(exc))
+            log.warning("batch %s failed (%s); resubmitting", batch.batch_id, describe_exception(exc))
             halves = _split(batch) if splits < MAX_SPLITS else []
             if halves:
                 for half in halves:

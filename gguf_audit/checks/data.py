@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gguf_audit.decode import NoDecoder, ScaleProblems, block_scale_problems, decode_blocks, has_decoder
-from gguf_audit.findings import Finding, Severity, finding, register
+from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import ggml_type_name
 from gguf_audit.format.model import Header, TensorInfo
 from gguf_audit.plan import PlannedBlock
@@ -49,39 +49,12 @@ __all__ = [
 
 F32Array = npt.NDArray[np.float32]
 
-_CHECK_TENSORS = "llama.cpp loads it; ggml_validate_row_data refuses it only with --check-tensors"
 
-NONFINITE = register(
-    "data.nonfinite",
-    Severity.ERROR,
-    False,
-    f"A sampled block holds NaN or Inf, in its values or its scales ({_CHECK_TENSORS}).",
-)
-ZERO_FILLED = register(
-    "data.zero_filled",
-    Severity.WARNING,
-    False,
-    "Every sampled block of a weight matrix is zero (norms, biases, adapters and the like excepted): "
-    "data never written, or a broken conversion.",
-)
-BAD_SCALE = register(
-    "data.bad_scale",
-    Severity.ERROR,
-    False,
-    f"A sampled block's scale is invalid, such as an MXFP4 exponent byte 0xFF (NaN in OCP MX; {_CHECK_TENSORS}).",
-)
-NO_DECODER = register(
-    "data.no_decoder",
-    Severity.INFO,
-    False,
-    "gguf-audit cannot decode this tensor type (or this byte order), so its sampled blocks were not checked.",
-)
-SAMPLE_UNREAD = register(
-    "data.sample_unread",
-    Severity.WARNING,
-    False,
-    "Some sampled blocks could not be read (I/O errors or a short file), so they were not checked.",
-)
+NONFINITE: Final = "data.nonfinite"
+ZERO_FILLED: Final = "data.zero_filled"
+BAD_SCALE: Final = "data.bad_scale"
+NO_DECODER: Final = "data.no_decoder"
+SAMPLE_UNREAD: Final = "data.sample_unread"
 
 # Sampled blocks, all zero, before a tensor is called zero-filled: a single
 # zero block may be a padding row of an otherwise written matrix.

@@ -51,7 +51,7 @@ from gguf_audit.checks.arch import (
     is_known_tensor_name,
 )
 from gguf_audit.checks.shards import model_id_for, parse_shard_name
-from gguf_audit.findings import Finding, Severity, finding, register
+from gguf_audit.findings import Finding, Severity, finding
 from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.format.model import KV, Header, StringArray, TensorInfo, ValueType
 
@@ -61,157 +61,28 @@ __all__ = [
     "file_name_quantization",
 ]
 
-_ERR, _WARN, _INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
-META_MISSING_KEY: Final = register(
-    "meta.missing_key",
-    _ERR,
-    True,
-    "A key llama.cpp requires is absent: general.architecture, tokenizer.ggml.model, the token list (and "
-    "merges for BPE), or, in a model file, context and embedding length and block count, and for known "
-    "architectures the norm epsilon, head count and feed-forward length; llama.cpp throws 'key not found' "
-    "(without the head count or feed-forward length, its first shape check fails instead).",
-)
-META_WRONG_TYPE: Final = register(
-    "meta.wrong_type",
-    _ERR,
-    True,
-    "A key llama.cpp reads has another type than the one it reads it as (a length as a string or uint64, an id "
-    "as int32), or a per-layer array is not block_count long; llama.cpp throws 'key ... has wrong type' "
-    "('wrong array length'; gguf asserts for a token list that is not an array of strings).",
-)
-META_UNKNOWN_ARCHITECTURE: Final = register(
-    "meta.unknown_architecture",
-    _WARN,
-    None,
-    "general.architecture is not one the gguf package knows: llama.cpp of the same release throws 'unknown model "
-    "architecture', a newer one or a fork may load it; its keys and tensors were not checked.",
-)
-TENSOR_MISSING: Final = register(
-    "tensor.missing",
-    _ERR,
-    True,
-    "A tensor llama.cpp creates as required for this architecture is absent (output.weight is not: llama.cpp ties "
-    "it to token_embd); llama.cpp throws 'missing tensor'. Checked per block for the curated architectures, "
-    "token_embd only for the others; not on a shard of a split model.",
-)
-TENSOR_UNEXPECTED: Final = register(
-    "tensor.unexpected",
-    _ERR,
-    True,
-    "A tensor name the architecture never uses (a typo, a converter's leftover); llama.cpp does not create it, "
-    "and its loader ends on 'wrong number of tensors'.",
-)
-TENSOR_WRONG_SHAPE: Final = register(
-    "tensor.wrong_shape",
-    _ERR,
-    True,
-    "A tensor's shape disagrees with the embedding length, head counts and dimensions or feed-forward length "
-    "(curated architectures); llama.cpp throws \"tensor 'x' has wrong shape; expected ..., got ...\".",
-)
-META_BLOCK_COUNT_MISMATCH: Final = register(
-    "meta.block_count_mismatch",
-    _ERR,
-    True,
-    "{arch}.block_count disagrees with the blk.N tensors present (blocks past it, or blocks without any tensor), "
-    "or passes llama.cpp's 512 layers; llama.cpp fails on missing tensors or 'wrong number of tensors'.",
-)
-TOKENIZER_VOCAB_MISMATCH: Final = register(
-    "tokenizer.vocab_mismatch",
-    _ERR,
-    True,
-    "The number of tokens is not the row count of token_embd (or of output, for the curated architectures); "
-    "llama.cpp's shape check for those tensors uses the token count and throws 'wrong shape'.",
-)
-TOKENIZER_ARRAY_LENGTH_MISMATCH: Final = register(
-    "tokenizer.array_length_mismatch",
-    _ERR,
-    False,
-    "tokenizer.ggml.scores or token_type is not as long as tokenizer.ggml.tokens; llama.cpp does not compare "
-    "them and reads one entry per token, past the end of a shorter array.",
-)
-TOKENIZER_WRONG_ARRAY_TYPE: Final = register(
-    "tokenizer.wrong_array_type",
-    _WARN,
-    False,
-    "tokenizer.ggml.scores is not an array of float32, or token_type not of int32/uint32; llama.cpp takes the "
-    "array's bytes as float or int32 without looking at the type.",
-)
-TOKENIZER_SPECIAL_ID_OUT_OF_RANGE: Final = register(
-    "tokenizer.special_id_out_of_range",
-    _ERR,
-    False,
-    "A special token id (bos, eos, eot, eom, unk, sep, pad, mask, fim) is not below the token count; llama.cpp "
-    "warns 'bad special token' and keeps its default id. An error for bos/eos/eot/eom, a warning for the rest.",
-)
-TOKENIZER_BAD_TOKEN_TYPE: Final = register(
-    "tokenizer.bad_token_type",
-    _WARN,
-    False,
-    "tokenizer.ggml.token_type holds values outside 1 to 6 (normal, unknown, control, user-defined, unused, "
-    "byte); llama.cpp gives such tokens the undefined attribute.",
-)
-TOKENIZER_UNKNOWN_MODEL: Final = register(
-    "tokenizer.unknown_model",
-    _ERR,
-    None,
-    "tokenizer.ggml.model names a tokenizer llama.cpp does not know (it throws 'unknown tokenizer'); "
-    "the verdict is unknown because a newer llama.cpp may have added it.",
-)
-TOKENIZER_UNKNOWN_PRE: Final = register(
-    "tokenizer.unknown_pre",
-    _WARN,
-    None,
-    "A BPE tokenizer's tokenizer.ggml.pre is not on gguf-audit's list of the pre-tokenizers llama.cpp accepts; "
-    "llama.cpp throws 'unknown pre-tokenizer type' for names it does not know, but the list grows often.",
-)
-TOKENIZER_MISSING_PRE: Final = register(
-    "tokenizer.missing_pre",
-    _WARN,
-    False,
-    "A BPE (gpt2) tokenizer without tokenizer.ggml.pre; llama.cpp warns 'missing pre-tokenizer type, using: "
-    "default' and 'GENERATION QUALITY WILL BE DEGRADED'.",
-)
-TOKENIZER_EOS_NOT_IN_TEMPLATE: Final = register(
-    "tokenizer.eos_not_in_template",
-    _WARN,
-    False,
-    "The chat template does not close the assistant turn with the EOS/EOT/EOM token nor any token llama.cpp "
-    "stops on by its text, or closes it with a token that is not a control token (llama.cpp warns and overrides "
-    "the type for the texts it knows). Info when the turn ends with such a known text that is not the EOS/EOT.",
-)
-TOKENIZER_DOUBLE_BOS: Final = register(
-    "tokenizer.double_bos",
-    _INFO,
-    False,
-    "add_bos_token is true (SPM's default when absent) and the rendered chat template already starts with the "
-    "BOS text; tokenizing the render with special tokens added gives two BOS (llama.cpp warns; its chat code "
-    "strips one).",
-)
-META_FILE_TYPE_MISMATCH: Final = register(
-    "meta.file_type_mismatch",
-    _WARN,
-    False,
-    "general.file_type is not a llama ftype id, or no weight matrix has the type it names (K-quant mixes and "
-    "llama-quantize's fallbacks allowed), or the file name's quantization label says otherwise; llama.cpp only "
-    "prints the declared type.",
-)
-META_MISSING_QUANTIZATION_VERSION: Final = register(
-    "meta.missing_quantization_version",
-    _WARN,
-    False,
-    "A file with quantized tensors has no general.quantization_version (gguf-py and llama-quantize always write "
-    "it): the quantization layout it was written with is unknown. llama.cpp does not read it.",
-)
-META_CONTROL_CHARACTERS: Final = register(
-    "meta.control_characters",
-    _WARN,
-    False,
-    "A general.* string holds control characters (terminal escapes, C0/C1; newline and tab are allowed in "
-    "descriptions) or invisible ones (bidi overrides and isolates, zero-width space, BOM, tag characters).",
-)
+META_MISSING_KEY: Final = "meta.missing_key"
+META_WRONG_TYPE: Final = "meta.wrong_type"
+META_UNKNOWN_ARCHITECTURE: Final = "meta.unknown_architecture"
+TENSOR_MISSING: Final = "tensor.missing"
+TENSOR_UNEXPECTED: Final = "tensor.unexpected"
+TENSOR_WRONG_SHAPE: Final = "tensor.wrong_shape"
+META_BLOCK_COUNT_MISMATCH: Final = "meta.block_count_mismatch"
+TOKENIZER_VOCAB_MISMATCH: Final = "tokenizer.vocab_mismatch"
+TOKENIZER_ARRAY_LENGTH_MISMATCH: Final = "tokenizer.array_length_mismatch"
+TOKENIZER_WRONG_ARRAY_TYPE: Final = "tokenizer.wrong_array_type"
+TOKENIZER_SPECIAL_ID_OUT_OF_RANGE: Final = "tokenizer.special_id_out_of_range"
+TOKENIZER_BAD_TOKEN_TYPE: Final = "tokenizer.bad_token_type"
+TOKENIZER_UNKNOWN_MODEL: Final = "tokenizer.unknown_model"
+TOKENIZER_UNKNOWN_PRE: Final = "tokenizer.unknown_pre"
+TOKENIZER_MISSING_PRE: Final = "tokenizer.missing_pre"
+TOKENIZER_EOS_NOT_IN_TEMPLATE: Final = "tokenizer.eos_not_in_template"
+TOKENIZER_DOUBLE_BOS: Final = "tokenizer.double_bos"
+META_FILE_TYPE_MISMATCH: Final = "meta.file_type_mismatch"
+META_MISSING_QUANTIZATION_VERSION: Final = "meta.missing_quantization_version"
+META_CONTROL_CHARACTERS: Final = "meta.control_characters"
 
-del _ERR, _WARN, _INFO
 
 LLAMA_MAX_LAYERS: Final = 512
 """llama.cpp's per-layer hyperparameter arrays hold 512 entries (``LLAMA_MAX_LAYERS``)."""
@@ -261,30 +132,12 @@ class _Facts:
         return arch_key(template, self.arch or "")
 
 
-def _int(header: Header, key: str) -> int | None:
-    kv = header.metadata.get(key)
-    if kv is None or kv.type not in _INT_TYPES or isinstance(kv.value, bool):
-        return None
-    value = kv.value
-    return int(value) if isinstance(value, int | np.integer) else None
-
-
-def _str(header: Header, key: str) -> str | None:
-    kv = header.metadata.get(key)
-    return kv.value if kv is not None and kv.type is ValueType.STRING and isinstance(kv.value, str) else None
-
-
-def _bool(header: Header, key: str) -> bool | None:
-    kv = header.metadata.get(key)
-    return bool(kv.value) if kv is not None and kv.type is ValueType.BOOL else None
-
-
 def _facts(header: Header, url: str | None) -> _Facts:
-    arch = _str(header, Keys.General.ARCHITECTURE)
-    gtype = _str(header, Keys.General.TYPE)
+    arch = header.get_str(Keys.General.ARCHITECTURE)
+    gtype = header.get_str(Keys.General.TYPE)
     model = gtype in (None, "model", "vocab") and arch not in NON_MODEL_ARCHITECTURES
-    split_count = _int(header, Keys.Split.LLM_KV_SPLIT_COUNT)
-    split_no = _int(header, Keys.Split.LLM_KV_SPLIT_NO)
+    split_count = header.get_int(Keys.Split.LLM_KV_SPLIT_COUNT)
+    split_no = header.get_int(Keys.Split.LLM_KV_SPLIT_NO)
     name = parse_shard_name(url) if url else None
     # (index, count) as the file name says; ShardName's fields shadow tuple methods for mypy.
     named = (name[1], name[2]) if name is not None else (1, 1)
@@ -299,7 +152,7 @@ def _facts(header: Header, url: str | None) -> _Facts:
         if tt_kv is not None and tt_kv.item_type in _LAYER_ARRAY_TYPES and isinstance(tt_kv.value, np.ndarray)
         else None
     )
-    n_layer = _int(header, arch_key(Keys.LLM.BLOCK_COUNT, arch)) if arch else None
+    n_layer = header.get_int(arch_key(Keys.LLM.BLOCK_COUNT, arch)) if arch else None
     return _Facts(
         header=header,
         arch=arch,
@@ -379,7 +232,7 @@ def _check_keys(f: _Facts) -> Iterator[Finding]:
 
 def _check_tokenizer_keys(f: _Facts) -> Iterator[Finding]:
     h = f.header
-    model = _str(h, Keys.Tokenizer.MODEL)
+    model = h.get_str(Keys.Tokenizer.MODEL)
     if Keys.Tokenizer.MODEL not in h.metadata:
         yield _missing(Keys.Tokenizer.MODEL, "llama.cpp cannot tell the tokenizer type")
     if model in _NO_VOCAB:
@@ -394,7 +247,7 @@ def _check_tokenizer_keys(f: _Facts) -> Iterator[Finding]:
             f"tokenizer.ggml.model is {model!r}, not one of llama.cpp's tokenizers "
             f"({', '.join(sorted(_KNOWN_TOKENIZERS))})",
         )
-    pre = _str(h, Keys.Tokenizer.PRE)
+    pre = h.get_str(Keys.Tokenizer.PRE)
     # Only BPE reads the pre-tokenizer name; SPM, WPM and UGM ignore it.
     if model == "gpt2" and pre is not None and pre not in _KNOWN_BPE_PRE:
         yield finding(
@@ -523,7 +376,7 @@ def _check_key_types(f: _Facts) -> Iterator[Finding]:
 def _is_moe(f: _Facts) -> bool:
     if f.spec is not None and f.spec.always_moe:
         return True
-    n_expert = _int(f.header, f.key(Keys.LLM.EXPERT_COUNT))
+    n_expert = f.header.get_int(f.key(Keys.LLM.EXPERT_COUNT))
     return n_expert is not None and n_expert > 0
 
 
@@ -640,7 +493,7 @@ def _check_required(f: _Facts, names: set[str], present: Sequence[int]) -> Itera
 
 def _check_vocab_rows(f: _Facts) -> Iterator[Finding]:
     n_tokens = f.n_tokens
-    if n_tokens is None or _str(f.header, Keys.Tokenizer.MODEL) in _NO_VOCAB:
+    if n_tokens is None or f.header.get_str(Keys.Tokenizer.MODEL) in _NO_VOCAB:
         return
     spec = f.spec
     names = ("token_embd.weight", "output.weight") if spec is not None and spec.curated else ("token_embd.weight",)
@@ -668,7 +521,7 @@ class _Dims:
 
 
 def _dims(f: _Facts) -> _Dims | None:
-    n_embd = _int(f.header, f.key(Keys.LLM.EMBEDDING_LENGTH))
+    n_embd = f.header.get_int(f.key(Keys.LLM.EMBEDDING_LENGTH))
     n_layer = f.n_layer
     if n_embd is None or n_embd <= 0 or n_layer is None or not 0 < n_layer <= LLAMA_MAX_LAYERS:
         return None
@@ -677,8 +530,8 @@ def _dims(f: _Facts) -> _Dims | None:
     n_head_kv = _per_layer(f, Keys.Attention.HEAD_COUNT_KV, n_layer) or n_head
     # Head dimensions come from layer 0's head count (hparams.n_head() without a layer).
     default_head = n_embd // n_head[0] if n_head and n_head[0] > 0 else None
-    head_k = _int(f.header, f.key(Keys.Attention.KEY_LENGTH)) or default_head
-    head_v = _int(f.header, f.key(Keys.Attention.VALUE_LENGTH)) or default_head
+    head_k = f.header.get_int(f.key(Keys.Attention.KEY_LENGTH)) or default_head
+    head_v = f.header.get_int(f.key(Keys.Attention.VALUE_LENGTH)) or default_head
     return _Dims(
         n_embd=n_embd,
         n_layer=n_layer,
@@ -687,7 +540,7 @@ def _dims(f: _Facts) -> _Dims | None:
         n_ff=_per_layer(f, Keys.LLM.FEED_FORWARD_LENGTH, n_layer),
         head_k=head_k,
         head_v=head_v,
-        n_expert=_int(f.header, f.key(Keys.LLM.EXPERT_COUNT)) or 0,
+        n_expert=f.header.get_int(f.key(Keys.LLM.EXPERT_COUNT)) or 0,
     )
 
 
@@ -785,8 +638,8 @@ def _check_shapes(f: _Facts) -> Iterator[Finding]:
 def _check_tokenizer(f: _Facts) -> Iterator[Finding]:
     h = f.header
     n_tokens = f.n_tokens
-    model = _str(h, Keys.Tokenizer.MODEL)
-    if model == "gpt2" and not _str(h, Keys.Tokenizer.PRE):
+    model = h.get_str(Keys.Tokenizer.MODEL)
+    if model == "gpt2" and not h.get_str(Keys.Tokenizer.PRE):
         yield finding(
             TOKENIZER_MISSING_PRE,
             "the BPE tokenizer has no tokenizer.ggml.pre; llama.cpp falls back to the 'default' pre-tokenizer",
@@ -816,7 +669,7 @@ def _check_tokenizer(f: _Facts) -> Iterator[Finding]:
             )
     for role, key in _SPECIAL_ID_KEYS:
         kv = h.metadata.get(key)
-        value = _int(h, key)
+        value = h.get_int(key)
         if kv is not None and value is not None and not 0 <= value < n_tokens:
             yield finding(
                 TOKENIZER_SPECIAL_ID_OUT_OF_RANGE,
@@ -842,7 +695,7 @@ def _check_tokenizer(f: _Facts) -> Iterator[Finding]:
 def _token(f: _Facts, role: str) -> tuple[int, str] | None:
     """The id and text of a special token named by its key, when the id is in range."""
     key = dict(_SPECIAL_ID_KEYS)[role]
-    tid = _int(f.header, key)
+    tid = f.header.get_int(key)
     tokens = f.tokens
     if tid is None or tokens is None or not 0 <= tid < len(tokens):
         return None
@@ -1005,11 +858,11 @@ def _check_templates(f: _Facts, renders: Mapping[str, str]) -> Iterator[Finding]
 
 
 def _adds_bos(f: _Facts) -> bool:
-    explicit = _bool(f.header, Keys.Tokenizer.ADD_BOS)
+    explicit = f.header.get_bool(Keys.Tokenizer.ADD_BOS)
     if explicit is not None:
         return explicit
     # llama_vocab::load defaults add_bos to true for SPM ("llama") vocabularies.
-    return _str(f.header, Keys.Tokenizer.MODEL) == "llama"
+    return f.header.get_str(Keys.Tokenizer.MODEL) == "llama"
 
 
 # --- declared against observed ----------------------------------------------------
@@ -1184,7 +1037,7 @@ def _check_file_type(f: _Facts, url: str | None) -> Iterator[Finding]:
         )
     kv = h.metadata.get(Keys.General.FILE_TYPE)
     declared: str | None = None
-    raw = _int(h, Keys.General.FILE_TYPE)
+    raw = h.get_int(Keys.General.FILE_TYPE)
     if kv is not None and raw is not None and raw != LlamaFileType.GUESSED:
         base = raw & ~LlamaFileType.GUESSED
         try:

@@ -20,7 +20,6 @@ and the files ``gguf-split`` and gguf-py's ``GGUFWriter`` write:
 from __future__ import annotations
 
 import json
-import math
 import re
 import urllib.parse
 from collections import Counter
@@ -28,8 +27,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
-from gguf_audit.findings import CODES, Finding, Severity, finding, register
-from gguf_audit.format.model import Header, ValueType
+from gguf_audit.findings import CODES, Finding, finding
+from gguf_audit.format.model import Header, ValueType, json_scalar
 
 __all__ = [
     "AGREEING_KEYS",
@@ -44,45 +43,6 @@ __all__ = [
     "shard_facts",
 ]
 
-E, W = Severity.ERROR, Severity.WARNING
-register(
-    "shard.missing",
-    E,
-    True,
-    "A shard set lacks one or more of its numbered files; llama.cpp cannot open the model.",
-)
-register(
-    "shard.bad_index",
-    E,
-    True,
-    "A shard's split.no (counted from 0) disagrees with the number in its file name, or is absent or not a uint16.",
-)
-register(
-    "shard.count_mismatch",
-    E,
-    True,
-    "split.count disagrees with the -of-MMMMM in the file names, or the shards disagree with each other.",
-)
-register(
-    "shard.tensor_count_mismatch",
-    E,
-    True,
-    "The shards' tensors do not add up to split.tensors.count ('N tensors expected but M found').",
-)
-register(
-    "shard.duplicate_tensor",
-    E,
-    True,
-    "The same tensor name appears in two shards of one set ('tensor is duplicated').",
-)
-register(
-    "shard.inconsistent",
-    W,
-    False,
-    "The shards disagree on the GGUF version, byte order, or a declared general.alignment, "
-    "architecture or file type: likely assembled from different conversions.",
-)
-del E, W
 
 SPLIT_NO: Final = "split.no"
 SPLIT_COUNT: Final = "split.count"
@@ -223,18 +183,13 @@ def canonical_value(value: object) -> str | None:
     if isinstance(value, bool | int | str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, float):
-        return json.dumps(value) if math.isfinite(value) else json.dumps(str(value))
+        return json.dumps(json_scalar(value))
     return None
 
 
 def _int_value(header: Header, key: str) -> tuple[int | None, str | None]:
     kv = header.metadata.get(key)
-    if kv is None:
-        return None, None
-    value = kv.value
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None, kv.type_name
-    return value, kv.type_name
+    return (None, None) if kv is None else (header.get_int(key), kv.type_name)
 
 
 def shard_facts(audit: _Audited) -> ShardFacts | None:

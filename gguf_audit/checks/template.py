@@ -84,7 +84,7 @@ from jinja2 import TemplateSyntaxError, nodes
 
 from gguf_audit.checks._template_worker import make_environment
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.findings import Finding, Severity, finding, register
+from gguf_audit.findings import Finding, finding
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -107,38 +107,11 @@ __all__ = [
 ]
 
 # refused=False for all: llama.cpp loads a file whatever its template says.
-TEMPLATE_SYNTAX_ERROR: Final = register(
-    "template.syntax_error",
-    Severity.ERROR,
-    False,
-    "A chat template is not valid Jinja; chat front-ends fail on it.",
-)
-TEMPLATE_UNSAFE: Final = register(
-    "template.unsafe",
-    Severity.ERROR,
-    False,
-    "A chat template reaches for private attributes or sandbox-escape gadgets: code execution in any "
-    "runtime rendering it without jinja2's sandbox (CVE-2024-34359).",
-)
-TEMPLATE_RESOURCE_LIMIT: Final = register(
-    "template.resource_limit",
-    Severity.ERROR,
-    False,
-    "Rendering a chat template for a short conversation hit a CPU, wall-clock, memory, output, "
-    "recursion or range limit: a denial of service for whoever renders it.",
-)
-TEMPLATE_RENDER_ERROR: Final = register(
-    "template.render_error",
-    Severity.WARNING,
-    False,
-    "A chat template fails to render even a plain user/assistant conversation.",
-)
-TEMPLATE_MISSING: Final = register(
-    "template.missing",
-    Severity.INFO,
-    False,
-    "The file has no tokenizer.chat_template; runtimes fall back to a built-in or guessed format.",
-)
+TEMPLATE_SYNTAX_ERROR: Final = "template.syntax_error"
+TEMPLATE_UNSAFE: Final = "template.unsafe"
+TEMPLATE_RESOURCE_LIMIT: Final = "template.resource_limit"
+TEMPLATE_RENDER_ERROR: Final = "template.render_error"
+TEMPLATE_MISSING: Final = "template.missing"
 
 #: Templates longer than this are not parsed or rendered. Real chat templates
 #: are a few kB (the largest known, with tool-use prose, are under 40 kB); a

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Literal, TypeAlias, overload
+from typing import Any, Literal, TypeAlias, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,7 @@ __all__ = [
     "TensorInfo",
     "Value",
     "ValueType",
+    "json_scalar",
 ]
 
 ByteOrder: TypeAlias = Literal["little", "big"]
@@ -192,6 +194,24 @@ class Header:
         kv = self.metadata.get(key)
         return default if kv is None else kv.value
 
+    def get_int(self, key: str) -> int | None:
+        """The value of an integer-typed key as a Python int; None when absent or of another type."""
+        kv = self.metadata.get(key)
+        if kv is None or kv.type in (ValueType.BOOL, ValueType.FLOAT32, ValueType.FLOAT64):
+            return None
+        value = kv.value
+        return int(value) if isinstance(value, int | np.integer) and not isinstance(value, bool) else None
+
+    def get_str(self, key: str) -> str | None:
+        """The value of a string-typed key; None when absent or of another type."""
+        kv = self.metadata.get(key)
+        return kv.value if kv is not None and kv.type is ValueType.STRING and isinstance(kv.value, str) else None
+
+    def get_bool(self, key: str) -> bool | None:
+        """The value of a bool-typed key; None when absent or of another type."""
+        kv = self.metadata.get(key)
+        return bool(kv.value) if kv is not None and kv.type is ValueType.BOOL else None
+
     @property
     def architecture(self) -> str | None:
         value = self.get("general.architecture")
@@ -211,3 +231,13 @@ class NeedMore:
     needed_bytes: int
     estimated_bytes: int
     resume: object | None = None
+
+
+def json_scalar(value: Any) -> Any:
+    """A scalar as JSON data: numpy scalars as Python ones, non-finite floats as the strings
+    ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (JSON has no spelling for them)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
