@@ -33,10 +33,10 @@ from gguf_audit.checks.shards import (
     ShardFacts,
     ShardSetVerdict,
     canonical_value,
-    parse_shard_name,
 )
 from gguf_audit.findings import CODES, Finding, Severity
 from gguf_audit.format.model import KV, Header, StringArray, Value, ValueType, json_scalar
+from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.schema import stored_schema
 
 __all__ = [

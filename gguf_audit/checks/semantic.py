@@ -50,10 +50,10 @@ from gguf_audit.checks.arch import (
     block_index,
     is_known_tensor_name,
 )
-from gguf_audit.checks.shards import model_id_for, parse_shard_name
 from gguf_audit.findings import Finding, Severity, finding
 from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.format.model import KV, Header, StringArray, TensorInfo, ValueType
+from gguf_audit.format.shard_names import model_id_for, parse_shard_name
 
 __all__ = [
     "LLAMA_MAX_LAYERS",

@@ -20,26 +20,22 @@ and the files ``gguf-split`` and gguf-py's ``GGUFWriter`` write:
 from __future__ import annotations
 
 import json
-import re
-import urllib.parse
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, NamedTuple, Protocol
+from typing import Final, Protocol
 
 from gguf_audit.findings import CODES, Finding, finding
 from gguf_audit.format.model import Header, ValueType, json_scalar
+from gguf_audit.format.shard_names import file_name, parse_shard_name
 
 __all__ = [
     "AGREEING_KEYS",
     "ShardFacts",
-    "ShardName",
     "ShardSetVerdict",
+    "canonical_value",
     "check_shard_set",
-    "group_models",
     "judge_shard_set",
-    "model_id_for",
-    "parse_shard_name",
     "shard_facts",
 ]
 
@@ -61,81 +57,6 @@ from a later shard is normal; only two shards declaring different values are a f
 MAX_DUPLICATE_FINDINGS: Final = 10
 """Duplicated tensor names reported one by one; the rest are counted in one more finding.
 A set built from two copies of a model would otherwise yield thousands of rows."""
-
-# The spelling of LLAMA_SPLIT_PATH; huggingface.js' gguf package matches the same suffix.
-_SHARD_SUFFIX: Final = re.compile(r"-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf\Z")
-_GGUF_SUFFIX: Final = ".gguf"
-
-
-class ShardName(NamedTuple):
-    """What a shard's file name says: the set it belongs to and its place in it."""
-
-    model_id: str
-    shard_index: int
-    """1-based, as in the name."""
-    shard_count: int
-
-
-def _split_url(url: str) -> tuple[str, str]:
-    """``url`` without its query and fragment, and that tail (kept for signed URLs)."""
-    if "://" not in url:
-        return url, ""
-    parts = urllib.parse.urlsplit(url)
-    tail = ("?" + parts.query if parts.query else "") + ("#" + parts.fragment if parts.fragment else "")
-    if not tail:
-        return url, ""
-    return url[: len(url) - len(tail)], tail
-
-
-def parse_shard_name(url: str) -> ShardName | None:
-    """The shard set ``url`` names, or None when it is not named like a shard.
-
-    >>> parse_shard_name("s3://b/m/llama-Q4_K_M-00002-of-00005.gguf")
-    ShardName(model_id='s3://b/m/llama-Q4_K_M', shard_index=2, shard_count=5)
-    """
-    path, _ = _split_url(url)
-    match = _SHARD_SUFFIX.search(path)
-    if match is None or match.start() == 0 or path[match.start() - 1] == "/":
-        return None
-    return ShardName(path[: match.start()], int(match.group("index")), int(match.group("count")))
-
-
-def model_id_for(url: str) -> str:
-    """The model a file belongs to: its shard set's URL without the ``-NNNNN-of-MMMMM.gguf``
-    suffix, or, for a single file, its URL without ``.gguf`` (and without a query string)."""
-    shard = parse_shard_name(url)
-    if shard is not None:
-        return shard.model_id
-    path, _ = _split_url(url)
-    return path[: -len(_GGUF_SUFFIX)] if path.endswith(_GGUF_SUFFIX) else path
-
-
-def group_models(urls: Iterable[str]) -> dict[str, list[str]]:
-    """Files grouped by model, shards in index order.
-
-    Equal names in different folders stay apart (the folder is part of the id).
-    When a single file's id equals a shard set's (``m.gguf`` beside
-    ``m-00001-of-00002.gguf``) the single file keeps its whole URL as its id,
-    so the two are never judged as one model.
-    """
-    sets: dict[str, list[tuple[int, int, str]]] = {}
-    singles: dict[str, list[str]] = {}
-    for url in dict.fromkeys(urls):
-        shard = parse_shard_name(url)
-        if shard is None:
-            singles.setdefault(model_id_for(url), []).append(url)
-        else:
-            sets.setdefault(shard.model_id, []).append((shard.shard_index, shard.shard_count, url))
-    groups: dict[str, list[str]] = {mid: [u for _, _, u in sorted(members)] for mid, members in sets.items()}
-    for mid, members in singles.items():
-        for url in members:
-            key = mid if (mid not in groups and len(members) == 1) else _path_only(url)
-            groups[key] = [url]
-    return groups
-
-
-def _path_only(url: str) -> str:
-    return _split_url(url)[0]
 
 
 class _Audited(Protocol):
@@ -227,10 +148,6 @@ def shard_facts(audit: _Audited) -> ShardFacts | None:
     )
 
 
-def _name_of(url: str) -> str:
-    return _path_only(url).rsplit("/", 1)[-1]
-
-
 def _expected_count(shards: Sequence[ShardFacts]) -> int:
     """The set's shard count: the one most names carry (ties: the first shard's, then the largest)."""
     counts = Counter(s.count for s in shards)
@@ -286,18 +203,18 @@ def _check_names(members: Sequence[ShardFacts], count: int) -> Iterator[Finding]
         if s.count != count:
             yield finding(
                 "shard.count_mismatch",
-                f"{_name_of(s.url)} is named as one of {s.count:05d} shards, but the set has {count:05d}",
+                f"{file_name(s.url)} is named as one of {s.count:05d} shards, but the set has {count:05d}",
             )
         elif not 1 <= s.index <= count:
             yield finding(
                 "shard.bad_index",
-                f"{_name_of(s.url)} is numbered {s.index:05d}, outside 00001..{count:05d} (shards count from 1)",
+                f"{file_name(s.url)} is numbered {s.index:05d}, outside 00001..{count:05d} (shards count from 1)",
             )
 
 
 def _check_split_keys(readable: Sequence[ShardFacts], count: int) -> Iterator[Finding]:
     for s in readable:
-        name = _name_of(s.url)
+        name = file_name(s.url)
         expected_no = s.index - 1
         if s.split_no is None:
             yield finding(
@@ -333,7 +250,7 @@ def _check_tensor_count(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
     found = sum(s.n_tensors or 0 for s in readable)
     if len(declared) > 1:
         values = ", ".join(
-            f"{_name_of(s.url)}={s.split_tensors_count}" for s in readable if s.split_tensors_count is not None
+            f"{file_name(s.url)}={s.split_tensors_count}" for s in readable if s.split_tensors_count is not None
         )
         yield finding("shard.tensor_count_mismatch", f"the shards disagree on split.tensors.count: {values}")
         return
@@ -365,7 +282,7 @@ def _check_duplicates(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
                 reported += 1
                 yield finding(
                     "shard.duplicate_tensor",
-                    f"tensor {name!r} is in both {_name_of(where)} and {_name_of(s.url)}",
+                    f"tensor {name!r} is in both {file_name(where)} and {file_name(s.url)}",
                     tensor=name,
                 )
             else:
@@ -385,7 +302,7 @@ def _check_agreement(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
         seen: dict[str, list[str]] = {}
         for url, values in facts:
             if key in values:
-                seen.setdefault(values[key], []).append(_name_of(url))
+                seen.setdefault(values[key], []).append(file_name(url))
         if len(seen) > 1:
             parts = "; ".join(f"{value} in {', '.join(names[:3])}" for value, names in seen.items())
             yield finding("shard.inconsistent", f"the shards disagree on {key}: {parts}")
