@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import fsspec
 
-from gguf_audit.checks.structure import check_structure
+from gguf_audit.checks.header import check_header
 from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_loadable
 from gguf_audit.format.model import Header
@@ -126,8 +126,18 @@ def audit_file(
         stats = source.stats
         read = read_header(source, config=config.read, limits=config.limits)
         header = read.header
-        findings.extend(check_structure(header, source.size))
-        templates = _check_semantics(header, url, config, findings)
+        chat: list[TemplateAudit] = []
+
+        def chat_templates() -> tuple[list[Finding], dict[str, str] | None]:
+            audits, found, renders = _check_templates(read.header, config)
+            chat.extend(audits)
+            return found, renders
+
+        checks = check_header(
+            header, file_size=source.size, url=url, semantics=config.semantics, templates=chat_templates
+        )
+        findings.extend(checks)
+        templates = chat
         if config.samples is not None:
             rows, fingerprint = _sample(source, read, config.samples, findings)
     except FormatError as exc:
@@ -156,9 +166,12 @@ def audit_file(
     )
 
 
-def _check_semantics(header: Header, url: str, config: AuditConfig, findings: list[Finding]) -> list[TemplateAudit]:
-    """Template and semantic checks; their findings join ``findings``."""
+def _check_templates(
+    header: Header, config: AuditConfig
+) -> tuple[list[TemplateAudit], list[Finding], dict[str, str] | None]:
+    """The chat-template audits, their findings and each template's render (None when not audited)."""
     audits: list[TemplateAudit] = []
+    findings: list[Finding] = []
     renders: dict[str, str] | None = None
     if config.templates and not _is_later_shard(header):
         audits, file_findings = _audit_templates(header)
@@ -166,11 +179,7 @@ def _check_semantics(header: Header, url: str, config: AuditConfig, findings: li
         for audit in audits:
             findings.extend(audit.findings)
         renders = {a.key: a.rendered for a in audits if a.rendered is not None}
-    if config.semantics:
-        from gguf_audit.checks.semantic import check_semantics
-
-        findings.extend(check_semantics(header, url=url, template_renders=renders))
-    return audits
+    return audits, findings, renders
 
 
 def _is_later_shard(header: Header) -> bool:

@@ -10,14 +10,14 @@ file size are used: no tensor data is read.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
 from gguf_audit.format.model import Header, TensorInfo, ValueType
 from gguf_audit.format.parser import GGML_MAX_DIMS
 
-__all__ = ["GGML_MAX_NAME", "check_structure"]
+__all__ = ["GGML_MAX_NAME", "check_structure", "ggml_ne"]
 
 GGML_MAX_NAME = 64
 """ggml's tensor name buffer, NUL included: names of 64 bytes or more are refused."""
@@ -132,7 +132,7 @@ def _check_dims(t: TensorInfo) -> Iterator[Finding]:
             offset=t.info_offset,
         )
         return
-    ne = list(t.shape) + [1] * (GGML_MAX_DIMS - len(t.shape))
+    ne = ggml_ne(t.shape)
     # The same three tests llama.cpp makes, so a shape it refuses is refused here.
     if 0 not in ne and (
         _INT64_MAX // ne[1] <= ne[0]
@@ -145,6 +145,11 @@ def _check_dims(t: TensorInfo) -> Iterator[Finding]:
             tensor=t.name,
             offset=t.info_offset,
         )
+
+
+def ggml_ne(shape: Sequence[int]) -> tuple[int, ...]:
+    """``shape`` as ggml's ``ne``: padded with 1 to :data:`GGML_MAX_DIMS` dimensions (a longer one kept whole)."""
+    return tuple(shape) + (1,) * (GGML_MAX_DIMS - len(shape))
 
 
 def _check_type(t: TensorInfo) -> Iterator[Finding]:

@@ -351,7 +351,7 @@ def test_a_bug_of_ours_is_a_row_too(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     # Fault injection at the boundary: the point is that audit_file turns any
     # exception into a row.
-    monkeypatch.setattr(audit_module, "check_structure", broken)
+    monkeypatch.setattr(audit_module, "check_header", broken)
     path = tmp_path / "m.gguf"
     path.write_bytes(_build())
     audit = audit_file(str(path))

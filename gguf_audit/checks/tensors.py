@@ -1,0 +1,302 @@
+"""Tensors: the ones ``llama_model::load_tensors`` creates, against the ones the header lists.
+
+Names (a tensor the architecture never has ends the load on "wrong number of
+tensors"), ``{arch}.block_count`` against the ``blk.N`` tensors present, the tensors
+created as required (a subset, never an optional one), the rows of ``token_embd``
+(and ``output``) against the token count, and, for the curated architectures of
+:mod:`gguf_audit.checks.arch`, the shape ``check_tensor_dims`` wants of each. A
+shard of a split model holds part of the tensors, so nothing is missing from it
+alone: neither a required tensor nor a block without tensors is reported there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Final
+
+import numpy as np
+from gguf.constants import Keys
+
+from gguf_audit.checks.arch import ShapeFamily, block_index, is_known_tensor_name
+from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
+from gguf_audit.checks.structure import ggml_ne
+from gguf_audit.findings import Finding, finding
+from gguf_audit.format.model import TensorInfo, ValueType
+
+__all__ = ["LLAMA_MAX_LAYERS", "MAX_NAMED_FINDINGS", "check_tensors"]
+
+TENSOR_MISSING: Final = "tensor.missing"
+TENSOR_UNEXPECTED: Final = "tensor.unexpected"
+TENSOR_WRONG_SHAPE: Final = "tensor.wrong_shape"
+META_BLOCK_COUNT_MISMATCH: Final = "meta.block_count_mismatch"
+TOKENIZER_VOCAB_MISMATCH: Final = "tokenizer.vocab_mismatch"
+
+LLAMA_MAX_LAYERS: Final = 512
+"""llama.cpp's per-layer hyperparameter arrays hold 512 entries (``LLAMA_MAX_LAYERS``)."""
+
+MAX_NAMED_FINDINGS: Final = 10
+"""Unexpected tensors reported one by one; the rest are counted in one more finding."""
+
+_INT_TYPES: Final = frozenset(
+    {
+        ValueType.UINT8,
+        ValueType.INT8,
+        ValueType.UINT16,
+        ValueType.INT16,
+        ValueType.UINT32,
+        ValueType.INT32,
+        ValueType.UINT64,
+        ValueType.INT64,
+    }
+)
+
+
+def _per_layer(f: HeaderFacts, template: str, n_layer: int) -> tuple[int, ...] | None:
+    """A per-layer hyperparameter: a uint32 for every layer, or an array of one per layer."""
+    kv = f.header.metadata.get(f.key(template))
+    if kv is None:
+        return None
+    if kv.type in _INT_TYPES and isinstance(kv.value, int):
+        return (kv.value,) * n_layer
+    if kv.type is ValueType.ARRAY and kv.item_type in _INT_TYPES and isinstance(kv.value, np.ndarray):
+        values = tuple(int(x) for x in kv.value.tolist())
+        return values if len(values) == n_layer else None
+    return None
+
+
+def _fmt_blocks(blocks: Sequence[int]) -> str:
+    shown = ", ".join(str(b) for b in blocks[:8])
+    return shown + (f" and {len(blocks) - 8} more" if len(blocks) > 8 else "")
+
+
+def check_tensors(f: HeaderFacts) -> Iterator[Finding]:
+    """Names, blocks against block_count, required tensors, vocabulary rows and (curated) shapes."""
+    h = f.header
+    spec = f.spec
+    if spec is None or f.arch is None:
+        return
+    arch = f.arch
+    names = {t.name for t in h.tensors}
+    unexpected = [t for t in h.tensors if not is_known_tensor_name(arch, t.name)]
+    for t in unexpected[:MAX_NAMED_FINDINGS]:
+        yield finding(
+            TENSOR_UNEXPECTED,
+            f"tensor {t.name!r} is not one a {arch!r} model has",
+            tensor=t.name,
+            offset=t.info_offset,
+        )
+    if len(unexpected) > MAX_NAMED_FINDINGS:
+        rest = unexpected[MAX_NAMED_FINDINGS:]
+        yield finding(
+            TENSOR_UNEXPECTED,
+            f"{len(rest)} more tensors are not ones a {arch!r} model has, from {rest[0].name!r}",
+            tensor=rest[0].name,
+            offset=rest[0].info_offset,
+        )
+    present_blocks = sorted({b for b in (block_index(n) for n in names) if b is not None})
+    yield from _check_block_count(f, present_blocks)
+    if not f.shard:
+        yield from _check_required(f, names, present_blocks)
+    yield from _check_vocab_rows(f)
+    if spec.curated:
+        yield from _check_shapes(f)
+
+
+def _check_block_count(f: HeaderFacts, present: Sequence[int]) -> Iterator[Finding]:
+    spec = f.spec
+    key = f.key(Keys.LLM.BLOCK_COUNT)
+    n_layer = f.n_layer
+    if n_layer is None or spec is None:
+        return
+    if n_layer > LLAMA_MAX_LAYERS:
+        yield finding(
+            META_BLOCK_COUNT_MISMATCH,
+            f"{key} is {n_layer}, past llama.cpp's limit of {LLAMA_MAX_LAYERS} layers",
+        )
+        return
+    extra = [b for b in present if b >= n_layer]
+    if extra:
+        yield finding(
+            META_BLOCK_COUNT_MISMATCH,
+            f"{key} is {n_layer}, but tensors of blocks {_fmt_blocks(extra)} exist (blk.0 to blk.{present[-1]})",
+        )
+    if f.shard or spec.may_skip_blocks or not _uses_blk_names(f.arch or ""):
+        return
+    have = set(present)
+    absent = [b for b in range(n_layer) if b not in have]
+    if absent:
+        yield finding(
+            META_BLOCK_COUNT_MISMATCH,
+            f"{key} is {n_layer}, but blocks {_fmt_blocks(absent)} have no tensor "
+            f"({len(have & set(range(n_layer)))} of {n_layer} blocks present)",
+        )
+
+
+@cache
+def _uses_blk_names(arch: str) -> bool:
+    return is_known_tensor_name(arch, "blk.0.attn_norm.weight") is True or any(
+        is_known_tensor_name(arch, f"blk.0.{base}.weight") is True
+        for base in ("attn_q", "attn_qkv", "ffn_up", "ffn_down", "ssm_in", "time_mix_key")
+    )
+
+
+def _check_required(f: HeaderFacts, names: set[str], present: Sequence[int]) -> Iterator[Finding]:
+    spec = f.spec
+    if spec is None:
+        return
+    for name in spec.required_global:
+        if name not in names:
+            yield finding(TENSOR_MISSING, f"tensor {name!r} is missing; a {f.arch!r} model requires it", tensor=name)
+    if f.n_layer is None or f.n_layer > LLAMA_MAX_LAYERS:
+        return
+    blocks = [b for b in present if b < f.n_layer]
+    bases = spec.required_block + (spec.required_moe if f.is_moe else spec.required_dense)
+    for base in bases:
+        lacking = [b for b in blocks if f"blk.{b}.{base}.weight" not in names]
+        if lacking:
+            first = f"blk.{lacking[0]}.{base}.weight"
+            more = f" (and in blocks {_fmt_blocks(lacking[1:])})" if len(lacking) > 1 else ""
+            yield finding(
+                TENSOR_MISSING,
+                f"tensor {first!r} is missing{more}; every block of a {f.arch!r} model requires it",
+                tensor=first,
+            )
+
+
+def _check_vocab_rows(f: HeaderFacts) -> Iterator[Finding]:
+    n_tokens = f.n_tokens
+    if n_tokens is None or f.tokenizer_model in NO_VOCAB:
+        return
+    spec = f.spec
+    names = ("token_embd.weight", "output.weight") if spec is not None and spec.curated else ("token_embd.weight",)
+    for t in f.header.tensors:
+        if t.name in names and len(t.shape) >= 2 and t.shape[1] != n_tokens:
+            yield finding(
+                TOKENIZER_VOCAB_MISMATCH,
+                f"tensor {t.name!r} has {t.shape[1]} rows (shape {list(t.shape)}) but the vocabulary has "
+                f"{n_tokens} tokens",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class _Dims:
+    n_embd: int
+    n_layer: int
+    n_head: tuple[int, ...] | None
+    n_head_kv: tuple[int, ...] | None
+    n_ff: tuple[int, ...] | None
+    head_k: int | None
+    head_v: int | None
+    n_expert: int
+
+
+def _dims(f: HeaderFacts) -> _Dims | None:
+    n_embd = f.header.get_int(f.key(Keys.LLM.EMBEDDING_LENGTH))
+    n_layer = f.n_layer
+    if n_embd is None or n_embd <= 0 or n_layer is None or not 0 < n_layer <= LLAMA_MAX_LAYERS:
+        return None
+    n_head = _per_layer(f, Keys.Attention.HEAD_COUNT, n_layer)
+    # llama.cpp: "n_head_kv is optional, default to n_head".
+    n_head_kv = _per_layer(f, Keys.Attention.HEAD_COUNT_KV, n_layer) or n_head
+    # Head dimensions come from layer 0's head count (hparams.n_head() without a layer).
+    default_head = n_embd // n_head[0] if n_head and n_head[0] > 0 else None
+    head_k = f.header.get_int(f.key(Keys.Attention.KEY_LENGTH)) or default_head
+    head_v = f.header.get_int(f.key(Keys.Attention.VALUE_LENGTH)) or default_head
+    return _Dims(
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        n_ff=_per_layer(f, Keys.LLM.FEED_FORWARD_LENGTH, n_layer),
+        head_k=head_k,
+        head_v=head_v,
+        n_expert=f.header.get_int(f.key(Keys.LLM.EXPERT_COUNT)) or 0,
+    )
+
+
+_NORMS: Final = frozenset({"attn_norm", "ffn_norm", "post_attention_norm", "post_ffw_norm"})
+
+
+def _expected_shape(f: HeaderFacts, d: _Dims, t: TensorInfo) -> tuple[tuple[int, ...], str] | None:
+    """The shape llama.cpp creates ``t`` with, and how it follows from the keys; None when not checked."""
+    name = t.name
+    e = d.n_embd
+    if name in ("token_embd.weight", "output.weight"):
+        # The row count is the token count, judged by tokenizer.vocab_mismatch.
+        if len(t.shape) >= 2:
+            return (e, t.shape[1]), f"n_embd {e}"
+        return (e, -1), f"n_embd {e}"
+    if name == "output_norm.weight":
+        return (e,), f"n_embd {e}"
+    b = block_index(name)
+    if b is None or b >= d.n_layer or not name.endswith(".weight"):
+        return None
+    base = name[len(f"blk.{b}.") : -len(".weight")]
+    if base in _NORMS:
+        return (e,), f"n_embd {e}"
+    hk, hv = d.head_k, d.head_v
+    if base in ("attn_q_norm", "attn_k_norm"):
+        return ((hk,), f"head_dim {hk}") if hk else None
+    if base == "ffn_gate_inp":
+        return ((e, d.n_expert), f"n_embd {e}, n_expert {d.n_expert}") if d.n_expert > 0 else None
+    nh = d.n_head[b] if d.n_head else None
+    nkv = d.n_head_kv[b] if d.n_head_kv else None
+    ff = d.n_ff[b] if d.n_ff and not f.is_moe else None
+    family = f.spec.family if f.spec else None
+    if family is ShapeFamily.LLAMA:
+        if base == "attn_q" and nh and hk:
+            return (e, nh * hk), f"n_embd {e}, n_head {nh} x head_dim {hk}"
+        if base == "attn_k" and nkv and hk:
+            return (e, nkv * hk), f"n_embd {e}, n_head_kv {nkv} x head_dim {hk}"
+        if base == "attn_v" and nkv and hv:
+            return (e, nkv * hv), f"n_embd {e}, n_head_kv {nkv} x head_dim {hv}"
+        if base == "attn_output" and nh and hk and hk == hv:
+            return (nh * hk, e), f"n_head {nh} x head_dim {hk}, n_embd {e}"
+        if base in ("ffn_gate", "ffn_up") and ff:
+            return (e, ff), f"n_embd {e}, n_ff {ff}"
+        if base == "ffn_down" and ff:
+            return (ff, e), f"n_ff {ff}, n_embd {e}"
+    elif family is ShapeFamily.PHI3:
+        if base == "attn_qkv" and nkv and hk:
+            return (e, e + 2 * nkv * hk), f"n_embd {e} + 2 x n_head_kv {nkv} x head_dim {hk}"
+        if base == "attn_output":
+            return (e, e), f"n_embd {e}"
+        if base == "ffn_up" and ff:
+            return (e, 2 * ff), f"n_embd {e}, 2 x n_ff {ff} (gate and up)"
+        if base == "ffn_down" and ff:
+            return (ff, e), f"n_ff {ff}, n_embd {e}"
+    return None
+
+
+def _check_shapes(f: HeaderFacts) -> Iterator[Finding]:
+    d = _dims(f)
+    if d is None:
+        return
+    groups: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[TensorInfo]] = {}
+    reasons: dict[tuple[str, tuple[int, ...], tuple[int, ...]], str] = {}
+    for t in f.header.tensors:
+        got = _expected_shape(f, d, t)
+        if got is None:
+            continue
+        expected, why = got
+        if expected[-1] == -1 or ggml_ne(t.shape) == ggml_ne(expected):
+            continue
+        b = block_index(t.name)
+        kind = t.name if b is None else t.name[len(f"blk.{b}.") :]
+        group = (kind, tuple(t.shape), expected)
+        groups.setdefault(group, []).append(t)
+        reasons[group] = why
+    for group, members in groups.items():
+        first = members[0]
+        more = f" (the same in {len(members) - 1} more blocks)" if len(members) > 1 else ""
+        yield finding(
+            TENSOR_WRONG_SHAPE,
+            f"tensor {first.name!r} has shape {list(first.shape)}; llama.cpp expects {list(group[2])} "
+            f"({reasons[group]}){more}",
+            tensor=first.name,
+            offset=first.info_offset,
+        )

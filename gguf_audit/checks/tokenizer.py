@@ -1,0 +1,319 @@
+"""The tokenizer, as ``llama_vocab::load`` (``src/llama-vocab.cpp``) reads it, and as chat templates use it.
+
+The keys it needs (``tokenizer.ggml.model``, the token list, BPE merges), a tokenizer
+model and BPE pre-tokenizer it knows, the arrays beside the token list (length and
+type), the special ids (in range) and token types (1 to 6). Given the chat templates'
+renders of the standard conversation, whether each assistant turn ends with a
+control EOS/EOT token (or a text llama.cpp stops on) and whether BOS is written twice.
+
+Cost: a 256k-token vocabulary costs a few numpy passes over ``token_type`` and the
+token lengths; token strings are decoded only for the handful of special ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from functools import cache
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from gguf.constants import Keys, TokenType
+
+from gguf_audit.checks.facts import NO_VOCAB, SPECIAL_ID_KEYS, HeaderFacts
+from gguf_audit.checks.metadata import missing_key
+from gguf_audit.checks.template import standard_conversations
+from gguf_audit.findings import Finding, Severity, finding
+from gguf_audit.format.model import StringArray
+
+__all__ = ["MAX_TOKEN_COMPARES", "check_template_tokens", "check_tokenizer", "check_tokenizer_keys"]
+
+TOKENIZER_ARRAY_LENGTH_MISMATCH: Final = "tokenizer.array_length_mismatch"
+TOKENIZER_WRONG_ARRAY_TYPE: Final = "tokenizer.wrong_array_type"
+TOKENIZER_SPECIAL_ID_OUT_OF_RANGE: Final = "tokenizer.special_id_out_of_range"
+TOKENIZER_BAD_TOKEN_TYPE: Final = "tokenizer.bad_token_type"
+TOKENIZER_UNKNOWN_MODEL: Final = "tokenizer.unknown_model"
+TOKENIZER_UNKNOWN_PRE: Final = "tokenizer.unknown_pre"
+TOKENIZER_MISSING_PRE: Final = "tokenizer.missing_pre"
+TOKENIZER_EOS_NOT_IN_TEMPLATE: Final = "tokenizer.eos_not_in_template"
+TOKENIZER_DOUBLE_BOS: Final = "tokenizer.double_bos"
+
+
+def check_tokenizer_keys(f: HeaderFacts) -> Iterator[Finding]:
+    """The keys ``llama_vocab::load`` needs, and a tokenizer model and BPE pre-tokenizer it knows."""
+    h = f.header
+    model = f.tokenizer_model
+    if Keys.Tokenizer.MODEL not in h.metadata:
+        yield missing_key(Keys.Tokenizer.MODEL, "llama.cpp cannot tell the tokenizer type")
+    if model in NO_VOCAB:
+        return
+    if Keys.Tokenizer.LIST not in h.metadata:
+        yield missing_key(Keys.Tokenizer.LIST, "llama.cpp throws 'cannot find tokenizer vocab in model file'")
+    if model == "gpt2" and Keys.Tokenizer.MERGES not in h.metadata:
+        yield missing_key(Keys.Tokenizer.MERGES, "a BPE tokenizer needs them ('cannot find tokenizer merges')")
+    if model is not None and model not in _KNOWN_TOKENIZERS:
+        yield finding(
+            TOKENIZER_UNKNOWN_MODEL,
+            f"tokenizer.ggml.model is {model!r}, not one of llama.cpp's tokenizers "
+            f"({', '.join(sorted(_KNOWN_TOKENIZERS))})",
+        )
+    pre = h.get_str(Keys.Tokenizer.PRE)
+    # Only BPE reads the pre-tokenizer name; SPM, WPM and UGM ignore it.
+    if model == "gpt2" and pre is not None and pre not in _KNOWN_BPE_PRE:
+        yield finding(
+            TOKENIZER_UNKNOWN_PRE,
+            f"tokenizer.ggml.pre is {pre!r}, which llama.cpp may not know: it throws 'unknown pre-tokenizer type' "
+            "for names missing from its list",
+        )
+
+
+# llama.cpp's vocabulary types (llama-vocab.cpp): the names tokenizer.ggml.model may take.
+_KNOWN_TOKENIZERS: Final = frozenset({"no_vocab", "none", "llama", "bert", "gpt2", "t5", "rwkv", "plamo2"})
+
+# The pre-tokenizer names llama.cpp's BPE loader accepts, as far as gguf-audit
+# knows them (convert_hf_to_gguf.py's get_vocab_base_pre writes them). A name
+# missing here is a warning with an unknown verdict, never a refusal.
+_KNOWN_BPE_PRE: Final = frozenset(
+    {
+        "default", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+        "deepseek-llm", "deepseek-coder", "deepseek-v3", "deepseek-r1-qwen", "falcon", "mpt", "starcoder",
+        "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es", "jina-v2-de",
+        "a.x-4.0", "mellum", "jina-v2-code", "roberta-bpe", "refact", "command-r", "qwen2", "stablelm2",
+        "olmo", "dbrx", "smaug-bpe", "poro-chat", "chatglm-bpe", "viking", "jais", "tekken", "smollm",
+        "codeshell", "bloom", "gpt3-finnish", "exaone", "exaone4", "chameleon", "minerva-7b", "megrez",
+        "gpt-4o", "llama4", "superbpe", "trillion", "granite-docling", "bailingmoe", "bailingmoe2",
+        "seed-coder", "hunyuan", "hunyuan-dense", "kimi-k2", "grok-2",
+    }
+)  # fmt: skip
+
+_END_OF_GENERATION_ROLES: Final = frozenset({"bos", "eos", "eot", "eom"})
+
+
+def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
+    """The pre-tokenizer, the arrays beside the token list, the special ids and the token types."""
+    h = f.header
+    n_tokens = f.n_tokens
+    model = f.tokenizer_model
+    if model == "gpt2" and not h.get_str(Keys.Tokenizer.PRE):
+        yield finding(
+            TOKENIZER_MISSING_PRE,
+            "the BPE tokenizer has no tokenizer.ggml.pre; llama.cpp falls back to the 'default' pre-tokenizer",
+        )
+    scores = h.metadata.get(Keys.Tokenizer.SCORES)
+    if scores is not None and scores.type_name != "array[float32]":
+        yield finding(
+            TOKENIZER_WRONG_ARRAY_TYPE,
+            f"tokenizer.ggml.scores is stored as {scores.type_name}; llama.cpp reads it as array[float32]",
+            offset=scores.offset,
+        )
+    types = h.metadata.get(Keys.Tokenizer.TOKEN_TYPE)
+    if types is not None and types.type_name not in ("array[int32]", "array[uint32]"):
+        yield finding(
+            TOKENIZER_WRONG_ARRAY_TYPE,
+            f"tokenizer.ggml.token_type is stored as {types.type_name}; llama.cpp reads it as array[int32]",
+            offset=types.offset,
+        )
+    if n_tokens is None:
+        return
+    for kv in (scores, types):
+        if kv is not None and kv.length is not None and kv.length != n_tokens:
+            yield finding(
+                TOKENIZER_ARRAY_LENGTH_MISMATCH,
+                f"{kv.key} has {kv.length} entries but tokenizer.ggml.tokens has {n_tokens}",
+                offset=kv.offset,
+            )
+    for role, key in SPECIAL_ID_KEYS:
+        kv = h.metadata.get(key)
+        value = h.get_int(key)
+        if kv is not None and value is not None and not 0 <= value < n_tokens:
+            yield finding(
+                TOKENIZER_SPECIAL_ID_OUT_OF_RANGE,
+                f"{key} is {value}, but the vocabulary has {n_tokens} tokens (ids 0 to {n_tokens - 1})",
+                offset=kv.offset,
+                severity=Severity.ERROR if role in _END_OF_GENERATION_ROLES else Severity.WARNING,
+            )
+    tt = f.token_types
+    if tt is not None and len(tt):
+        values = np.asarray(tt)
+        bad = (values < int(TokenType.NORMAL)) | (values > int(TokenType.BYTE))
+        n_bad = int(np.count_nonzero(bad))
+        if n_bad:
+            first = int(np.argmax(bad))
+            yield finding(
+                TOKENIZER_BAD_TOKEN_TYPE,
+                f"tokenizer.ggml.token_type has {n_bad} values outside 1 to 6, the first {int(values[first])} "
+                f"at token {first}",
+                offset=types.offset if types is not None else None,
+            )
+
+
+def _token(f: HeaderFacts, role: str) -> tuple[int, str] | None:
+    """The id and text of a special token named by its key, when the id is in range."""
+    key = dict(SPECIAL_ID_KEYS)[role]
+    tid = f.header.get_int(key)
+    tokens = f.tokens
+    if tid is None or tokens is None or not 0 <= tid < len(tokens):
+        return None
+    text = tokens[tid]
+    return (tid, text) if text else None
+
+
+def _token_type(f: HeaderFacts, tid: int) -> int | None:
+    tt = f.token_types
+    return int(tt[tid]) if tt is not None and 0 <= tid < len(tt) else None
+
+
+def _type_name(value: int | None) -> str:
+    if value is None:
+        return "untyped"
+    try:
+        return TokenType(value).name.lower().replace("_", "-")
+    except ValueError:
+        return f"type-{value}"
+
+
+# Texts llama.cpp's llama_vocab::load treats as end of generation (special_eog_ids) and as
+# EOT when no eot id is given, whatever the keys say; it forces them to control type.
+_LLAMA_EOG_TEXTS: Final = (
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<｜end▁of▁sentence｜>",
+)
+
+
+MAX_TOKEN_COMPARES: Final = 8192
+"""Byte compares one file's token lookups by text may make (about 12 ms). Past it a
+text counts as not looked up, and nothing is reported from it."""
+
+
+class _TokenLookup:
+    """Finds tokens by their text without decoding the vocabulary.
+
+    A numpy length filter, then byte compares: special tokens are typed (control,
+    user-defined) and appended after the base vocabulary, so those are compared
+    first, from the end; the usual hit costs a few compares however many tokens
+    share its length. The compares are bounded by :data:`MAX_TOKEN_COMPARES`;
+    once it is spent, ``exhausted`` is set and lookups answer None.
+    """
+
+    __slots__ = ("_budget", "_lengths", "_tokens", "_types", "exhausted")
+
+    def __init__(self, tokens: StringArray, token_types: npt.NDArray[np.generic] | None) -> None:
+        self._tokens = tokens
+        self._types = token_types if token_types is not None and len(token_types) == len(tokens) else None
+        self._lengths: npt.NDArray[np.int64] | None = None
+        self._budget = MAX_TOKEN_COMPARES
+        self.exhausted = False
+
+    def find(self, text: str) -> int | None:
+        """The id of the token spelled ``text``; None when there is none (or the budget ran out)."""
+        raw = text.encode("utf-8")
+        if self._lengths is None:
+            self._lengths = self._tokens.lengths()
+        candidates = np.flatnonzero(self._lengths == len(raw))[::-1]
+        if self._types is not None and len(candidates):
+            normal = np.asarray(self._types)[candidates] == int(TokenType.NORMAL)
+            candidates = np.concatenate((candidates[~normal], candidates[normal]))
+        for i in candidates.tolist():
+            if self._budget <= 0:
+                self.exhausted = True
+                return None
+            self._budget -= 1
+            if self._tokens.raw(i) == raw:
+                return int(i)
+        return None
+
+
+@cache
+def _assistant_contents() -> tuple[str, ...]:
+    """The assistant messages of the template audit's standard conversations."""
+    contents: set[str] = set()
+    for _, context in standard_conversations():
+        messages = context.get("messages")
+        if isinstance(messages, list):
+            for m in messages:
+                content = m.get("content") if isinstance(m, dict) and m.get("role") == "assistant" else None
+                if isinstance(content, str) and content.strip():
+                    contents.add(content.strip())
+    return tuple(sorted(contents))
+
+
+def _after_last_assistant(text: str, bos: str | None) -> str:
+    """What the template writes after the last assistant message (the whole render if none is found)."""
+    ends = [i + len(c) for c in _assistant_contents() if (i := text.rfind(c)) >= 0]
+    if ends:
+        return text[max(ends) :]
+    return text[len(bos) :] if bos and text.startswith(bos) else text
+
+
+def check_template_tokens(f: HeaderFacts, renders: Mapping[str, str]) -> Iterator[Finding]:
+    """Each rendered chat template: its assistant turns closed by a control EOS/EOT, and BOS written once."""
+    tokens = f.tokens
+    if tokens is None:
+        return
+    declared = [(role, *tok) for role in ("eot", "eom", "eos") if (tok := _token(f, role)) is not None]
+    bos = _token(f, "bos")
+    lookup = _TokenLookup(tokens, f.token_types)
+    for key, text in renders.items():
+        if bos is not None and _adds_bos(f) and text.startswith(bos[1]):
+            yield finding(
+                TOKENIZER_DOUBLE_BOS,
+                f"{key}: the rendered template starts with the BOS text {bos[1]!r} and add_bos_token is true, "
+                "so tokenizing it with special tokens added gives two BOS tokens",
+            )
+        if not declared:
+            continue
+        region = _after_last_assistant(text, bos[1] if bos else None)
+        hits = [(region.find(t), role, tid, t) for role, tid, t in declared if t in region]
+        known = False
+        if not hits:
+            for t in _LLAMA_EOG_TEXTS:
+                pos = region.find(t)
+                if pos >= 0 and (tid := lookup.find(t)) is not None:
+                    hits.append((pos, "llama.cpp end-of-generation", tid, t))
+                    known = True
+            if not hits and lookup.exhausted:
+                # Could not tell whether the vocabulary has the text the turn ends with: say nothing.
+                continue
+        names = " or ".join(f"{role.upper()} {t!r}" for role, _, t in declared)
+        if not hits:
+            tail = region.strip()[-40:]
+            yield finding(
+                TOKENIZER_EOS_NOT_IN_TEMPLATE,
+                f"{key}: the assistant turn is not closed by {names}; the render ends {tail!r}",
+            )
+            continue
+        _, _, tid, t = min(hits)
+        if known:
+            yield finding(
+                TOKENIZER_EOS_NOT_IN_TEMPLATE,
+                f"{key}: the assistant turn ends with {t!r} (id {tid}), not {names}; llama.cpp stops on it by its "
+                "text, other runtimes may not",
+                severity=Severity.INFO,
+            )
+        ttype = _token_type(f, tid)
+        if ttype is not None and ttype != TokenType.CONTROL:
+            override = " (llama.cpp warns and overrides its type)" if t in _LLAMA_EOG_TEXTS else ""
+            yield finding(
+                TOKENIZER_EOS_NOT_IN_TEMPLATE,
+                f"{key}: the assistant turn ends with {t!r} (id {tid}), a {_type_name(ttype)} token, not a control "
+                f"token{override}",
+            )
+
+
+def _adds_bos(f: HeaderFacts) -> bool:
+    explicit = f.header.get_bool(Keys.Tokenizer.ADD_BOS)
+    if explicit is not None:
+        return explicit
+    # llama_vocab::load defaults add_bos to true for SPM ("llama") vocabularies.
+    return f.tokenizer_model == "llama"

@@ -1,0 +1,151 @@
+"""The header-check composer: check_header's order and flags, and check_semantics on whole files:
+valid models, vocab-only files, shards, files that are not models, the real corpus."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from corpus import corpus_dir
+from tiny_model import LLAMA2_RENDER, Q, V, best_ms, codes, corpus_files, parse, tiny, write
+
+from gguf_audit.checks.header import check_header, check_semantics
+from gguf_audit.checks.structure import check_structure
+from gguf_audit.findings import CODES, Finding, Severity, finding
+
+SEMANTIC_CODES = {
+    "meta.missing_key": (Severity.ERROR, True),
+    "meta.wrong_type": (Severity.ERROR, True),
+    "meta.unknown_architecture": (Severity.WARNING, None),
+    "tensor.missing": (Severity.ERROR, True),
+    "tensor.unexpected": (Severity.ERROR, True),
+    "tensor.wrong_shape": (Severity.ERROR, True),
+    "meta.block_count_mismatch": (Severity.ERROR, True),
+    "tokenizer.vocab_mismatch": (Severity.ERROR, True),
+    "tokenizer.array_length_mismatch": (Severity.ERROR, False),
+    "tokenizer.wrong_array_type": (Severity.WARNING, False),
+    "tokenizer.special_id_out_of_range": (Severity.ERROR, False),
+    "tokenizer.bad_token_type": (Severity.WARNING, False),
+    "tokenizer.missing_pre": (Severity.WARNING, False),
+    "tokenizer.eos_not_in_template": (Severity.WARNING, False),
+    "tokenizer.double_bos": (Severity.INFO, False),
+    "meta.file_type_mismatch": (Severity.WARNING, False),
+    "meta.missing_quantization_version": (Severity.WARNING, False),
+    "meta.control_characters": (Severity.WARNING, False),
+}
+
+
+def test_codes_are_registered_with_their_verdicts() -> None:
+    for code, (severity, refused) in SEMANTIC_CODES.items():
+        info = CODES[code]
+        assert (info.severity, info.refused) == (severity, refused), code
+        assert info.doc and "\n" not in info.doc
+
+
+def test_valid_tiny_llama_has_no_finding(audit: Callable[..., list[Finding]]) -> None:
+    assert audit(tiny()) == []
+
+
+def test_tied_output_is_not_missing(audit: Callable[..., list[Finding]]) -> None:
+    assert audit(tiny(tied=True)) == []
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "gemma", "gemma3"])
+def test_llama_like_architectures_accept_llama_shapes(arch: str, audit: Callable[..., list[Finding]]) -> None:
+    m = tiny(arch)
+    if arch == "gemma":
+        del m.tensors["output.weight"]  # gemma 1 always ties it: llama.cpp never creates output
+    assert audit(m) == []
+
+
+def test_vocab_only_file_needs_no_tensors_or_hyperparameters(audit: Callable[..., list[Finding]]) -> None:
+    m = tiny().drop("{arch}.context_length", "{arch}.attention.head_count")
+    m.tensors.clear()
+    assert audit(m) == []
+    m.drop("tokenizer.ggml.tokens")
+    assert codes(audit(m)) == ["meta.missing_key"]
+
+
+def test_split_model_shards(tmp_path: Path) -> None:
+    m = tiny(n_layer=3, wtype=Q.Q8_0)
+    paths = write(m, tmp_path / "tiny-Q8_0.gguf", split_max_tensors=8)
+    assert len(paths) > 2
+    for path in paths:
+        header = parse(path)
+        assert list(check_semantics(header, url=str(path))) == [], path.name
+    # A later shard holds no metadata at all: no missing architecture, no missing tensors.
+    last = parse(paths[-1])
+    assert last.architecture is None
+    # The first shard still gets its own checks.
+    m.set("llama.block_count", 2, V.UINT32)
+    paths = write(m, tmp_path / "bad.gguf", split_max_tensors=29)
+    found = list(check_semantics(parse(paths[0]), url=str(paths[0])))
+    assert codes(found) == ["meta.block_count_mismatch"] and "blocks 2 exist" in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("general.type", "adapter"), ("general.type", "imatrix"), ("general.architecture", "clip")],
+)
+def test_files_that_are_not_models_get_no_model_checks(
+    key: str, value: str, audit: Callable[..., list[Finding]]
+) -> None:
+    m = tiny().drop("{arch}.context_length", "tokenizer.ggml.model")
+    m.tensors["blk.0.attn_q.weight.lora_a"] = ((32, 8), Q.F32)
+    m.set(key, value, V.STRING)
+    assert audit(m) == []
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+def test_corpus_has_no_semantic_finding(path: Path) -> None:
+    found = list(check_semantics(parse(path), url=str(path)))
+    # The one finding is true: the gpt-neox vocab file has no tokenizer.ggml.pre.
+    expected = ["tokenizer.missing_pre"] if path.name == "ggml-vocab-gpt-neox.gguf" else []
+    assert codes(found) == expected, found
+
+
+def test_largest_corpus_vocabulary_is_checked_fast() -> None:
+    path = max((corpus_dir() / "vocab").glob("*.gguf"), key=lambda p: p.stat().st_size)
+    header = parse(path)
+    assert best_ms(lambda: list(check_semantics(header, url=str(path)))) < 50
+
+
+# --- check_header: the composer audit_file calls --------------------------------------
+
+
+def test_check_header_runs_structure_then_templates_then_semantics(tmp_path: Path) -> None:
+    path = tmp_path / "model.gguf"
+    write(tiny(), path)
+    header = parse(path)
+    calls: list[list[str]] = []
+    yielded: list[str] = []
+
+    def templates() -> tuple[list[Finding], dict[str, str]]:
+        calls.append(list(yielded))
+        return [finding("template.missing", "the file has no tokenizer.chat_template")], {"t": LLAMA2_RENDER}
+
+    for f in check_header(header, file_size=None, url=str(path), templates=templates):
+        yielded.append(f.code)
+    # The template audit runs once, after every structural finding, and its renders reach the tokenizer checks.
+    assert calls == [["io.size_unknown"]]
+    assert yielded == ["io.size_unknown", "template.missing", "tokenizer.double_bos"]
+
+
+def test_check_header_is_structure_and_semantics(tmp_path: Path) -> None:
+    m = tiny().set("llama.block_count", 3, V.UINT32)
+    path = tmp_path / "tiny.Q4_K_M.gguf"
+    write(m, path)
+    header = parse(path)
+    size = path.stat().st_size + 5
+    structural = list(check_structure(header, size))
+    semantic = list(check_semantics(header, url=str(path)))
+    assert codes(structural) == ["data.trailing_bytes"]
+    assert codes(semantic) == ["meta.block_count_mismatch", "meta.file_type_mismatch"]
+    assert list(check_header(header, file_size=size, url=str(path))) == structural + semantic
+    # semantics=False (the audit's config flag) leaves the structural findings and the templates' only.
+    assert list(check_header(header, file_size=size, url=str(path), semantics=False)) == structural
+    only_templates = list(
+        check_header(header, file_size=size, semantics=False, templates=lambda: ([semantic[0]], {"t": LLAMA2_RENDER}))
+    )
+    assert only_templates == [*structural, semantic[0]]
