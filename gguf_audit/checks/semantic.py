@@ -54,6 +54,7 @@ from gguf_audit.checks.shards import model_id_for, parse_shard_name
 from gguf_audit.findings import Finding, Severity, finding
 from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.format.model import KV, Header, StringArray, TensorInfo, ValueType
+from gguf_audit.templates.conversations import standard_conversations
 
 __all__ = [
     "LLAMA_MAX_LAYERS",
@@ -782,8 +783,6 @@ class _TokenLookup:
 @cache
 def _assistant_contents() -> tuple[str, ...]:
     """The assistant messages of the template audit's standard conversations."""
-    from gguf_audit.checks.template import standard_conversations
-
     contents: set[str] = set()
     for _, context in standard_conversations():
         messages = context.get("messages")

@@ -743,7 +743,7 @@ def test_corpus_has_no_semantic_finding(path: Path) -> None:
 
 def test_corpus_templates_as_the_template_audit_renders_them() -> None:
     """The real templates, rendered by the template audit: remarks at most, never a warning."""
-    from gguf_audit.checks.template import audit_templates
+    from gguf_audit.templates.audit import audit_templates
 
     seen: dict[str, set[str]] = {}
     for path in corpus_files():
