@@ -31,10 +31,15 @@ from gguf_audit.source import (
     open_source,
     read_header,
 )
+from gguf_audit.templates.audit import (
+    DEFAULT_TEMPLATE_CACHE,
+    TemplateAudit,
+    TemplateCache,
+    audit_header_templates,
+)
 
 if TYPE_CHECKING:
     from gguf_audit.checks.data import SampleRow
-    from gguf_audit.checks.template import TemplateAudit
 
 __all__ = ["AuditConfig", "FileAudit", "Status", "audit_file"]
 
@@ -111,8 +116,13 @@ def audit_file(
     storage_options: Mapping[str, Any] | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
     config: AuditConfig = DEFAULT_AUDIT_CONFIG,
+    template_cache: TemplateCache = DEFAULT_TEMPLATE_CACHE,
 ) -> FileAudit:
-    """Read ``url``'s header, judge it, and return every finding. Never raises."""
+    """Read ``url``'s header, judge it, and return every finding. Never raises.
+
+    ``template_cache`` audits each distinct set of chat templates once (shared
+    by every thread that audits files with it).
+    """
     begun = time.perf_counter()
     stats = IOStats()
     header: Header | None = None
@@ -129,7 +139,7 @@ def audit_file(
         chat: list[TemplateAudit] = []
 
         def chat_templates() -> tuple[list[Finding], dict[str, str] | None]:
-            audits, found, renders = _check_templates(read.header, config)
+            audits, found, renders = _check_templates(read.header, config, template_cache)
             chat.extend(audits)
             return found, renders
 
@@ -167,14 +177,15 @@ def audit_file(
 
 
 def _check_templates(
-    header: Header, config: AuditConfig
+    header: Header, config: AuditConfig, template_cache: TemplateCache
 ) -> tuple[list[TemplateAudit], list[Finding], dict[str, str] | None]:
     """The chat-template audits, their findings and each template's render (None when not audited)."""
     audits: list[TemplateAudit] = []
     findings: list[Finding] = []
     renders: dict[str, str] | None = None
     if config.templates and not _is_later_shard(header):
-        audits, file_findings = _audit_templates(header)
+        file_audits, file_findings = audit_header_templates(header, cache=template_cache)
+        audits = list(file_audits)
         findings.extend(file_findings)
         for audit in audits:
             findings.extend(audit.findings)
@@ -186,46 +197,6 @@ def _is_later_shard(header: Header) -> bool:
     # Runtimes read the tokenizer and templates from the first shard only.
     split_no = header.get("split.no")
     return isinstance(split_no, int) and split_no > 0
-
-
-_TEMPLATE_CACHE: dict[tuple[object, ...], tuple[list[TemplateAudit], tuple[Finding, ...]]] = {}
-_TEMPLATE_CACHE_SIZE = 256
-
-
-def _audit_templates(header: Header) -> tuple[list[TemplateAudit], tuple[Finding, ...]]:
-    """Audit the header's chat templates, once per distinct template set.
-
-    A collection holds many quantizations of each model, all with the same
-    template: the child process that renders them starts once per set.
-    """
-    from gguf_audit.checks.template import audit_templates
-
-    templates = {
-        kv.key: kv.value
-        for kv in header.kvs
-        if (kv.key == "tokenizer.chat_template" or kv.key.startswith("tokenizer.chat_template."))
-        and isinstance(kv.value, str)
-    }
-    bos, eos = _token_text(header, "tokenizer.ggml.bos_token_id"), _token_text(header, "tokenizer.ggml.eos_token_id")
-    key = (tuple(sorted(templates.items())), bos, eos)
-    cached = _TEMPLATE_CACHE.get(key)
-    if cached is None:
-        audits, file_findings = audit_templates(templates, bos_token=bos, eos_token=eos)
-        cached = (list(audits), tuple(file_findings))
-        if len(_TEMPLATE_CACHE) >= _TEMPLATE_CACHE_SIZE:
-            _TEMPLATE_CACHE.pop(next(iter(_TEMPLATE_CACHE)))
-        _TEMPLATE_CACHE[key] = cached
-    return list(cached[0]), cached[1]
-
-
-def _token_text(header: Header, id_key: str) -> str:
-    from gguf_audit.format.model import StringArray
-
-    token_id = header.get(id_key)
-    tokens = header.get("tokenizer.ggml.tokens")
-    if isinstance(token_id, int) and isinstance(tokens, StringArray) and 0 <= token_id < len(tokens):
-        return tokens[token_id]
-    return ""
 
 
 def _sample(

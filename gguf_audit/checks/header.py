@@ -72,7 +72,7 @@ def check_semantics(
 
     ``url`` gives the file name (its quantization label, and whether it is a shard);
     ``template_renders`` maps each chat template's key to its render of the standard
-    conversation (from :func:`gguf_audit.checks.template.audit_templates`); the
+    conversation (from :func:`gguf_audit.templates.audit.audit_templates`); the
     template-based tokenizer checks are skipped without it.
     """
     facts = header_facts(header, url)

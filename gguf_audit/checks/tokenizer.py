@@ -22,9 +22,9 @@ from gguf.constants import Keys, TokenType
 
 from gguf_audit.checks.facts import NO_VOCAB, SPECIAL_ID_KEYS, HeaderFacts
 from gguf_audit.checks.metadata import missing_key
-from gguf_audit.checks.template import standard_conversations
 from gguf_audit.findings import Finding, Severity, finding
 from gguf_audit.format.model import StringArray
+from gguf_audit.templates.conversations import standard_conversations
 
 __all__ = ["MAX_TOKEN_COMPARES", "check_template_tokens", "check_tokenizer", "check_tokenizer_keys"]
 

@@ -24,9 +24,9 @@ from tiny_model import (
 
 from gguf_audit.audit import audit_file
 from gguf_audit.checks.header import check_semantics
-from gguf_audit.checks.template import audit_templates
 from gguf_audit.findings import Finding, Severity
 from gguf_audit.format.model import Header, ValueType
+from gguf_audit.templates.audit import audit_templates
 from gguf_audit.testing.builder import build_gguf, kv_array, kv_str, tiny_llama_like
 
 

@@ -18,23 +18,23 @@ from corpus import truth, truth_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gguf_audit.checks import template as tpl
-from gguf_audit.checks.template import (
+from gguf_audit.findings import CODES, Finding, Severity
+from gguf_audit.templates import audit as tpl
+from gguf_audit.templates.audit import (
     TEMPLATE_MISSING,
     TEMPLATE_RENDER_ERROR,
     TEMPLATE_RESOURCE_LIMIT,
     TEMPLATE_SYNTAX_ERROR,
     TEMPLATE_UNSAFE,
     TemplateAudit,
-    TemplateInspectionError,
-    TemplateLimits,
     audit_templates,
-    inspect_template_source,
     template_ends_turn,
 )
-from gguf_audit.findings import CODES, Finding, Severity
+from gguf_audit.templates.inspect.inspector import TemplateInspectionError, inspect_template_source
+from gguf_audit.templates.limits import MAX_TEMPLATE_CHARS, TAIL_CHARS, TemplateLimits
+from gguf_audit.templates.sandbox import runner
 
-TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATES = Path(__file__).parent / "fixtures"
 #: Small limits so every hostile template ends quickly.
 FAST = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0)
 KEY = "tokenizer.chat_template"
@@ -111,7 +111,7 @@ def test_realistic_template_has_no_finding(fixture_audits: dict[str, TemplateAud
     assert inspect_template_source((TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")) == []
     assert audit.rendered is not None
     assert audit.conversation == EXPECTED_CONVERSATION.get(name, "full")
-    assert audit.rendered_tail == audit.rendered[-tpl.TAIL_CHARS :]
+    assert audit.rendered_tail == audit.rendered[-TAIL_CHARS:]
 
 
 def test_tool_templates_render_the_tool_call(fixture_audits: dict[str, TemplateAudit]) -> None:
@@ -397,9 +397,9 @@ def test_deep_expression_is_a_resource_limit_not_a_crash() -> None:
 
 
 def test_oversized_template_is_not_parsed() -> None:
-    audits, _ = audit_templates({KEY: "x" * (tpl.MAX_TEMPLATE_CHARS + 1)}, limits=FAST)
+    audits, _ = audit_templates({KEY: "x" * (MAX_TEMPLATE_CHARS + 1)}, limits=FAST)
     assert _codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
-    assert str(tpl.MAX_TEMPLATE_CHARS) in audits[0].findings[0].message
+    assert str(MAX_TEMPLATE_CHARS) in audits[0].findings[0].message
 
 
 # --- syntax and render errors --------------------------------------------------
@@ -446,7 +446,7 @@ def test_digest_and_tail() -> None:
     (audit,) = audits
     assert audit.digest == hashlib.sha256(source.encode("utf-8")).hexdigest()
     assert audit.rendered is not None and audit.rendered_tail is not None
-    assert len(audit.rendered_tail) == min(tpl.TAIL_CHARS, len(audit.rendered))
+    assert len(audit.rendered_tail) == min(TAIL_CHARS, len(audit.rendered))
     assert audit.rendered_tail.endswith("It is 18 degrees Celsius in Paris.<|im_end|>\n")
 
 
@@ -512,9 +512,9 @@ def test_a_killed_child_is_restarted_for_the_rest(spawns: _SpawnCounter, monkeyp
     blocked = (
         "import runpy, signal; "
         "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF, signal.SIGXCPU}); "
-        "runpy.run_module('gguf_audit.checks._template_worker', run_name='__main__')"
+        "runpy.run_module('gguf_audit.templates.sandbox.worker', run_name='__main__')"
     )
-    monkeypatch.setattr(tpl, "_child_command", lambda: [sys.executable, "-s", "-c", blocked])
+    monkeypatch.setattr(runner, "_child_command", lambda: [sys.executable, "-s", "-c", blocked])
     limits = TemplateLimits(cpu_seconds=1.0, wall_seconds=1.0)
     templates = {
         _key("spin"): DOS["silent_loops"][0],
@@ -543,7 +543,7 @@ def test_identical_templates_render_once(spawns: _SpawnCounter) -> None:
 def test_the_child_refuses_files_and_processes() -> None:
     probe = (
         "import json, subprocess, sys\n"
-        "from gguf_audit.checks import _template_worker as w\n"
+        "from gguf_audit.templates.sandbox import worker as w\n"
         "sys.addaudithook(w._audit_hook)\n"
         "w._locked = True\n"
         "out = {}\n"
@@ -562,7 +562,7 @@ def test_the_child_refuses_files_and_processes() -> None:
         capture_output=True,
         timeout=30,
         check=True,
-        cwd=str(tpl._package_root()),
+        cwd=str(runner._package_root()),
     )
     assert json.loads(done.stdout) == {"open": "_Blocked", "popen": "_Blocked", "import": "_Blocked"}
 

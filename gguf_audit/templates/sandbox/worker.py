@@ -1,10 +1,11 @@
-"""The child process that renders chat templates for :mod:`gguf_audit.checks.template`.
+"""The child process that renders chat templates for :mod:`gguf_audit.templates.sandbox.runner`.
 
-Run as ``python -m gguf_audit.checks._template_worker``. It reads one JSON
+Run as ``python -m gguf_audit.templates.sandbox.worker``. It reads one JSON
 request on stdin (limits, the conversations, the templates), puts hard limits
 on itself, and writes one JSON line per template on stdout, flushed as each
 finishes, so that the parent knows which template was running when the child
-had to be killed and can restart it for the rest.
+had to be killed and can restart it for the rest (the lines are defined in
+:mod:`~gguf_audit.templates.sandbox.protocol`).
 
 Limits, each aimed at one way a hostile template can hurt the auditor:
 
@@ -21,39 +22,30 @@ Limits, each aimed at one way a hostile template can hurt the auditor:
   audit hook, installed once jinja2 and everything a render needs is imported,
   that refuses ``open``, new imports, ``os.*``, ``subprocess.*``, ``socket.*``.
 
-Everything here mirrors the Jinja setup of Hugging Face transformers'
-``apply_chat_template`` (``ImmutableSandboxedEnvironment``, ``trim_blocks``,
-``lstrip_blocks``, ``loopcontrols``, the ``{% generation %}`` tag,
-``raise_exception``, ``strftime_now`` and its ``tojson``), because that is the
-behaviour chat templates are written against.
+The Jinja environment is transformers' (:mod:`~gguf_audit.templates.environment`).
+This module imports nothing else of gguf_audit, to keep the child's start-up short.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime
-import json
 import math
 import resource
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import FrameType
 from typing import Any, Final
 
 import jinja2
-import jinja2.ext
-import jinja2.sandbox
-from jinja2 import nodes
-from jinja2.parser import Parser
 
-__all__ = ["TemplateRaisedError", "main", "make_environment"]
+from gguf_audit.templates.environment import AuditingSandbox, TemplateRaisedError, make_environment
+from gguf_audit.templates.sandbox.protocol import Answer, Attempt, Ready, encode_line, parse_request
+
+__all__ = ["main"]
 
 #: Rendered text kept for the tail; the parent slices it again.
 _ERROR_CHARS: Final = 300
-#: Fixed clock for ``strftime_now`` so the same file always renders the same
-#: text (the date Llama 3.1's own template falls back to).
-_FIXED_NOW: Final = datetime.datetime(2024, 7, 26, 12, 0, 0)
 #: Audit events refused once the child is locked down (exact names).
 _BLOCKED_EVENTS: Final = frozenset(
     {"open", "import", "builtins.input", "builtins.breakpoint", "code.interact", "pty.spawn"}
@@ -84,10 +76,6 @@ _BLOCKED_PREFIXES: Final = (
 )
 
 
-class TemplateRaisedError(jinja2.TemplateError):
-    """The template called ``raise_exception(message)``, as transformers defines it."""
-
-
 class _LimitHit(BaseException):
     """A per-template limit fired. A BaseException so no ``except Exception`` swallows it."""
 
@@ -102,78 +90,6 @@ class _Blocked(BaseException):
     def __init__(self, event: str) -> None:
         super().__init__(event)
         self.event = event
-
-
-class _GenerationTag(jinja2.ext.Extension):
-    """``{% generation %}...{% endgeneration %}``: transformers' AssistantTracker tag.
-
-    Some templates mark the assistant's tokens with it for training masks; for
-    rendering it is transparent, and without it those templates do not parse.
-    """
-
-    tags = {"generation"}  # noqa: RUF012 - jinja2 declares this a plain set attribute
-
-    def parse(self, parser: Parser) -> nodes.Node:
-        lineno = next(parser.stream).lineno
-        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        call = self.call_method("_render_body")
-        return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
-
-    def _render_body(self, caller: Callable[[], str]) -> str:
-        return caller()
-
-
-class _AuditingSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
-    """The immutable sandbox, remembering which private or internal attributes it refused.
-
-    A refused access renders as an undefined value and only fails when used,
-    so without this record a template probing for an escape could look fine.
-    """
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.refused: list[str] = []
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
-        # Mutating methods (list.append) are refused too; those are a render
-        # error in transformers, not an escape attempt, so they are not recorded.
-        private = attribute.startswith("_") or jinja2.sandbox.is_internal_attribute(obj, attribute)
-        if private and len(self.refused) < 20:
-            self.refused.append(f"{attribute!r} of {type(obj).__name__!r}")
-        return super().unsafe_undefined(obj, attribute)
-
-
-def _raise_exception(message: object) -> None:
-    raise TemplateRaisedError(str(message))
-
-
-def _strftime_now(fmt: str) -> str:
-    return _FIXED_NOW.strftime(fmt)
-
-
-def _tojson(
-    value: object,
-    ensure_ascii: bool = False,
-    indent: int | str | None = None,
-    separators: tuple[str, str] | None = None,
-    sort_keys: bool = False,
-) -> str:
-    # transformers replaces Jinja's tojson, which HTML-escapes '<', '>', '&'
-    # and "'", with plain json.dumps; templates rely on the unescaped text.
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def make_environment() -> jinja2.sandbox.ImmutableSandboxedEnvironment:
-    """The Jinja environment chat templates are parsed and rendered with (transformers' setup)."""
-    env = _AuditingSandbox(
-        trim_blocks=True,
-        lstrip_blocks=True,
-        extensions=[_GenerationTag, jinja2.ext.loopcontrols],
-    )
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
-    return env
 
 
 # --- the locked-down child ---------------------------------------------------
@@ -283,16 +199,16 @@ def _render(template: jinja2.Template, context: Mapping[str, object], output_cha
 
 
 def _run_job(
-    env: _AuditingSandbox,
+    env: AuditingSandbox,
     source: str,
     conversations: Sequence[tuple[str, Mapping[str, object]]],
     limits: Mapping[str, Any],
     cpu_hard: int,
-) -> dict[str, object]:
+) -> Answer:
     env.refused.clear()
     _blocked_events.clear()
-    attempts: list[dict[str, str]] = []
-    result: dict[str, object]
+    attempts: list[Attempt] = []
+    result: Answer
     current = ""
     try:
         _arm(float(limits["cpu_seconds"]), float(limits["wall_seconds"]), cpu_hard)
@@ -338,40 +254,15 @@ def _run_job(
     return result
 
 
-def _emit(obj: Mapping[str, object]) -> None:
-    # ensure_ascii: rendered text may hold lone surrogates from odd metadata.
-    sys.stdout.write(json.dumps(obj, ensure_ascii=True) + "\n")
+def _emit(message: Ready | Answer) -> None:
+    sys.stdout.write(encode_line(message))
     sys.stdout.flush()
-
-
-def _parse_request(raw: bytes) -> tuple[dict[str, Any], list[tuple[str, dict[str, object]]], list[dict[str, Any]]]:
-    request = json.loads(raw)
-    if not isinstance(request, dict):
-        raise ValueError(f"request must be a JSON object. Got {type(request).__name__}.")
-    limits = request.get("limits")
-    conversations = request.get("conversations")
-    jobs = request.get("jobs")
-    if not isinstance(limits, dict) or not isinstance(conversations, list) or not isinstance(jobs, list):
-        raise ValueError("request needs 'limits' (object), 'conversations' and 'jobs' (lists).")
-    convs: list[tuple[str, dict[str, object]]] = []
-    for conv in conversations:
-        if (
-            not isinstance(conv, dict)
-            or not isinstance(conv.get("name"), str)
-            or not isinstance(conv.get("context"), dict)
-        ):
-            raise ValueError(f"each conversation needs a 'name' and a 'context'. Got {conv!r:.80}.")
-        convs.append((conv["name"], conv["context"]))
-    for job in jobs:
-        if not isinstance(job, dict) or not isinstance(job.get("source"), str):
-            raise ValueError(f"each job needs a 'source' string. Got {job!r:.80}.")
-    return limits, convs, jobs
 
 
 def main() -> int:
     """Render every job of the request on stdin; one JSON line per job on stdout."""
     global _locked
-    limits, conversations, jobs = _parse_request(sys.stdin.buffer.read())
+    limits, conversations, jobs = parse_request(sys.stdin.buffer.read())
     cpu_seconds = float(limits["cpu_seconds"])
     # Whole-process CPU backstop: every template's share plus start-up slack.
     cpu_hard = math.ceil(_cpu_used() + len(jobs) * (cpu_seconds + 1.0) + 2.0)
@@ -380,8 +271,6 @@ def main() -> int:
     signal.signal(signal.SIGALRM, _on_limit_signal)
     signal.signal(signal.SIGXCPU, _on_limit_signal)
     env = make_environment()
-    if not isinstance(env, _AuditingSandbox):
-        raise TypeError(f"make_environment() must return the auditing sandbox. Got {type(env).__name__}.")
     _warm_up(env)
     sys.addaudithook(_audit_hook)
     _locked = True

@@ -1,0 +1,245 @@
+"""The parent side of the render child: start it, feed it, watch it, and stop it at the limits.
+
+This is the only module of gguf-audit's template audit that starts processes.
+All templates of a file share one child (:func:`render_all`); a child that a
+limit killed is restarted for the templates after the one it died on. The
+child gets none of this process's environment (credentials included), only
+what Python needs to find jinja2 and this package.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from gguf_audit.errors import GGUFAuditError
+from gguf_audit.templates.conversations import standard_conversations
+from gguf_audit.templates.limits import TemplateLimits
+from gguf_audit.templates.sandbox.protocol import Answer, Conversation, ProtocolError, encode_request, parse_line
+
+__all__ = ["LIMIT_NAMES", "TemplateWorkerError", "limit_message", "render_all"]
+
+#: How long the child may take to start (import jinja2, lock itself down)
+#: before the audit gives up. Generous: slow CI hosts are not the template's fault.
+_STARTUP_SECONDS: Final = 30.0
+#: Time the parent allows past a template's wall limit before killing the child
+#: (the child's own timer fires first; this covers writing its answer).
+_WALL_GRACE_SECONDS: Final = 1.0
+
+
+class TemplateWorkerError(GGUFAuditError, RuntimeError):
+    """The render child could not be started or spoke nonsense (not the template's fault)."""
+
+
+#: The limits the child and the runner report, by the name a finding gives them.
+LIMIT_NAMES: Final[Mapping[str, str]] = {
+    "cpu": "CPU time",
+    "wall": "wall-clock",
+    "memory": "memory",
+    "output": "output size",
+    "recursion": "recursion depth",
+    "range": "range() size (the sandbox's MAX_RANGE)",
+}
+
+
+def limit_message(key: str, limit: str, limits: TemplateLimits, conversation: str | None) -> str:
+    """The finding message for template ``key`` stopped by ``limit`` (a name of LIMIT_NAMES or a death cause)."""
+    amount = {
+        "cpu": f" of {limits.cpu_seconds:g} s",
+        "wall": f" of {limits.wall_seconds:g} s",
+        "memory": f" of {limits.memory_bytes} bytes",
+        "output": f" of {limits.output_chars} characters",
+    }.get(limit, "")
+    where = f" on the {conversation!r} conversation" if conversation else ""
+    name = LIMIT_NAMES.get(limit)
+    if name is None:
+        return f"{key}: the render child died ({limit}) while rendering it{where}"
+    return f"{key}: rendering hit the {name} limit{amount}{where}"
+
+
+def _package_root() -> Path:
+    # gguf_audit/templates/sandbox/runner.py -> the directory holding gguf_audit/.
+    return Path(__file__).resolve().parents[3]
+
+
+def _child_command() -> list[str]:
+    # -S: no site module; _child_env passes this process's sys.path instead (saves ~20 ms).
+    return [sys.executable, "-S", "-m", "gguf_audit.templates.sandbox.worker"]
+
+
+def _child_env() -> dict[str, str]:
+    # Only what Python needs to find jinja2 and this package; nothing of the
+    # auditor's environment (credentials included) reaches the child.
+    path = [str(_package_root()), *(p for p in sys.path if p and isinstance(p, str))]
+    return {"PYTHONPATH": os.pathsep.join(dict.fromkeys(path)), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _spawn() -> subprocess.Popen[bytes]:
+    """Start one render child, its three pipes open."""
+    return subprocess.Popen(
+        _child_command(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(_package_root()),
+        env=_child_env(),
+        close_fds=True,
+    )
+
+
+@dataclass(slots=True)
+class _ChildRun:
+    """What one child process said before it finished or was stopped."""
+
+    results: list[dict[str, object]]
+    ready: bool
+    stopped: str | None
+    """None when the child answered every job; else which limit stopped it."""
+    stderr: str
+
+
+def _death_cause(returncode: int, stderr: str) -> str:
+    """Which limit most likely ended a child that died without answering."""
+    if "MemoryError" in stderr:
+        return "memory"
+    if returncode in (-signal.SIGKILL, -signal.SIGXCPU):
+        return "cpu"  # RLIMIT_CPU's hard limit kills with SIGKILL (so does the OOM killer)
+    if returncode == -signal.SIGSEGV:
+        return "recursion"  # the C stack ran out
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def _run_child(request: bytes, jobs: int, limits: TemplateLimits) -> _ChildRun:
+    """Run one child on ``request``; stop it when a job overstays its wall limit."""
+    proc = _spawn()
+    results: list[dict[str, object]] = []
+    ready = False
+    stopped: str | None = None
+    out_buffer = bytearray()
+    err_tail = bytearray()
+    # One answer line holds at most output_chars characters, each at most 12
+    # bytes as JSON escapes; more without a newline means the child is broken.
+    max_line = 12 * limits.output_chars + 1_000_000
+    pending = memoryview(request)
+    deadline = time.monotonic() + _STARTUP_SECONDS
+    selector = selectors.DefaultSelector()
+    try:
+        if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+            raise TemplateWorkerError("the render child has no pipes")
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            os.set_blocking(pipe.fileno(), False)
+        selector.register(proc.stdin, selectors.EVENT_WRITE)
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        open_reads = 2
+        while open_reads and len(results) < jobs:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                stopped = "wall"
+                break
+            for key, _events in selector.select(remaining):
+                source_file = key.fileobj
+                if source_file is proc.stdin:
+                    try:
+                        written = os.write(proc.stdin.fileno(), pending[:65536])
+                    except BlockingIOError:
+                        written = 0
+                    except BrokenPipeError:
+                        written = len(pending)  # the child died; its exit status tells why
+                    pending = pending[written:]
+                    if not pending:
+                        selector.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 1 << 20)
+                if not chunk:
+                    selector.unregister(source_file)
+                    open_reads -= 1
+                    continue
+                if source_file is proc.stderr:
+                    err_tail = (err_tail + chunk)[-4000:]
+                    continue
+                out_buffer += chunk
+                while b"\n" in out_buffer:
+                    line, _, rest = bytes(out_buffer).partition(b"\n")
+                    out_buffer = bytearray(rest)
+                    try:
+                        message = parse_line(line)
+                    except ProtocolError as exc:
+                        raise TemplateWorkerError(str(exc)) from exc
+                    if not ready:
+                        if message.get("ready") is not True:
+                            raise TemplateWorkerError(f"the render child's first line was {line[:120]!r}")
+                        ready = True
+                    else:
+                        results.append(message)
+                    deadline = time.monotonic() + limits.wall_seconds + _WALL_GRACE_SECONDS
+                if len(out_buffer) > max_line:
+                    stopped = "output"
+                    break
+            if stopped:
+                break
+    finally:
+        selector.close()
+        if stopped is not None or len(results) < jobs:
+            proc.kill()
+        try:
+            returncode = proc.wait(timeout=_WALL_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            # Every answer is in; a child that does not exit promptly is not waited for.
+            proc.kill()
+            returncode = proc.wait()
+        finally:
+            for handle in (proc.stdin, proc.stdout, proc.stderr):
+                if handle is not None and not handle.closed:
+                    handle.close()
+    stderr = err_tail.decode("utf-8", "replace")
+    if stopped is None and len(results) < jobs:
+        stopped = _death_cause(returncode, stderr)
+    return _ChildRun(results, ready, stopped, stderr)
+
+
+def render_all(
+    sources: Sequence[str], *, bos_token: str, eos_token: str, limits: TemplateLimits
+) -> list[Mapping[str, object]]:
+    """Render each source in one child; restart it only after a limit killed it.
+
+    Returns one answer per source, in order (the child's, or one saying which
+    limit killed the child on it). Raises :class:`TemplateWorkerError` when the
+    child does not start or answers nonsense.
+    """
+    conversations: list[Conversation] = [
+        {"name": name, "context": ctx} for name, ctx in standard_conversations(bos_token, eos_token)
+    ]
+    limit_fields = {
+        "cpu_seconds": limits.cpu_seconds,
+        "wall_seconds": limits.wall_seconds,
+        "memory_bytes": limits.memory_bytes,
+        "output_chars": limits.output_chars,
+    }
+    results: list[Mapping[str, object]] = []
+    while len(results) < len(sources):
+        todo = sources[len(results) :]
+        run = _run_child(encode_request(limit_fields, conversations, todo), len(todo), limits)
+        if not run.ready:
+            detail = run.stderr.strip().splitlines()[-1:] or [run.stopped or "no output"]
+            raise TemplateWorkerError(f"the render child did not start: {detail[0][:300]}")
+        results += run.results
+        if run.stopped is not None and len(results) < len(sources):
+            # The job the child was on when it died is the one to blame.
+            killed: Answer = {"status": "limit", "limit": run.stopped, "conversation": None, "killed": True}
+            results.append(killed)
+    return results
