@@ -13,7 +13,8 @@ import time
 import numpy as np
 import numpy.typing as npt
 
-from gguf_audit.decode import block_scale_problems, decode_blocks, has_decoder
+from gguf_audit.decode.kernels import decode_blocks, has_decoder
+from gguf_audit.decode.scales import block_scale_problems
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, ggml_type_info
 
 TARGET_BYTES = 1 << 20

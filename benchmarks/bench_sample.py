@@ -26,9 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from gguf_audit.format.ggml_types import ggml_type_info
+from gguf_audit.io.header import read_header
+from gguf_audit.io.source import open_source
 from gguf_audit.plan import SampleConfig, plan_fetch, plan_samples
-from gguf_audit.sampling import read_samples
-from gguf_audit.source import open_source, read_header
+from gguf_audit.samples import read_samples
 from gguf_audit.testing.builder import Tensor, build_gguf_layout, kv_str
 from gguf_audit.testing.servers import RangeHTTPServer
 
@@ -60,8 +62,6 @@ def _llama_tensors(
 
 def write_sparse_model(path: Path, table: list[tuple[str, tuple[int, ...], int]]) -> int:
     """A GGUF with this tensor table, its data a sparse hole; returns the file size."""
-    from gguf_audit.format.ggml_types import ggml_type_info
-
     tensors = []
     offset = 0
     for name, dims, type_id in table:

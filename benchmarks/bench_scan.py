@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from gguf_audit.audit import AuditConfig, audit_file
-from gguf_audit.source import ReadConfig
+from gguf_audit.io.source import ReadConfig
 from gguf_audit.testing.servers import RangeHTTPServer
 from pipelines.config import ScanConfig
 from pipelines.run import run_scan

@@ -11,35 +11,27 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import fsspec
 
 from gguf_audit.checks.header import check_header
+from gguf_audit.decode.stats import SampleRow
 from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_loadable
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import Limits
+from gguf_audit.io.errors import classify_error
+from gguf_audit.io.header import HeaderRead, read_header
+from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
 from gguf_audit.plan import SampleConfig
-from gguf_audit.source import (
-    DEFAULT_READ_CONFIG,
-    FsspecSource,
-    HeaderRead,
-    IOStats,
-    ReadConfig,
-    classify_error,
-    open_source,
-    read_header,
-)
+from gguf_audit.samples import sample_file
 from gguf_audit.templates.audit import (
     DEFAULT_TEMPLATE_CACHE,
     TemplateAudit,
     TemplateCache,
     audit_header_templates,
 )
-
-if TYPE_CHECKING:
-    from gguf_audit.checks.data import SampleRow
 
 __all__ = ["AuditConfig", "FileAudit", "Status", "audit_file"]
 
@@ -81,7 +73,7 @@ class FileAudit:
     samples: list[SampleRow] = field(default_factory=list)
     """A row per sampled block, when sampling was on."""
     fingerprint: str | None = None
-    """Hash of the sampled bytes with their offsets (see checks.data.sample_fingerprint)."""
+    """Hash of the sampled bytes with their offsets (see decode.sampled.sample_fingerprint)."""
     templates: list[TemplateAudit] = field(default_factory=list)
     """One audit per chat template the file holds."""
 
@@ -203,12 +195,6 @@ def _sample(
     source: FsspecSource, read: HeaderRead, config: SampleConfig, findings: list[Finding]
 ) -> tuple[list[SampleRow], str | None]:
     """Sample the file's tensor blocks; their findings join ``findings``."""
-    # Imported here: the data checks register their codes, and a header-only
-    # audit has no use for them.
-    from gguf_audit.plan import plan_samples
-    from gguf_audit.sampling import read_samples
-
-    plan = plan_samples(read.header, config=config, file_size=source.size)
-    result = read_samples(source, read.header, plan, held=read.buffer, max_gap_bytes=config.max_gap_bytes)
+    result = sample_file(source, read, config=config).read
     findings.extend(result.findings)
     return list(result.rows), result.fingerprint

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from gguf_audit import __version__
-from gguf_audit.findings import CODES
+from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, audit_file
+from gguf_audit.compare import compare_files
+from gguf_audit.errors import FormatError, SourceError
+from gguf_audit.findings import CODES, Severity
+from gguf_audit.format.safetensors import ReferenceFormatError
+from gguf_audit.plan import SampleConfig, SelectionError
+from gguf_audit.report.json import audit_to_json, comparison_to_json, file_samples_to_json
+from gguf_audit.report.text import render_comparison, render_file_samples, render_text
+from gguf_audit.samples import read_file_samples
 
 __all__ = ["main"]
 
@@ -37,10 +45,6 @@ def _parse_storage_options(text: str | None) -> dict[str, Any]:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, audit_file
-    from gguf_audit.plan import SampleConfig
-    from gguf_audit.report import audit_to_json, render_text
-
     options = _parse_storage_options(args.storage_options)
     config = AuditConfig(samples=SampleConfig()) if args.samples else DEFAULT_AUDIT_CONFIG
     audit = audit_file(args.url, storage_options=options, config=config)
@@ -63,11 +67,6 @@ def _parse_blocks(text: str | None) -> list[int] | None:
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
-    from gguf_audit.errors import FormatError, SourceError
-    from gguf_audit.findings import Severity
-    from gguf_audit.plan import SelectionError
-    from gguf_audit.sampling import file_samples_to_json, read_file_samples, render_file_samples
-
     options = _parse_storage_options(args.storage_options)
     blocks = _parse_blocks(args.blocks)
     try:
@@ -86,10 +85,6 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from gguf_audit.compare import ReferenceFormatError, compare_files, render_comparison
-    from gguf_audit.errors import FormatError, SourceError
-    from gguf_audit.findings import Severity
-
     options = _parse_storage_options(args.storage_options)
     try:
         result = compare_files(args.quant, args.reference, storage_options=options)
@@ -97,7 +92,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"gguf-audit: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
     if args.json:
-        json.dump(result.as_dict(), sys.stdout, ensure_ascii=False)
+        json.dump(comparison_to_json(result), sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         print(render_comparison(result))

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, Final, TextIO
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.report import escape, fmt_bytes
+from gguf_audit.report.format import escape, fmt_bytes
 from pipelines.config import FAIL_ON, ConfigError, ScanConfig, check_no_credentials, load_config
 from pipelines.discover import Listing
 from pipelines.run import ScanObserver, ScanResult, run_scan

@@ -30,8 +30,8 @@ from typing import Any, Final
 
 from gguf_audit.audit import AuditConfig
 from gguf_audit.errors import GGUFAuditError
+from gguf_audit.io.source import ReadConfig
 from gguf_audit.plan import SampleConfig
-from gguf_audit.source import ReadConfig
 
 __all__ = [
     "ConfigError",

@@ -81,8 +81,8 @@ from gguf_audit.checks.shards import ShardFacts, judge_shard_set, shard_facts
 from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Severity, finding
 from gguf_audit.format.shard_names import group_models, parse_shard_name
+from gguf_audit.io.source import IOStats
 from gguf_audit.schema import PARTITION_COLUMN, SCHEMA_VERSION, TABLE_NAMES, schema_version_of, stored_schema
-from gguf_audit.source import IOStats
 from gguf_audit.tables import (
     MODEL_INPUT_COLUMNS,
     AuditedFile,

@@ -7,10 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from corpus import corpus_dir
+from corpus import corpus_dir, truth
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.plan import (
@@ -83,8 +84,6 @@ def test_geometry_of_block_types_and_element_runs() -> None:
 
 
 def test_corpus_truth_offsets_follow_from_the_geometry() -> None:
-    from corpus import truth
-
     for rel in ("models/tiny-llama-Q4_K_M.gguf", "models/tiny-llama-F32.gguf", "models/tiny-llama-BF16.gguf"):
         header = _corpus_header(rel)
         by_name = {t.name: t for t in header.tensors}
@@ -251,7 +250,7 @@ def test_plan_fetch_skips_what_the_header_read_holds() -> None:
 
 def test_plan_and_data_checks_are_pure() -> None:
     code = (
-        "import sys, gguf_audit.plan, gguf_audit.checks.data; "
+        "import sys, gguf_audit.plan, gguf_audit.checks.data, gguf_audit.decode.error, gguf_audit.format.safetensors; "
         "bad = [m for m in ('fsspec', 'aiohttp', 'dask', 'pyarrow', 's3fs') if m in sys.modules]; "
         "sys.exit(f'imported {bad}' if bad else 0)"
     )
@@ -297,15 +296,11 @@ def test_plans_stay_inside_tensors_and_budget(
 
 
 def tensor_info_of(type_id: int) -> int:
-    from gguf_audit.format.ggml_types import ggml_type_info
-
     return ggml_type_info(type_id).block_elems
 
 
 def _header_with_offsets(tensors: list[Tensor]) -> Header:
     """A header whose tensors sit where their (unwritten) data would go."""
-    from gguf_audit.format.ggml_types import ggml_type_info
-
     placed = []
     offset = 0
     for t in tensors:

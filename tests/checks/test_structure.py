@@ -324,7 +324,7 @@ def test_noncanonical_key_is_reported_but_loads(tmp_path: Path) -> None:
 
 
 def test_header_past_the_read_limit_is_not_read(tmp_path: Path) -> None:
-    from gguf_audit.source import ReadConfig
+    from gguf_audit.io.source import ReadConfig
 
     data = _build([kv_array("t.tokens", ValueType.STRING, ["x" * 100] * 2000)])
     path = tmp_path / "big.gguf"

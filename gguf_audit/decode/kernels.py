@@ -1,6 +1,7 @@
-"""Decode whole ggml blocks to float32, bit for bit as ggml's ``to_float`` does.
+"""Block kernels: decode whole ggml blocks to float32, bit for bit as ggml's ``to_float`` does.
 
-Pure: bytes in, numpy arrays out, no I/O.
+Pure: bytes in, numpy arrays out, no I/O. :mod:`gguf_audit.decode.scales`
+checks the same blocks' scale fields the way ggml's validator does.
 
 Where gguf-py has a dequantizer that matches ggml bit for bit (checked against
 ggml's ``dequantize_row_*`` in ``ggml/src/ggml-quants.c`` on random blocks,
@@ -30,7 +31,6 @@ nothing says which of their fields a big-endian writer swapped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -43,19 +43,24 @@ from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus, ggml_type_
 
 __all__ = [
     "BIG_ENDIAN_TYPE_IDS",
+    "Q2_0",
+    "F32Array",
     "NoDecoder",
-    "ScaleProblems",
-    "block_scale_problems",
+    "RawBlocks",
+    "U8Array",
     "decode_blocks",
+    "elements",
     "has_decoder",
+    "u16le",
+    "whole_blocks",
 ]
 
 U8Array = npt.NDArray[np.uint8]
 F32Array = npt.NDArray[np.float32]
 RawBlocks = bytes | bytearray | memoryview | npt.NDArray[np.generic]
 
-# gguf-py 0.19 has no enum member for id 42 yet.
-_Q2_0: Final = 42
+Q2_0: Final = 42
+"""The id of Q2_0: gguf-py 0.19 has no enum member for it yet."""
 
 # Bytes of blocks handed to one gguf-py call. Its dequantizers build several
 # temporaries per block (the IQ grids are 8 floats per index), so capping the
@@ -75,31 +80,6 @@ class NoDecoder(GGUFAuditError, LookupError):
         return (type(self), (self.type_id, self.message))
 
 
-@dataclass(frozen=True, slots=True)
-class ScaleProblems:
-    """What ggml's ``ggml_validate_row_data`` would object to, counted per block.
-
-    For F16, BF16, F32 and F64 every element is a block and ggml checks the
-    values themselves; for quantized types it checks the scale fields only.
-    """
-
-    n_blocks: int
-    nonfinite_scale_blocks: int
-    """Blocks with a NaN or infinite fp16/fp32 scale (d, m, dmin, ...)."""
-    bad_exponent_blocks: int
-    """MXFP4 blocks whose e8m0 exponent byte is 0xFF (NaN in the OCP MX spec)."""
-    first_bad_block: int | None
-    """Index of the first block counted in either of the above, or None."""
-    type_rejected: bool = False
-    """ggml_validate_row_data has no case for the type and refuses any row of it
-    (Q8_1 today), whatever the scales hold."""
-
-    @property
-    def ok(self) -> bool:
-        """True when ggml_validate_row_data would accept every block."""
-        return self.nonfinite_scale_blocks == 0 and self.bad_exponent_blocks == 0 and not self.type_rejected
-
-
 # --- byte-level helpers ------------------------------------------------------
 
 
@@ -110,7 +90,7 @@ def _as_u8(raw: RawBlocks) -> U8Array:
     return np.frombuffer(raw, dtype=np.uint8)
 
 
-def _u16le(blocks: U8Array, offset: int) -> npt.NDArray[np.uint16]:
+def u16le(blocks: U8Array, offset: int) -> npt.NDArray[np.uint16]:
     """The little-endian uint16 at ``offset`` of every block, shape (n, 1)."""
     lo = blocks[:, offset].astype(np.uint16)
     hi = blocks[:, offset + 1].astype(np.uint16)
@@ -135,10 +115,10 @@ def _fp16_to_f32(h: npt.NDArray[np.uint16]) -> F32Array:
 
 
 def _fp16_field(blocks: U8Array, offset: int) -> F32Array:
-    return _fp16_to_f32(_u16le(blocks, offset))
+    return _fp16_to_f32(u16le(blocks, offset))
 
 
-def _elements(blocks: U8Array, dtype: str) -> npt.NDArray[Any]:
+def elements(blocks: U8Array, dtype: str) -> npt.NDArray[Any]:
     """Reinterpret a (n, itemsize) block array as n elements of ``dtype``."""
     return np.ascontiguousarray(blocks).reshape(-1).view(np.dtype(dtype))
 
@@ -174,7 +154,7 @@ def _via_gguf_signed_grid(qtype: Q) -> _Decoder:
 
     def decode(blocks: U8Array) -> F32Array:
         out = base(blocks).reshape(blocks.shape[0], -1)
-        d = _u16le(blocks, 0).reshape(-1)
+        d = u16le(blocks, 0).reshape(-1)
         nan_rows = np.flatnonzero(((d & 0x7C00) == 0x7C00) & ((d & 0x03FF) != 0))
         if nan_rows.size:
             probe = blocks[nan_rows].copy()
@@ -190,18 +170,18 @@ def _via_gguf_signed_grid(qtype: Q) -> _Decoder:
 
 def _decode_f32(blocks: U8Array) -> F32Array:
     # ggml has no to_float for F32: the stored bits are the value.
-    return _elements(blocks, "<u4").astype(np.uint32).view(np.float32)
+    return elements(blocks, "<u4").astype(np.uint32).view(np.float32)
 
 
 def _decode_f16(blocks: U8Array) -> F32Array:
-    return _fp16_to_f32(_elements(blocks, "<u2").astype(np.uint16))
+    return _fp16_to_f32(elements(blocks, "<u2").astype(np.uint16))
 
 
 def _cast(dtype: str) -> _Decoder:
     # ggml has no to_float for these; a C (float) cast rounds to nearest even
     # and overflows to infinity, which is what numpy's astype does too.
     def decode(blocks: U8Array) -> F32Array:
-        return _elements(blocks, dtype).astype(np.float32)
+        return elements(blocks, dtype).astype(np.float32)
 
     return decode
 
@@ -248,7 +228,7 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.I32: _cast("<i4"),
     Q.I64: _cast("<i8"),
     Q.Q1_0: _decode_q1_0,
-    _Q2_0: _decode_q2_0,
+    Q2_0: _decode_q2_0,
     Q.Q4_0: _via_gguf(Q.Q4_0),
     Q.Q4_1: _via_gguf(Q.Q4_1),
     Q.Q5_0: _via_gguf(Q.Q5_0),
@@ -304,7 +284,7 @@ def _to_little_endian(blocks: U8Array, type_id: int) -> U8Array:
     return out
 
 
-def _blocks(raw: RawBlocks, type_id: int, big_endian: bool) -> U8Array:
+def whole_blocks(raw: RawBlocks, type_id: int, big_endian: bool) -> U8Array:
     """Validate ``raw`` as whole blocks of ``type_id``; shape (n_blocks, block_bytes)."""
     info = ggml_type_info(type_id)
     if info.status is TypeStatus.REMOVED:
@@ -353,7 +333,7 @@ def decode_blocks(raw: RawBlocks, type_id: int, *, big_endian: bool = False) -> 
     gguf-py's converter does not handle; ValueError when the length is not a
     whole number of blocks.
     """
-    blocks = _blocks(raw, type_id, big_endian)
+    blocks = whole_blocks(raw, type_id, big_endian)
     if blocks.shape[0] == 0:
         return np.empty(0, dtype=np.float32)
     # NaN/Inf scales are data to report, not errors: decode them the way ggml
@@ -361,94 +341,3 @@ def decode_blocks(raw: RawBlocks, type_id: int, *, big_endian: bool = False) -> 
     with np.errstate(all="ignore"):
         out = _DECODERS[type_id](blocks)
     return np.ascontiguousarray(out, dtype=np.float32).reshape(-1)
-
-
-# Byte offsets of the fp16 scale fields ggml_validate_row_data checks, per block.
-# Q8_1 is not validated by ggml (see ScaleProblems.type_rejected); its d and s
-# are still counted, since a NaN there is a NaN in every value.
-_FP16_SCALES: Final[dict[int, tuple[int, ...]]] = {
-    Q.F16: (0,),
-    Q.Q1_0: (0,),
-    _Q2_0: (0,),
-    Q.Q4_0: (0,),
-    Q.Q4_1: (0, 2),  # d, m
-    Q.Q5_0: (0,),
-    Q.Q5_1: (0, 2),  # d, m
-    Q.Q8_0: (0,),
-    Q.Q8_1: (0, 2),  # d, s
-    Q.Q2_K: (80, 82),  # d, dmin after scales[16], qs[64]
-    Q.Q3_K: (108,),  # d after hmask[32], qs[64], scales[12]
-    Q.Q4_K: (0, 2),  # d, dmin
-    Q.Q5_K: (0, 2),  # d, dmin
-    Q.Q6_K: (208,),
-    Q.TQ1_0: (52,),  # d after qs[48], qh[4]
-    Q.TQ2_0: (64,),  # d after qs[64]
-    Q.IQ2_XXS: (0,),
-    Q.IQ2_XS: (0,),
-    Q.IQ2_S: (0,),
-    Q.IQ3_XXS: (0,),
-    Q.IQ3_S: (0,),
-    Q.IQ1_S: (0,),
-    Q.IQ4_NL: (0,),
-    Q.IQ4_XS: (0,),
-}
-
-# ggml_validate_row_data has no case for these and returns false for any row.
-_REJECTED_BY_VALIDATOR: Final = frozenset({int(Q.Q8_1)})
-
-
-def _fp16_nonfinite(h: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
-    return np.asarray((h & np.uint16(0x7C00)) == np.uint16(0x7C00), dtype=np.bool_)
-
-
-def _nonfinite_blocks(blocks: U8Array, type_id: int) -> npt.NDArray[np.bool_]:
-    n = blocks.shape[0]
-    if type_id in _FP16_SCALES:
-        bad = np.zeros((n, 1), dtype=np.bool_)
-        for offset in _FP16_SCALES[type_id]:
-            bad |= _fp16_nonfinite(_u16le(blocks, offset))
-        return bad.reshape(-1)
-    if type_id == Q.BF16:
-        return np.asarray((_elements(blocks, "<u2") & 0x7F80) == 0x7F80, dtype=np.bool_)
-    if type_id in (Q.F32, Q.Q8_K):
-        # F32 elements, and Q8_K's float32 d at offset 0.
-        bits = np.ascontiguousarray(blocks[:, 0:4]).view("<u4").reshape(-1)
-        return np.asarray((bits & 0x7F800000) == 0x7F800000, dtype=np.bool_)
-    if type_id == Q.F64:
-        bits = _elements(blocks, "<u8")
-        return np.asarray((bits & 0x7FF0000000000000) == 0x7FF0000000000000, dtype=np.bool_)
-    if type_id == Q.IQ1_M:
-        # The fp16 scale is spread over the top nibbles of the four uint16
-        # words of scales[8], which follow qs[32] and qh[16].
-        sc = [_u16le(blocks, 48 + 2 * k) for k in range(4)]
-        h = (
-            (sc[0] >> np.uint16(12))
-            | ((sc[1] >> np.uint16(8)) & np.uint16(0x00F0))
-            | ((sc[2] >> np.uint16(4)) & np.uint16(0x0F00))
-            | (sc[3] & np.uint16(0xF000))
-        )
-        return _fp16_nonfinite(h).reshape(-1)
-    # I8..I64 hold no scale; MXFP4's e8m0 is checked separately; NVFP4's UE4M3
-    # scales are all valid to ggml (it reads 0x7F as zero, not NaN).
-    return np.zeros(n, dtype=np.bool_)
-
-
-def block_scale_problems(raw: RawBlocks, type_id: int, *, big_endian: bool = False) -> ScaleProblems:
-    """Count the blocks ggml_validate_row_data would reject, and why.
-
-    Same input rules and errors as :func:`decode_blocks`. ggml stops at the
-    first bad block; this counts them all.
-    """
-    blocks = _blocks(raw, type_id, big_endian)
-    nonfinite = _nonfinite_blocks(blocks, type_id)
-    # ggml reads e8m0 0xFF as 2**127 when decoding, but its validator refuses
-    # it: the OCP MX spec makes it NaN.
-    bad_exponent = (blocks[:, 0] == 0xFF) if type_id == Q.MXFP4 else np.zeros(blocks.shape[0], dtype=np.bool_)
-    flagged = np.flatnonzero(nonfinite | bad_exponent)
-    return ScaleProblems(
-        n_blocks=int(blocks.shape[0]),
-        nonfinite_scale_blocks=int(np.count_nonzero(nonfinite)),
-        bad_exponent_blocks=int(np.count_nonzero(bad_exponent)),
-        first_bad_block=int(flagged[0]) if flagged.size else None,
-        type_rejected=type_id in _REJECTED_BY_VALIDATOR,
-    )

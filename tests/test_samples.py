@@ -15,9 +15,10 @@ from corpus import corpus_dir, gguf_files, truth
 
 from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.cli import main
+from gguf_audit.io.header import read_header
+from gguf_audit.io.source import open_source
 from gguf_audit.plan import SampleConfig, plan_fetch, plan_samples
-from gguf_audit.sampling import read_file_samples, read_samples
-from gguf_audit.source import open_source, read_header
+from gguf_audit.samples import read_file_samples, read_samples
 from gguf_audit.testing.builder import Tensor, build_gguf, build_gguf_layout, kv_str, tiny_llama_like
 from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer
 

@@ -6,7 +6,9 @@ equal the local parse, at the byte and request cost the header implies.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import fsspec
@@ -17,7 +19,7 @@ from gguf_audit.audit import AuditConfig, FileAudit
 from gguf_audit.audit import audit_file as _audit_file
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
-from gguf_audit.source import ReadConfig
+from gguf_audit.io.source import ReadConfig
 from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer
 
 Backend = Callable[[str], tuple[str, dict[str, Any]]]
@@ -25,8 +27,6 @@ Backend = Callable[[str], tuple[str, dict[str, Any]]]
 
 def audit_file(url: str, *, config: AuditConfig | None = None, **kwargs: Any) -> FileAudit:
     """The structural audit only: these tests are about what reading costs."""
-    from dataclasses import replace
-
     base = config or AuditConfig()
     return _audit_file(url, config=replace(base, semantics=False, templates=False), **kwargs)
 
@@ -198,8 +198,6 @@ def test_truncated_upload_on_s3(s3_corpus: MotoS3Server) -> None:
 def test_storage_options_reach_the_filesystem(s3_corpus: MotoS3Server) -> None:
     # The same object through an endpoint nobody listens on: the options are
     # what decides where the request goes, and refusal is an io.error row.
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         dead_port = sock.getsockname()[1]

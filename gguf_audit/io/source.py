@@ -1,16 +1,14 @@
-"""Range reads over any fsspec URL, with retries, accounting and one error table.
+"""Byte sources: range reads over any fsspec URL, with retries and accounting.
 
-The header is fetched with an adaptive read-ahead (:func:`read_header`): a
-first request sized so typical headers fit, then exactly the bytes the
-parser's estimate says are missing. The file size comes from the caller (a
+:class:`ByteSource` is what the readers above need; :func:`open_source` gives
+the fsspec-backed one for a URL. The file size comes from the caller (a
 listing), or from the first response where the protocol tells it (HTTP's
-``Content-Range``); only otherwise from one ``info`` call. No tensor data is
-read on purpose.
+``Content-Range``, S3's ``ContentRange``); only otherwise from one ``info``
+call. Failures map through :mod:`gguf_audit.io.errors`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -21,19 +19,18 @@ import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
 
-from gguf_audit.errors import FormatError, SourceError
-from gguf_audit.format.model import Header
-from gguf_audit.format.parser import Limits, parse_header
+from gguf_audit.errors import SourceError
+from gguf_audit.io.errors import classify_error, describe_io_error, source_error
 
 __all__ = [
+    "DEFAULT_READ_CONFIG",
     "ByteSource",
     "FsspecSource",
-    "HeaderRead",
+    "HTTPSource",
     "IOStats",
     "ReadConfig",
-    "classify_error",
+    "S3Source",
     "open_source",
-    "read_header",
 ]
 
 
@@ -89,54 +86,6 @@ class ByteSource(Protocol):
         ...
 
 
-# --- errors ------------------------------------------------------------------
-
-_TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
-
-
-def classify_error(exc: BaseException) -> tuple[str, bool]:
-    """The ``io.*`` code for an exception and whether retrying may help.
-
-    The one table from exceptions to codes: every source maps through it.
-    """
-    if isinstance(exc, SourceError):
-        return exc.code, False
-    if isinstance(exc, FileNotFoundError | IsADirectoryError | NotADirectoryError):
-        return "io.not_found", False
-    if isinstance(exc, PermissionError):
-        return "io.permission_denied", False
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return "io.timeout", True
-    status = getattr(exc, "status", None) or getattr(exc, "code", None)
-    if isinstance(status, int):
-        if status == 404:
-            return "io.not_found", False
-        if status in (401, 403):
-            return "io.permission_denied", False
-        return "io.error", status in _TRANSIENT_STATUS
-    name = type(exc).__name__
-    if "Timeout" in name:
-        return "io.timeout", True
-    if isinstance(exc, ConnectionError) or name in {
-        "ClientConnectorError",
-        "ServerDisconnectedError",
-        "ClientOSError",
-        "ClientPayloadError",
-        "EndpointConnectionError",
-        "ConnectionClosedError",
-        "ReadTimeoutError",
-        "IncompleteReadError",
-    }:
-        return "io.error", True
-    return "io.error", False
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
-
-
 # --- sources -----------------------------------------------------------------
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
@@ -149,6 +98,8 @@ def _with_timeouts(protocol: str, options: Mapping[str, Any], timeout_s: float) 
     if protocol in ("http", "https"):
         client_kwargs = dict(opts.get("client_kwargs") or {})
         if "timeout" not in client_kwargs:
+            # Imported for HTTP only: aiohttp costs a quarter second to import,
+            # which a local or S3 audit (and the CLI's start) should not pay.
             import aiohttp
 
             client_kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, 20.0))
@@ -223,14 +174,12 @@ class FsspecSource:
         try:
             results = self.fs.cat_ranges([self.path] * len(ranges), starts, ends, on_error="return")
         except Exception as exc:  # noqa: BLE001 - every failure becomes a value
-            code, _ = classify_error(exc)
-            results = [SourceError(code, _describe(exc))] * len(ranges)
+            results = [source_error(exc)] * len(ranges)
         elapsed = time.perf_counter() - begun
         out: list[bytes | SourceError] = []
         for result in results:
             if isinstance(result, BaseException):
-                code, _ = classify_error(result)
-                out.append(result if isinstance(result, SourceError) else SourceError(code, _describe(result)))
+                out.append(result if isinstance(result, SourceError) else source_error(result))
                 self.stats.requests += 1
             else:
                 self.stats.add(len(result), 0.0)
@@ -253,7 +202,7 @@ class FsspecSource:
                 code, transient = classify_error(exc)
                 if not transient or attempt == self.config.retries:
                     suffix = f" (after {attempt + 1} attempts)" if attempt else ""
-                    raise SourceError(code, f"{_describe(exc)}{suffix}") from exc
+                    raise SourceError(code, f"{describe_io_error(exc)}{suffix}") from exc
                 time.sleep(delay)
                 delay *= 2
                 continue
@@ -399,60 +348,3 @@ def open_source(
     if protocol in ("s3", "s3a") and hasattr(fs, "_call_s3"):
         return S3Source(url=url, fs=fs, path=path, known_size=size, config=config)
     return FsspecSource(url=url, fs=fs, path=path, known_size=size, config=config)
-
-
-@dataclass(frozen=True, slots=True)
-class HeaderRead:
-    """A header and what reading it cost."""
-
-    header: Header
-    buffer: bytes
-    """Every byte read from the start of the file."""
-
-
-def read_header(
-    source: FsspecSource,
-    *,
-    config: ReadConfig | None = None,
-    limits: Limits | None = None,
-) -> HeaderRead:
-    """Fetch and parse the header of ``source``'s file.
-
-    Raises FormatError for a header that cannot be decoded and SourceError
-    when reads fail for good.
-    """
-    config = config or source.config
-    limits = limits or Limits()
-    size = source.size
-    if size is None and not source.sizes_from_response:
-        size = source.ensure_size()
-    first = max(8, config.initial_bytes if size is None else min(config.initial_bytes, size))
-    buf = source.read(0, first)
-    if source.size is not None:
-        size = source.size
-    if len(buf) < first:
-        # A short read is the end of the file, whatever the listing said
-        # (the object changed, or was cut mid-upload).
-        size = len(buf)
-    resume: object | None = None
-    while True:
-        result = parse_header(buf, size, resume=resume, limits=limits)
-        if isinstance(result, Header):
-            return HeaderRead(result, buf)
-        target = max(result.needed_bytes, result.estimated_bytes)
-        if size is not None:
-            target = min(target, size)
-        if target > config.max_header_bytes:
-            if result.needed_bytes > config.max_header_bytes:
-                raise FormatError(
-                    "header.too_large",
-                    f"the header needs more than {config.max_header_bytes} bytes "
-                    f"(at least {result.needed_bytes}); raise max_header_bytes to read it",
-                    len(buf),
-                )
-            target = config.max_header_bytes
-        more = source.read(len(buf), target)
-        if len(more) < target - len(buf):
-            size = len(buf) + len(more)
-        buf = buf + more
-        resume = result.resume

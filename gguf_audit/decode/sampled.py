@@ -1,0 +1,142 @@
+"""Sampled blocks decoded: each planned block's bytes, values, statistics and scale checks.
+
+Pure: the bytes of :class:`~gguf_audit.plan.PlannedBlock` s in (read by
+:mod:`gguf_audit.samples`), :class:`DecodedBlock` s, ``samples`` table rows
+and a fingerprint of the sampled bytes out. The ``data.*`` findings over
+them are :mod:`gguf_audit.checks.data`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from gguf_audit.decode.kernels import F32Array, NoDecoder, decode_blocks, has_decoder
+from gguf_audit.decode.scales import ScaleProblems, block_scale_problems
+from gguf_audit.decode.stats import BlockStats, SampleRow, row_stats
+from gguf_audit.format.ggml_types import ggml_type_name
+from gguf_audit.plan import PlannedBlock
+
+__all__ = ["DecodedBlock", "SampleStatus", "decode_sample", "decode_samples", "sample_fingerprint", "sample_rows"]
+
+
+class SampleStatus(StrEnum):
+    OK = "ok"
+    NO_DECODER = "no_decoder"
+    UNREAD = "unread"
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedBlock:
+    """One sampled block: its bytes' fate, values and scale checks."""
+
+    block: PlannedBlock
+    status: SampleStatus
+    values: F32Array | None = None
+    stats: BlockStats | None = None
+    scales: ScaleProblems | None = None
+    note: str | None = None
+    """Why there are no values (the decoder's or the read's message)."""
+
+
+def decode_sample(block: PlannedBlock, raw: bytes | None, *, big_endian: bool = False) -> DecodedBlock:
+    """Decode one sampled block read as ``raw`` (None: it could not be read)."""
+    return decode_samples([(block, raw)], big_endian=big_endian)[0]
+
+
+def decode_samples(
+    items: Sequence[tuple[PlannedBlock, bytes | None]], *, big_endian: bool = False
+) -> list[DecodedBlock]:
+    """Decode sampled blocks, in the order given.
+
+    Blocks of one tensor are decoded in one call (a call costs far more than
+    a block), and their scales checked block by block only when the batch
+    holds a bad one.
+    """
+    out: list[DecodedBlock | None] = [None] * len(items)
+    batches: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, (block, raw) in enumerate(items):
+        if raw is None or len(raw) != block.n_bytes:
+            got = "nothing" if raw is None else f"{len(raw)} bytes"
+            out[i] = DecodedBlock(block, SampleStatus.UNREAD, note=f"read {got} of {block.n_bytes}")
+        elif not has_decoder(block.type_id, big_endian=big_endian):
+            order = "big-endian " if big_endian else ""
+            note = f"no decoder for {order}{ggml_type_name(block.type_id)} blocks"
+            out[i] = DecodedBlock(block, SampleStatus.NO_DECODER, note=note)
+        else:
+            batches[(block.tensor_index, block.n_bytes)].append(i)
+    for indices in batches.values():
+        blocks = [items[i][0] for i in indices]
+        raw = b"".join(items[i][1] or b"" for i in indices)
+        type_id = blocks[0].type_id
+        try:
+            values = decode_blocks(raw, type_id, big_endian=big_endian).reshape(len(blocks), -1)
+            scales = block_scale_problems(raw, type_id, big_endian=big_endian)
+            if scales.ok or (scales.type_rejected and scales.first_bad_block is None):
+                clean = ScaleProblems(1, 0, 0, None, scales.type_rejected)
+                per_block = [clean] * len(blocks)
+            else:
+                per_block = [block_scale_problems(items[i][1] or b"", type_id, big_endian=big_endian) for i in indices]
+        except NoDecoder as exc:
+            for i in indices:
+                out[i] = DecodedBlock(items[i][0], SampleStatus.NO_DECODER, note=exc.message)
+            continue
+        for i, block, v, stats, sc in zip(indices, blocks, values, row_stats(values), per_block, strict=True):
+            out[i] = DecodedBlock(block, SampleStatus.OK, values=v, stats=stats, scales=sc)
+    return [d for d in out if d is not None]
+
+
+def sample_rows(decoded: Iterable[DecodedBlock]) -> list[SampleRow]:
+    """A row per decoded block (blocks without values get none)."""
+    rows = []
+    for d in decoded:
+        s = d.stats
+        if s is None:
+            continue
+        b = d.block
+        rows.append(
+            SampleRow(
+                tensor=b.tensor,
+                block_index=b.block_index,
+                offset=b.offset,
+                n_bytes=b.n_bytes,
+                type=ggml_type_name(b.type_id),
+                count=s.count,
+                min=s.min,
+                max=s.max,
+                mean=s.mean,
+                std=s.std,
+                max_abs=s.max_abs,
+                n_nan=s.n_nan,
+                n_inf=s.n_inf,
+                zero_fraction=s.zero_fraction,
+            )
+        )
+    return rows
+
+
+_FINGERPRINT_TAG: Final = b"gguf-audit sampled-data fingerprint v1\0"
+
+
+def sample_fingerprint(blocks: Iterable[tuple[PlannedBlock, bytes]]) -> str | None:
+    """A SHA-256 of the sampled bytes with their offsets; None when nothing was sampled.
+
+    Two files with the same fingerprint hold the same bytes at the same
+    absolute offsets in every sampled block: copies, or mirrors, of one
+    file (the plan depends only on the tensor table and the seed, so copies
+    sample the same blocks). Blocks are hashed in offset order as
+    ``u64 offset, u64 length, bytes``.
+    """
+    items = sorted(blocks, key=lambda item: item[0].offset)
+    if not items:
+        return None
+    h = hashlib.sha256(_FINGERPRINT_TAG)
+    for block, raw in items:
+        h.update(struct.pack("<QQ", block.offset, len(raw)))
+        h.update(raw)
+    return h.hexdigest()

@@ -1,0 +1,135 @@
+"""Scale checks: which blocks ggml's ``ggml_validate_row_data`` would reject, and why.
+
+Pure, like :mod:`gguf_audit.decode.kernels`, whose block layouts and input
+rules it shares: a NaN or infinite fp16/fp32 scale, or MXFP4's e8m0 exponent
+0xFF, makes a block one the validator refuses (``--check-tensors``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from gguf.constants import GGMLQuantizationType as Q
+
+from gguf_audit.decode.kernels import Q2_0, RawBlocks, U8Array, elements, u16le, whole_blocks
+
+__all__ = ["ScaleProblems", "block_scale_problems"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleProblems:
+    """What ggml's ``ggml_validate_row_data`` would object to, counted per block.
+
+    For F16, BF16, F32 and F64 every element is a block and ggml checks the
+    values themselves; for quantized types it checks the scale fields only.
+    """
+
+    n_blocks: int
+    nonfinite_scale_blocks: int
+    """Blocks with a NaN or infinite fp16/fp32 scale (d, m, dmin, ...)."""
+    bad_exponent_blocks: int
+    """MXFP4 blocks whose e8m0 exponent byte is 0xFF (NaN in the OCP MX spec)."""
+    first_bad_block: int | None
+    """Index of the first block counted in either of the above, or None."""
+    type_rejected: bool = False
+    """ggml_validate_row_data has no case for the type and refuses any row of it
+    (Q8_1 today), whatever the scales hold."""
+
+    @property
+    def ok(self) -> bool:
+        """True when ggml_validate_row_data would accept every block."""
+        return self.nonfinite_scale_blocks == 0 and self.bad_exponent_blocks == 0 and not self.type_rejected
+
+
+# Byte offsets of the fp16 scale fields ggml_validate_row_data checks, per block.
+# Q8_1 is not validated by ggml (see ScaleProblems.type_rejected); its d and s
+# are still counted, since a NaN there is a NaN in every value.
+_FP16_SCALES: Final[dict[int, tuple[int, ...]]] = {
+    Q.F16: (0,),
+    Q.Q1_0: (0,),
+    Q2_0: (0,),
+    Q.Q4_0: (0,),
+    Q.Q4_1: (0, 2),  # d, m
+    Q.Q5_0: (0,),
+    Q.Q5_1: (0, 2),  # d, m
+    Q.Q8_0: (0,),
+    Q.Q8_1: (0, 2),  # d, s
+    Q.Q2_K: (80, 82),  # d, dmin after scales[16], qs[64]
+    Q.Q3_K: (108,),  # d after hmask[32], qs[64], scales[12]
+    Q.Q4_K: (0, 2),  # d, dmin
+    Q.Q5_K: (0, 2),  # d, dmin
+    Q.Q6_K: (208,),
+    Q.TQ1_0: (52,),  # d after qs[48], qh[4]
+    Q.TQ2_0: (64,),  # d after qs[64]
+    Q.IQ2_XXS: (0,),
+    Q.IQ2_XS: (0,),
+    Q.IQ2_S: (0,),
+    Q.IQ3_XXS: (0,),
+    Q.IQ3_S: (0,),
+    Q.IQ1_S: (0,),
+    Q.IQ4_NL: (0,),
+    Q.IQ4_XS: (0,),
+}
+
+# ggml_validate_row_data has no case for these and returns false for any row.
+_REJECTED_BY_VALIDATOR: Final = frozenset({int(Q.Q8_1)})
+
+
+def _fp16_nonfinite(h: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
+    return np.asarray((h & np.uint16(0x7C00)) == np.uint16(0x7C00), dtype=np.bool_)
+
+
+def _nonfinite_blocks(blocks: U8Array, type_id: int) -> npt.NDArray[np.bool_]:
+    n = blocks.shape[0]
+    if type_id in _FP16_SCALES:
+        bad = np.zeros((n, 1), dtype=np.bool_)
+        for offset in _FP16_SCALES[type_id]:
+            bad |= _fp16_nonfinite(u16le(blocks, offset))
+        return bad.reshape(-1)
+    if type_id == Q.BF16:
+        return np.asarray((elements(blocks, "<u2") & 0x7F80) == 0x7F80, dtype=np.bool_)
+    if type_id in (Q.F32, Q.Q8_K):
+        # F32 elements, and Q8_K's float32 d at offset 0.
+        bits = np.ascontiguousarray(blocks[:, 0:4]).view("<u4").reshape(-1)
+        return np.asarray((bits & 0x7F800000) == 0x7F800000, dtype=np.bool_)
+    if type_id == Q.F64:
+        bits = elements(blocks, "<u8")
+        return np.asarray((bits & 0x7FF0000000000000) == 0x7FF0000000000000, dtype=np.bool_)
+    if type_id == Q.IQ1_M:
+        # The fp16 scale is spread over the top nibbles of the four uint16
+        # words of scales[8], which follow qs[32] and qh[16].
+        sc = [u16le(blocks, 48 + 2 * k) for k in range(4)]
+        h = (
+            (sc[0] >> np.uint16(12))
+            | ((sc[1] >> np.uint16(8)) & np.uint16(0x00F0))
+            | ((sc[2] >> np.uint16(4)) & np.uint16(0x0F00))
+            | (sc[3] & np.uint16(0xF000))
+        )
+        return _fp16_nonfinite(h).reshape(-1)
+    # I8..I64 hold no scale; MXFP4's e8m0 is checked separately; NVFP4's UE4M3
+    # scales are all valid to ggml (it reads 0x7F as zero, not NaN).
+    return np.zeros(n, dtype=np.bool_)
+
+
+def block_scale_problems(raw: RawBlocks, type_id: int, *, big_endian: bool = False) -> ScaleProblems:
+    """Count the blocks ggml_validate_row_data would reject, and why.
+
+    Same input rules and errors as :func:`~gguf_audit.decode.kernels.decode_blocks`. ggml stops at the
+    first bad block; this counts them all.
+    """
+    blocks = whole_blocks(raw, type_id, big_endian)
+    nonfinite = _nonfinite_blocks(blocks, type_id)
+    # ggml reads e8m0 0xFF as 2**127 when decoding, but its validator refuses
+    # it: the OCP MX spec makes it NaN.
+    bad_exponent = (blocks[:, 0] == 0xFF) if type_id == Q.MXFP4 else np.zeros(blocks.shape[0], dtype=np.bool_)
+    flagged = np.flatnonzero(nonfinite | bad_exponent)
+    return ScaleProblems(
+        n_blocks=int(blocks.shape[0]),
+        nonfinite_scale_blocks=int(np.count_nonzero(nonfinite)),
+        bad_exponent_blocks=int(np.count_nonzero(bad_exponent)),
+        first_bad_block=int(flagged[0]) if flagged.size else None,
+        type_rejected=type_id in _REJECTED_BY_VALIDATOR,
+    )

@@ -1,0 +1,78 @@
+"""The one table from exceptions to ``io.*`` finding codes, and whether retrying may help.
+
+Every source maps a failed request through :func:`classify_error`; a read
+that fails for good becomes a :class:`~gguf_audit.errors.SourceError`
+carrying the code and :func:`describe_io_error`'s one-line message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+from gguf_audit.errors import SourceError
+
+__all__ = ["classify_error", "describe_io_error", "source_error"]
+
+_TRANSIENT_STATUS: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
+"""HTTP statuses worth a retry: timeouts, rate limits and passing server trouble."""
+
+_TRANSIENT_NAMES: Final = frozenset(
+    {
+        "ClientConnectorError",
+        "ServerDisconnectedError",
+        "ClientOSError",
+        "ClientPayloadError",
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ReadTimeoutError",
+        "IncompleteReadError",
+    }
+)
+"""aiohttp's and botocore's connection failures, by name (neither is imported here)."""
+
+
+def classify_error(exc: BaseException) -> tuple[str, bool]:
+    """The ``io.*`` code for an exception and whether retrying may help.
+
+    The one table from exceptions to codes: every source maps through it.
+    """
+    if isinstance(exc, SourceError):
+        return exc.code, False
+    if isinstance(exc, FileNotFoundError | IsADirectoryError | NotADirectoryError):
+        return "io.not_found", False
+    if isinstance(exc, PermissionError):
+        return "io.permission_denied", False
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return "io.timeout", True
+    status = getattr(exc, "status", None) or getattr(exc, "code", None)
+    if isinstance(status, int):
+        if status == 404:
+            return "io.not_found", False
+        if status in (401, 403):
+            return "io.permission_denied", False
+        return "io.error", status in _TRANSIENT_STATUS
+    name = type(exc).__name__
+    if "Timeout" in name:
+        return "io.timeout", True
+    if isinstance(exc, ConnectionError) or name in _TRANSIENT_NAMES:
+        return "io.error", True
+    return "io.error", False
+
+
+def describe_io_error(exc: BaseException) -> str:
+    """``Type: first line of the message`` (cut to 300 characters), for a finding's message.
+
+    Unlike :func:`gguf_audit.errors.describe_exception`, which names the
+    raising line for our own bugs, this keeps only what the storage said:
+    a failed read is the storage's doing, and its place in fsspec says nothing.
+    """
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+
+
+def source_error(exc: BaseException) -> SourceError:
+    """A SourceError for ``exc``: its ``io.*`` code and :func:`describe_io_error`'s message."""
+    code, _ = classify_error(exc)
+    return SourceError(code, describe_io_error(exc))

@@ -1,0 +1,73 @@
+"""What every report shares: the one escape of untrusted text, the one finding line, byte sizes.
+
+Text from the file (keys, names, templates, messages quoting them) is
+untrusted: every control character, escape sequence and bidirectional
+override is shown escaped, so a file cannot drive the terminal that prints
+its report. Non-finite floats in JSON follow
+:func:`gguf_audit.format.model.json_scalar`, the one rule for them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from gguf_audit.findings import Finding
+
+__all__ = ["INSPECT_CODE_WIDTH", "MEASURE_CODE_WIDTH", "escape", "finding_line", "fmt_bytes", "fmt_stat"]
+
+INSPECT_CODE_WIDTH: Final = 32
+"""The code column of ``inspect``'s problem lines."""
+MEASURE_CODE_WIDTH: Final = 24
+"""The code column of ``sample``'s and ``compare``'s problem lines (their codes are shorter)."""
+
+# C0 and C1 controls, DEL, and the Unicode format characters that reorder or
+# hide text (bidi embeddings and isolates, zero-width marks, BOM).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def escape(text: str, limit: int | None = None) -> str:
+    """``text`` with every unsafe character shown as an escape, cut to ``limit``."""
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "…"
+    return _UNSAFE.sub(_escape_char, text)
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    ch = match.group()
+    code = ord(ch)
+    if ch == "\n":
+        return "\\n"
+    if ch == "\t":
+        return "\\t"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def finding_line(f: Finding, *, code_width: int = INSPECT_CODE_WIDTH, place: bool = True) -> str:
+    """One problem line: ``  SEVERITY code  message``, and with ``place`` its ``[tensor t, @offset]``."""
+    where = []
+    if place and f.tensor:
+        where.append(f"tensor {escape(f.tensor, 80)}")
+    if place and f.offset is not None:
+        where.append(f"@{f.offset}")
+    suffix = f"  [{', '.join(where)}]" if where else ""
+    return f"  {f.severity.upper():7} {f.code:{code_width}} {escape(f.message, 400)}{suffix}"
+
+
+def fmt_bytes(n: int | None, *, exact: bool = False) -> str:
+    """``1.6 MiB``; with ``exact``, ``1.6 MiB (1719840 B)``."""
+    if n is None:
+        return "?"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            if unit == "B":
+                return f"{n} B"
+            return f"{size:.1f} {unit} ({n} B)" if exact else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def fmt_stat(x: float | None) -> str:
+    """A statistic in four significant digits, ``-`` when there is none."""
+    return "-" if x is None else f"{x:.4g}"

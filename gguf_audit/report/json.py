@@ -1,0 +1,138 @@
+"""The JSON reports: ``inspect --json``, ``sample --json`` and ``compare --json`` objects.
+
+JSON-safe data only: non-finite floats follow
+:func:`~gguf_audit.format.model.json_scalar` (``"NaN"``, ``"Infinity"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gguf_audit.audit import FileAudit
+from gguf_audit.compare import Comparison
+from gguf_audit.decode.sampled import DecodedBlock
+from gguf_audit.decode.stats import combine_stats
+from gguf_audit.format.model import KV, StringArray, Value, ValueType, json_scalar
+from gguf_audit.samples import FileSamples
+
+__all__ = ["audit_to_json", "comparison_to_json", "file_samples_to_json", "value_to_json"]
+
+
+def value_to_json(value: Value) -> Any:
+    """A metadata value as JSON-safe data (non-finite floats as strings)."""
+    if isinstance(value, StringArray):
+        return value.to_list()
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            return [json_scalar(v) for v in value.tolist()]
+        return value.tolist()
+    if isinstance(value, list):
+        return [value_to_json(v) for v in value]
+    return json_scalar(value)
+
+
+def _kv_json(kv: KV, full_arrays: bool) -> dict[str, Any]:
+    is_array = kv.type is ValueType.ARRAY
+    return {
+        "type": kv.type_name,
+        "value": value_to_json(kv.value) if (full_arrays or not is_array) else None,
+        "length": kv.length,
+    }
+
+
+def audit_to_json(audit: FileAudit, *, full_arrays: bool = False, samples: bool = False) -> dict[str, Any]:
+    """The ``inspect --json`` object; ``samples`` adds the sampled blocks' rows and fingerprint."""
+    h = audit.header
+    out: dict[str, Any] = {
+        "url": audit.url,
+        "size": audit.size,
+        "version": h.version if h else None,
+        "byte_order": h.byte_order if h else None,
+        "alignment": h.alignment if h else None,
+        "header_bytes": h.header_bytes if h else None,
+        "data_offset": h.data_offset if h else None,
+        "loadable": audit.loadable,
+        "status": str(audit.status),
+        "metadata": {kv.key: _kv_json(kv, full_arrays) for kv in h.metadata.values()} if h else {},
+        "tensors": [
+            {
+                "name": t.name,
+                "type": t.type_name,
+                "type_id": t.type_id,
+                "shape": list(t.shape),
+                "offset": t.offset,
+                "data_offset": t.data_offset,
+                "n_bytes": t.n_bytes,
+            }
+            for t in (h.tensors if h else ())
+        ],
+        "problems": [f.as_dict() for f in audit.findings],
+        "io": {"requests": audit.io.requests, "bytes_read": audit.io.bytes_read},
+    }
+    if samples:
+        out["samples"] = [row.as_dict() for row in audit.samples]
+        out["fingerprint"] = audit.fingerprint
+    return out
+
+
+def file_samples_to_json(samples: FileSamples) -> dict[str, Any]:
+    """The ``sample --json`` object: every block's values and statistics, by tensor."""
+    by_tensor: dict[int, list[DecodedBlock]] = {}
+    for d in samples.read.decoded:
+        by_tensor.setdefault(d.block.tensor_index, []).append(d)
+    out_tensors = []
+    for index, decoded in sorted(by_tensor.items()):
+        tensor = samples.header.tensors[index]
+        parts = [d.stats for d in decoded if d.stats is not None]
+        combined = combine_stats(parts)
+        out_tensors.append(
+            {
+                "name": tensor.name,
+                "type": tensor.type_name,
+                "shape": list(tensor.shape),
+                "stats": combined.as_dict() if combined is not None else None,
+                "blocks": [
+                    {
+                        "index": d.block.block_index,
+                        "offset": d.block.offset,
+                        "n_bytes": d.block.n_bytes,
+                        "first_element": d.block.first_element,
+                        "values": value_to_json(d.values) if d.values is not None else None,
+                        "stats": d.stats.as_dict() if d.stats is not None else None,
+                        "status": str(d.status),
+                    }
+                    for d in sorted(decoded, key=lambda d: d.block.block_index)
+                ],
+            }
+        )
+    return {
+        "url": samples.url,
+        "fingerprint": samples.read.fingerprint,
+        "tensors": out_tensors,
+        "problems": [f.as_dict() for f in samples.read.findings],
+        "io": {
+            "requests": samples.io.requests,
+            "bytes_read": samples.io.bytes_read,
+            "sampled_bytes": samples.read.plan.block_bytes,
+            "fetched_ranges": len(samples.read.fetched),
+        },
+    }
+
+
+def comparison_to_json(c: Comparison) -> dict[str, Any]:
+    """The ``compare --json`` object: the summary, a row per compared tensor, the skipped ones."""
+    return {
+        "quant": c.quant_url,
+        "reference": c.reference_url,
+        "reference_kind": c.reference_kind,
+        "summary": c.summary(),
+        "tensors": [t.as_dict() for t in c.tensors],
+        "skipped": [{"name": s.name, "reason": s.reason} for s in c.skipped],
+        "problems": [f.as_dict() for f in c.findings],
+        "io": {
+            "quant": {"requests": c.quant_io.requests, "bytes_read": c.quant_io.bytes_read},
+            "reference": {"requests": c.reference_io.requests, "bytes_read": c.reference_io.bytes_read},
+        },
+    }

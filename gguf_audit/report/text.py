@@ -1,0 +1,175 @@
+"""The text reports: ``inspect``'s (a file's audit), ``sample``'s and ``compare``'s.
+
+Every piece of text from a file goes through :func:`~gguf_audit.report.format.escape`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gguf_audit.audit import FileAudit
+from gguf_audit.compare import Comparison
+from gguf_audit.decode.stats import tensor_stats
+from gguf_audit.format.model import KV, StringArray, ValueType, json_scalar
+from gguf_audit.report.format import MEASURE_CODE_WIDTH, escape, finding_line, fmt_bytes, fmt_stat
+from gguf_audit.samples import FileSamples
+
+__all__ = ["render_comparison", "render_file_samples", "render_text"]
+
+
+def _summarise(kv: KV, width: int = 100) -> str:
+    value = kv.value
+    if kv.type is ValueType.ARRAY:
+        n = kv.length or 0
+        if isinstance(value, StringArray):
+            head = [repr(escape(value[i], 24)) for i in range(min(n, 3))]
+        elif isinstance(value, np.ndarray):
+            head = [repr(json_scalar(v)) for v in value[:3].tolist()]
+        elif isinstance(value, list):
+            head = [f"array[{len(v) if isinstance(v, list | StringArray | np.ndarray) else '?'}]" for v in value[:3]]
+        else:
+            head = []
+        more = ", …" if n > 3 else ""
+        return f"[{', '.join(head)}{more}] ({n} items)"
+    if isinstance(value, str):
+        return repr(escape(value, width))
+    return repr(json_scalar(value))
+
+
+def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = False) -> str:
+    """A readable report of one file; ``samples`` adds per-tensor statistics of the sampled blocks."""
+    h = audit.header
+    lines = [f"{escape(audit.url)}"]
+    verdict = {True: "yes", False: "NO", None: "unknown"}[audit.loadable]
+    lines.append(f"  status {audit.status}, loadable by llama.cpp: {verdict}")
+    lines.append(f"  size {fmt_bytes(audit.size, exact=True)}")
+    if h is not None:
+        arch = h.architecture
+        lines.append(
+            f"  GGUF v{h.version}, {h.byte_order}-endian, alignment {h.alignment}, "
+            f"{h.n_kv} keys, {h.n_tensors} tensors" + (f", architecture {escape(arch, 40)}" if arch else "")
+        )
+        lines.append(f"  header {fmt_bytes(h.header_bytes, exact=True)}, data section at {h.data_offset}")
+        lines.append("")
+        lines.append("metadata:")
+        key_width = min(max((len(kv.key) for kv in h.kvs), default=10), 44)
+        for kv in h.kvs:
+            lines.append(f"  {escape(kv.key, 60):{key_width}}  {kv.type_name:14} {_summarise(kv)}")
+        if h.tensors:
+            lines.append("")
+            lines.append(f"tensors ({h.n_tensors}):")
+            name_width = min(max(len(t.name) for t in h.tensors), 48)
+            for t in h.tensors[:max_tensors]:
+                shape = "x".join(str(d) for d in t.shape)
+                lines.append(
+                    f"  {escape(t.name, 64):{name_width}}  {t.type_name:8} {shape:>20}  "
+                    f"@{t.data_offset:<14} {t.n_bytes:>14} B"
+                )
+            if h.n_tensors > max_tensors:
+                lines.append(f"  … {h.n_tensors - max_tensors} more (use --json for all)")
+    if samples:
+        lines.extend(_sample_lines(audit, max_tensors))
+    lines.append("")
+    if audit.findings:
+        lines.append(f"problems ({len(audit.findings)}):")
+        lines.extend(finding_line(f) for f in audit.findings)
+    else:
+        lines.append("problems: none")
+    lines.append("")
+    lines.append(
+        f"io: {audit.io.requests} requests, {fmt_bytes(audit.io.bytes_read, exact=True)} read"
+        + (f" ({audit.io.bytes_read / audit.size:.2%} of the file)" if audit.size else "")
+        + f", {audit.seconds * 1000:.0f} ms"
+    )
+    return "\n".join(lines)
+
+
+def _sample_lines(audit: FileAudit, max_tensors: int) -> list[str]:
+    stats = tensor_stats(audit.samples)
+    blocks: dict[str, int] = {}
+    types: dict[str, str] = {}
+    for row in audit.samples:
+        blocks[row.tensor] = blocks.get(row.tensor, 0) + 1
+        types[row.tensor] = row.type
+    lines = ["", f"samples ({len(audit.samples)} blocks of {len(stats)} tensors, fingerprint {audit.fingerprint}):"]
+    if not stats:
+        return lines
+    width = min(max(len(name) for name in stats), 48)
+    g = fmt_stat
+    for name, s in list(stats.items())[:max_tensors]:
+        lines.append(
+            f"  {escape(name, 64):{width}}  {types[name]:8} {blocks[name]:>3} blocks  min {g(s.min)} max {g(s.max)} "
+            f"mean {g(s.mean)} std {g(s.std)} nan {s.n_nan} inf {s.n_inf} zero {s.zero_fraction:.0%}"
+        )
+    if len(stats) > max_tensors:
+        lines.append(f"  … {len(stats) - max_tensors} more (use --json for all)")
+    return lines
+
+
+def render_file_samples(samples: FileSamples, *, max_values: int = 8) -> str:
+    """``sample``'s text report: per block its place, statistics and first values."""
+    lines = [escape(samples.url)]
+    current = -1
+    for d in sorted(samples.read.decoded, key=lambda d: (d.block.tensor_index, d.block.block_index)):
+        b = d.block
+        if b.tensor_index != current:
+            current = b.tensor_index
+            tensor = samples.header.tensors[current]
+            shape = "x".join(map(str, tensor.shape))
+            lines.append(f"  {escape(tensor.name, 64)}  {tensor.type_name} {shape}")
+        head = f"    block {b.block_index:<8} @{b.offset:<12} {b.n_bytes:>5} B"
+        if d.values is None or d.stats is None:
+            lines.append(f"{head}  {d.status}: {escape(d.note or '', 200)}")
+            continue
+        s = d.stats
+        values = ", ".join(f"{v:.6g}" for v in d.values[:max_values].tolist())
+        more = ", …" if d.values.size > max_values else ""
+        lines.append(
+            f"{head}  min {fmt_stat(s.min)} max {fmt_stat(s.max)} mean {fmt_stat(s.mean)} std {fmt_stat(s.std)} "
+            f"nan {s.n_nan} inf {s.n_inf} zero {s.zero_fraction:.0%}  [{values}{more}]"
+        )
+    for f in samples.read.findings:
+        lines.append(finding_line(f, code_width=MEASURE_CODE_WIDTH, place=False))
+    lines.append(
+        f"io: {samples.io.requests} requests, {samples.io.bytes_read} B read for "
+        f"{samples.read.plan.block_bytes} B of sampled blocks in {len(samples.read.fetched)} ranges"
+        + (f"; fingerprint {samples.read.fingerprint}" if samples.read.fingerprint else "")
+    )
+    return "\n".join(lines)
+
+
+def render_comparison(c: Comparison) -> str:
+    """``compare``'s text report: a line per tensor, then the file's summary."""
+    lines = [f"{escape(c.quant_url)}", f"  against {escape(c.reference_url)} ({c.reference_kind})"]
+    if c.tensors:
+        width = min(max(len(t.name) for t in c.tensors), 40)
+        lines.append(
+            f"  {'tensor':{width}}  {'type':8} {'rel RMSE':>9} {'RMSE':>10} {'max err':>10} "
+            f"{'≥1 step':>8} {'flips':>7} {'steps':>6}"
+        )
+        for t in c.tensors:
+            flag = "  LAYOUT SUSPECT" if t.layout_suspect else ""
+            lines.append(
+                f"  {escape(t.name, 40):{width}}  {t.quant_type:8} {t.relative_rmse:>9.3g} {t.rmse:>10.3g} "
+                f"{t.max_abs_error:>10.3g} {t.over_step_fraction:>8.1%} {t.sign_flip_fraction:>7.1%} "
+                f"{t.rmse_steps:>6.2f}{flag}"
+            )
+    for s in c.skipped:
+        lines.append(f"  skipped {escape(s.name, 64)}: {escape(s.reason, 200)}")
+    summary = c.summary()
+    lines.append(
+        f"summary: {summary['n_compared']} tensors compared, {summary['n_skipped']} skipped, "
+        f"{summary['n_layout_suspect']} layout suspect; relative RMSE {summary['relative_rmse']:.3g}"
+        + (
+            f", worst {escape(str(summary['worst_tensor']), 64)} ({summary['worst_relative_rmse']:.3g})"
+            if summary["worst_tensor"]
+            else ""
+        )
+    )
+    for f in c.findings:
+        lines.append(finding_line(f, code_width=MEASURE_CODE_WIDTH, place=False))
+    lines.append(
+        f"io: quant {c.quant_io.requests} requests, {c.quant_io.bytes_read} B; "
+        f"reference {c.reference_io.requests} requests, {c.reference_io.bytes_read} B"
+    )
+    return "\n".join(lines)
