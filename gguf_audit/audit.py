@@ -19,7 +19,7 @@ from gguf_audit.checks.structure import check_structure
 from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_loadable
 from gguf_audit.format.model import Header
-from gguf_audit.format.parser import Limits
+from gguf_audit.format.wire import Limits
 from gguf_audit.plan import SampleConfig
 from gguf_audit.source import (
     DEFAULT_READ_CONFIG,

@@ -23,7 +23,8 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.errors import FormatError, SourceError
 from gguf_audit.format.model import Header
-from gguf_audit.format.parser import Limits, parse_header
+from gguf_audit.format.parser import parse_header
+from gguf_audit.format.wire import Limits
 
 __all__ = [
     "ByteSource",
