@@ -30,7 +30,7 @@ from gguf_audit.plan import SampleConfig, plan_fetch, plan_samples
 from gguf_audit.sampling import read_samples
 from gguf_audit.source import open_source, read_header
 from gguf_audit.testing.builder import Tensor, build_gguf_layout, kv_str
-from gguf_audit.testing.servers import RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
 
 F32, Q4_K, Q6_K = 0, 12, 14
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"

@@ -22,7 +22,7 @@ from gguf_audit.compare import (
 from gguf_audit.decode import decode_blocks
 from gguf_audit.format.model import Header
 from gguf_audit.source import open_source, read_header
-from gguf_audit.testing.servers import RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
 
 MODELS = corpus_dir() / "models"
 F32_REF = MODELS / "tiny-llama-F32.gguf"
