@@ -374,7 +374,7 @@ def measure_http(files: Sequence[GeneratedFile], root: Path, repeats: int) -> li
     # Imported here: fsspec and aiohttp would grow the memory children's
     # import footprint (they import this module) for nothing.
     from gguf_audit.audit import audit_file
-    from gguf_audit.testing.servers import RangeHTTPServer
+    from gguf_audit.testing.http import RangeHTTPServer
 
     cases: list[HTTPCase] = []
     with RangeHTTPServer(root=root) as server:

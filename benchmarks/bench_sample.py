@@ -32,7 +32,7 @@ from gguf_audit.io.source import open_source
 from gguf_audit.plan import SampleConfig, plan_fetch, plan_samples
 from gguf_audit.samples import read_samples
 from gguf_audit.testing.builder import Tensor, build_gguf_layout, kv_str
-from gguf_audit.testing.servers import RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
 
 F32, Q4_K, Q6_K = 0, 12, 14
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"

@@ -42,7 +42,7 @@ from typing import Any
 
 from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.io.source import ReadConfig
-from gguf_audit.testing.servers import RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
 from pipelines.config import ScanConfig
 from pipelines.run import run_scan
 from pipelines.sample_collection import sample_files

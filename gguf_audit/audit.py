@@ -20,7 +20,7 @@ from gguf_audit.decode.stats import SampleRow
 from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_loadable
 from gguf_audit.format.model import Header
-from gguf_audit.format.parser import Limits
+from gguf_audit.format.wire import Limits
 from gguf_audit.io.errors import classify_error
 from gguf_audit.io.header import HeaderRead, read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source

@@ -31,7 +31,8 @@ import numpy as np
 from fsspec.core import url_to_fs
 
 from gguf_audit.format.parser import parse_header
-from gguf_audit.testing.builder import KV, Array, Tensor, tensor_data_bytes, tiny_llama_like
+from gguf_audit.testing.builder import KV, Tensor, tensor_data_bytes, tiny_llama_like
+from gguf_audit.testing.encoding import Array
 
 __all__ = ["SAMPLE_FILES", "build_sample_collection", "sample_files"]
 

@@ -11,7 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus import S3_FILES, corpus_dir
 
-from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
+from gguf_audit.testing.s3 import MotoS3Server
 
 
 @pytest.fixture(scope="session")

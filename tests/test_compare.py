@@ -17,7 +17,7 @@ from gguf_audit.format.model import Header
 from gguf_audit.format.safetensors import parse_safetensors_header
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import open_source
-from gguf_audit.testing.servers import RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
 
 MODELS = corpus_dir() / "models"
 F32_REF = MODELS / "tiny-llama-F32.gguf"

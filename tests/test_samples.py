@@ -20,7 +20,8 @@ from gguf_audit.io.source import open_source
 from gguf_audit.plan import SampleConfig, plan_fetch, plan_samples
 from gguf_audit.samples import read_file_samples, read_samples
 from gguf_audit.testing.builder import Tensor, build_gguf, build_gguf_layout, kv_str, tiny_llama_like
-from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
+from gguf_audit.testing.s3 import MotoS3Server
 
 F32, F16, Q8_0, Q4_K, MXFP4 = 0, 1, 8, 12, 39
 SAMPLING = AuditConfig(samples=SampleConfig())

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
 from gguf_audit.format.model import Header, TensorInfo, ValueType
-from gguf_audit.format.parser import GGML_MAX_DIMS
+from gguf_audit.format.wire import GGML_MAX_DIMS
 
 __all__ = ["GGML_MAX_NAME", "check_structure", "ggml_ne"]
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from gguf_audit.errors import FormatError
 from gguf_audit.format.model import Header
-from gguf_audit.format.parser import Limits, parse_header
+from gguf_audit.format.parser import parse_header
+from gguf_audit.format.wire import Limits
 from gguf_audit.io.source import FsspecSource, ReadConfig
 
 __all__ = ["HeaderRead", "read_header"]

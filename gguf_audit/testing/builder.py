@@ -2,7 +2,7 @@
 
 :func:`build_gguf` writes the layout of the GGUF spec (ggml ``docs/gguf.md``)
 field by field, so a test can change any one of them: the magic, the counts,
-a key's bytes, a value's payload (:class:`Raw`), a tensor's dims (negative,
+a key's bytes, a value's payload (:class:`~gguf_audit.testing.encoding.Raw`), a tensor's dims (negative,
 more than four) or offset, the padding, the end of the file.
 
 Layout written (v2 and v3; v1 writes every count, length and dim as u32)::
@@ -27,20 +27,20 @@ first (it adds it itself), adds ``general.alignment`` only through
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.format.model import ValueType
+from gguf_audit.format.wire import DEFAULT_ALIGNMENT
+from gguf_audit.testing.encoding import Encoder, Raw
 
 __all__ = [
     "KV",
-    "Array",
+    "MAX_ZERO_FILL_BYTES",
     "GGUFLayout",
     "KVLayout",
-    "Raw",
     "Tensor",
     "TensorLayout",
     "build_gguf",
@@ -63,49 +63,8 @@ __all__ = [
     "tiny_llama_like",
 ]
 
-DEFAULT_ALIGNMENT: Final = 32
-
 # Zero-filled tensor data is allocated; a forged shape must say data=b"" instead.
 MAX_ZERO_FILL_BYTES: Final = 64 << 20
-
-_SCALAR_FORMATS: Final = {
-    ValueType.UINT8: "B",
-    ValueType.INT8: "b",
-    ValueType.UINT16: "H",
-    ValueType.INT16: "h",
-    ValueType.UINT32: "I",
-    ValueType.INT32: "i",
-    ValueType.FLOAT32: "f",
-    ValueType.UINT64: "Q",
-    ValueType.INT64: "q",
-    ValueType.FLOAT64: "d",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Raw:
-    """Bytes written verbatim in place of an encoded value.
-
-    As a :class:`KV` value it replaces the whole payload after the u32 value
-    type (for an array: item type, count and items). As an array item, or an
-    item of a nested :class:`Array`, it replaces that one item.
-    """
-
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Array:
-    """An array value: an item type and items, optionally with a forged count.
-
-    Use it for the items of an ARRAY-of-ARRAY (a ``(item_type, items)`` tuple
-    works too), or as a :class:`KV` value of type ARRAY.
-    """
-
-    item_type: int
-    items: Sequence[object]
-    count: int | None = None
-    """The item count written; None writes ``len(items)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +73,7 @@ class KV:
 
     ``key`` as bytes is written raw (for invalid UTF-8). ``vtype`` is any u32,
     known or not. ``value`` is encoded by ``vtype`` (see :func:`build_gguf`),
-    or is a :class:`Raw`. For arrays, ``item_type`` is the item type and
+    or is a :class:`~gguf_audit.testing.encoding.Raw`. For arrays, ``item_type`` is the item type and
     ``count`` overrides the item count written.
     """
 
@@ -192,99 +151,6 @@ class GGUFLayout:
     """End of the data section (before ``trailing`` and any truncation)."""
 
 
-class _Encoder:
-    """Field encoders for one version and byte order."""
-
-    def __init__(self, version: int, big_endian: bool) -> None:
-        self.order = ">" if big_endian else "<"
-        # v1 wrote counts, lengths and dims as u32; v2 widened them to u64.
-        self.wide = version != 1
-
-    def uint(self, n: int, bits: int, what: str) -> bytes:
-        """An unsigned field; negatives in range are written as two's complement."""
-        if not -(1 << (bits - 1)) <= n < (1 << bits):
-            raise ValueError(f"{what} does not fit in {bits} bits. Got {n!r}.")
-        return struct.pack(self.order + ("I" if bits == 32 else "Q"), n & ((1 << bits) - 1))
-
-    def u32(self, n: int, what: str) -> bytes:
-        return self.uint(n, 32, what)
-
-    def u64(self, n: int, what: str) -> bytes:
-        return self.uint(n, 64, what)
-
-    def count(self, n: int, what: str) -> bytes:
-        return self.uint(n, 64 if self.wide else 32, what)
-
-    def string(self, s: object, what: str) -> bytes:
-        if isinstance(s, Raw):
-            return s.data
-        if isinstance(s, str):
-            data = s.encode("utf-8")
-        elif isinstance(s, bytes | bytearray | memoryview):
-            data = bytes(s)
-        else:
-            raise TypeError(f"{what} must be str, bytes or Raw. Got {s!r}.")
-        return self.count(len(data), f"{what} length") + data
-
-    def value(self, vtype: int, value: object, item_type: int | None, count: int | None, what: str) -> bytes:
-        if isinstance(value, Raw):
-            return value.data
-        if vtype == ValueType.ARRAY:
-            if isinstance(value, Array):
-                return self.array(value.item_type, value.items, value.count, what)
-            if item_type is None:
-                raise ValueError(f"{what}: an ARRAY value needs item_type. Got {value!r}.")
-            if not isinstance(value, Sequence) or isinstance(value, str | bytes):
-                raise TypeError(f"{what}: an ARRAY value must be a sequence of items. Got {value!r}.")
-            return self.array(item_type, value, count, what)
-        if vtype == ValueType.STRING:
-            return self.string(value, what)
-        if vtype == ValueType.BOOL:
-            # Any int 0..255 is written as the byte, so a test can forge bool 2.
-            if not isinstance(value, int) or not 0 <= int(value) <= 255:
-                raise ValueError(f"{what}: a BOOL value must be a bool or an int 0..255. Got {value!r}.")
-            return bytes([int(value)])
-        fmt = _SCALAR_FORMATS.get(ValueType(vtype)) if 0 <= vtype <= max(ValueType) else None
-        if fmt is None:
-            if isinstance(value, bytes):
-                return value
-            raise ValueError(f"{what}: value type {vtype} has no encoding; give the payload as Raw. Got {value!r}.")
-        if fmt in "fd":
-            if not isinstance(value, int | float):
-                raise TypeError(f"{what}: a {ValueType(vtype).name} value must be a number. Got {value!r}.")
-            return struct.pack(self.order + fmt, float(value))
-        if not isinstance(value, int):
-            raise TypeError(f"{what}: a {ValueType(vtype).name} value must be an int. Got {value!r}.")
-        try:
-            return struct.pack(self.order + fmt, value)
-        except struct.error as exc:
-            raise ValueError(f"{what}: {value!r} does not fit a {ValueType(vtype).name}.") from exc
-
-    def array(self, item_type: int, items: Sequence[object], count: int | None, what: str) -> bytes:
-        parts = [
-            self.u32(item_type, f"{what} item type"),
-            self.count(len(items) if count is None else count, f"{what} count"),
-        ]
-        for i, item in enumerate(items):
-            item_what = f"{what}[{i}]"
-            if item_type == ValueType.ARRAY:
-                parts.append(self.nested(item, item_what))
-            else:
-                parts.append(self.value(item_type, item, None, None, item_what))
-        return b"".join(parts)
-
-    def nested(self, item: object, what: str) -> bytes:
-        if isinstance(item, Raw):
-            return item.data
-        if isinstance(item, Array):
-            return self.array(item.item_type, item.items, item.count, what)
-        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int):
-            sub_type, sub_items = item
-            if isinstance(sub_items, Sequence) and not isinstance(sub_items, str | bytes):
-                return self.array(sub_type, sub_items, None, what)
-        raise TypeError(f"{what}: an item of an ARRAY array must be Array, (item_type, items) or Raw. Got {item!r}.")
-
-
 def tensor_data_bytes(tensor: Tensor) -> int:
     """Bytes written for ``tensor``: ``len(data)``, or what its type and dims imply.
 
@@ -328,7 +194,7 @@ def build_gguf_layout(
         raise ValueError(f"alignment must be a positive int (padding uses it). Got {alignment!r}.")
     if truncate_at is not None and truncate_at < 0:
         raise ValueError(f"truncate_at must be >= 0. Got {truncate_at!r}.")
-    enc = _Encoder(version, big_endian)
+    enc = Encoder(version, big_endian)
     out = bytearray(magic)
     out += enc.u32(version, "version")
     n_tensors_offset = len(out)
@@ -428,8 +294,9 @@ def build_gguf(
     Values are encoded by their ``vtype``: ints for the integer types (range
     checked), numbers for FLOAT32/FLOAT64, a bool or any int 0..255 for BOOL,
     ``str`` (UTF-8) or ``bytes`` (raw) for STRING, a sequence of items (with
-    ``item_type``) or an :class:`Array` for ARRAY. A :class:`Raw` value is
-    written as is; for a type outside 0..12 the value must be ``Raw`` or bytes.
+    ``item_type``) or an :class:`~gguf_audit.testing.encoding.Array` for ARRAY.
+    A :class:`~gguf_audit.testing.encoding.Raw` value is written as is; for a
+    type outside 0..12 the value must be ``Raw`` or bytes.
 
     Parameters
     ----------
@@ -525,7 +392,10 @@ def kv_str(key: str | bytes, s: str | bytes) -> KV:
 
 
 def kv_array(key: str | bytes, item_type: int, items: Sequence[object], *, count: int | None = None) -> KV:
-    """An ARRAY of ``item_type``; for ARRAY items give :class:`Array` or ``(type, items)``."""
+    """An ARRAY of ``item_type``.
+
+    For ARRAY items give :class:`~gguf_audit.testing.encoding.Array` or ``(type, items)``.
+    """
     return KV(key, ValueType.ARRAY, list(items), item_type=item_type, count=count)
 
 

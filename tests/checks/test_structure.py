@@ -17,8 +17,6 @@ from gguf_audit.findings import CODES, CORE_CODES
 from gguf_audit.format.model import ValueType
 from gguf_audit.testing.builder import (
     KV,
-    Array,
-    Raw,
     Tensor,
     build_gguf,
     build_gguf_layout,
@@ -29,6 +27,7 @@ from gguf_audit.testing.builder import (
     kv_u64,
     tiny_llama_like,
 )
+from gguf_audit.testing.encoding import Array, Raw
 
 Q4_0, Q8_0, F32 = 2, 8, 0
 

@@ -1,5 +1,6 @@
-"""Hypothesis mutates and truncates real headers: the parser either returns a
-header or raises FormatError, and never allocates beyond what the bytes hold."""
+"""Hypothesis mutates and truncates real and generated headers: the parser either returns a
+header or raises FormatError, and never allocates beyond what the bytes hold; generated
+files parse back to exactly what was built, whole or streamed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from gguf_audit.errors import FormatError
 from gguf_audit.findings import CODES
 from gguf_audit.format.model import Header, NeedMore
 from gguf_audit.format.parser import parse_header
+from gguf_audit.testing.strategies import GGUFFile, gguf_files, summarize
 
 
 @cache
@@ -34,6 +36,14 @@ SOURCES = [
     "models/tiny-llama-Q4_K_M.gguf",
     "bigendian/tiny-llama-Q8_0-BE.gguf",
 ]
+
+# Generated headers (every value type, nested arrays, v1 to v3, both byte
+# orders) with a little data after the padding, as the corpus headers have.
+_generated = gguf_files(versions=(1, 2, 3), include_data=False).map(lambda f: f.content + bytes(64))
+
+# Half corpus headers, half generated ones: the tests below run twice the
+# examples they ran on the corpus alone, so the corpus keeps its share.
+_sources = st.one_of(st.sampled_from(SOURCES).map(_header_bytes), _generated)
 
 
 def _judge(buf: bytes, file_size: int | None) -> None:
@@ -57,12 +67,12 @@ _mutation = st.tuples(st.integers(min_value=0), st.binary(min_size=1, max_size=8
 _nasty = st.sampled_from([0, 1, 2**31, 2**32 - 1, 2**62, 2**63, 2**64 - 1, 10**9])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(source=st.sampled_from(SOURCES), mutations=st.lists(_mutation, min_size=1, max_size=6), cut=st.integers(0, 100))
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(source=_sources, mutations=st.lists(_mutation, min_size=1, max_size=6), cut=st.integers(0, 100))
 def test_mutated_headers_give_a_header_or_a_format_error(
-    source: str, mutations: list[tuple[int, bytes]], cut: int
+    source: bytes, mutations: list[tuple[int, bytes]], cut: int
 ) -> None:
-    buf = bytearray(_header_bytes(source))
+    buf = bytearray(source)
     for at, patch in mutations:
         at %= len(buf)
         buf[at : at + len(patch)] = patch
@@ -73,12 +83,20 @@ def test_mutated_headers_give_a_header_or_a_format_error(
     _judge(data, len(data) + 4096)
 
 
-@settings(max_examples=300, deadline=None)
-@given(source=st.sampled_from(SOURCES), at=st.integers(min_value=0), value=_nasty, width=st.sampled_from([4, 8]))
-def test_forged_counts_are_refused_before_allocating(source: str, at: int, value: int, width: int) -> None:
-    buf = bytearray(_header_bytes(source))
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    source=_sources,
+    at=st.integers(min_value=0),
+    value=_nasty,
+    width=st.sampled_from([4, 8]),
+    order=st.sampled_from("<>"),
+)
+def test_forged_counts_are_refused_before_allocating(
+    source: bytes, at: int, value: int, width: int, order: str
+) -> None:
+    buf = bytearray(source)
     at %= len(buf) - width
-    buf[at : at + width] = struct.pack("<Q" if width == 8 else "<I", value % (1 << (8 * width)))
+    buf[at : at + width] = struct.pack(order + ("Q" if width == 8 else "I"), value % (1 << (8 * width)))
     data = bytes(buf)
     tracemalloc.start()
     try:
@@ -100,3 +118,41 @@ def test_every_truncation_point(source: str) -> None:
         _judge(buf, end)
         _judge(buf, None)
         _judge(buf, len(data))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=_generated)
+def test_every_truncation_point_of_generated_headers(data: bytes) -> None:
+    for end in range(len(data)):
+        buf = data[:end]
+        _judge(buf, end)
+        _judge(buf, None)
+        _judge(buf, len(data))
+
+
+# ---------------------------------------------------------------- round trip
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(file=gguf_files(versions=(1, 2, 3)))
+def test_built_then_parsed_gives_back_what_was_built(file: GGUFFile) -> None:
+    header = parse_header(file.content, len(file.content))
+    assert isinstance(header, Header)
+    assert summarize(header) == file.expected
+    assert header.findings == ()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(file=gguf_files(), cut=st.floats(0, 1, exclude_max=True), size_known=st.booleans())
+def test_a_streamed_parse_resumes_to_the_same_header(file: GGUFFile, cut: float, size_known: bool) -> None:
+    """Cut anywhere inside the header, the parser asks for more; resumed with the
+    whole file, it gives back the header a one-shot parse gives."""
+    content = file.content
+    end = int(cut * file.expected.header_bytes)
+    file_size = len(content) if size_known else None
+    first = parse_header(content[:end], file_size)
+    assert isinstance(first, NeedMore)
+    assert end < first.needed_bytes <= first.estimated_bytes
+    resumed = parse_header(content, file_size, resume=first.resume)
+    assert isinstance(resumed, Header)
+    assert summarize(resumed) == file.expected

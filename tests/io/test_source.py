@@ -20,7 +20,8 @@ from gguf_audit.audit import audit_file as _audit_file
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.io.source import ReadConfig
-from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
+from gguf_audit.testing.s3 import MotoS3Server
 
 Backend = Callable[[str], tuple[str, dict[str, Any]]]
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pipeline_helpers import FAKE_AWS_ENV
 
-from gguf_audit.testing.servers import MotoS3Server
+from gguf_audit.testing.s3 import MotoS3Server
 from pipelines.sample_collection import sample_files
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from gguf_audit.schema import SCHEMAS, partitioning
-from gguf_audit.testing.servers import MotoS3Server
+from gguf_audit.testing.s3 import MotoS3Server
 from pipelines.sample_collection import SAMPLE_FILES
 
 # Fake credentials for moto. They go into the environment before any worker

@@ -12,7 +12,8 @@ import pyarrow.compute as pc
 import pytest
 from pipeline_helpers import SAMPLE_COUNT, read_dataset, s3_options
 
-from gguf_audit.testing.servers import MotoS3Server, RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
+from gguf_audit.testing.s3 import MotoS3Server
 from pipelines.config import ScanConfig
 from pipelines.run import Output, ScanResult, run_scan
 

@@ -23,7 +23,7 @@ from pipeline_helpers import SAMPLE_COUNT, read_dataset
 from gguf_audit.audit import AuditConfig
 from gguf_audit.schema import TABLE_NAMES
 from gguf_audit.tables import ListedFile, audits_to_tables
-from gguf_audit.testing.servers import RangeHTTPServer
+from gguf_audit.testing.http import RangeHTTPServer
 from pipelines import run as run_module
 from pipelines.config import ScanConfig
 from pipelines.run import (

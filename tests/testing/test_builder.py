@@ -23,8 +23,6 @@ from gguf_audit.format.model import ValueType
 from gguf_audit.testing.builder import (
     KV,
     MAX_ZERO_FILL_BYTES,
-    Array,
-    Raw,
     Tensor,
     build_gguf,
     build_gguf_layout,
@@ -45,6 +43,7 @@ from gguf_audit.testing.builder import (
     tensor_data_bytes,
     tiny_llama_like,
 )
+from gguf_audit.testing.encoding import Array, Raw
 
 
 def _reader(tmp_path: Path, data: bytes, name: str = "f.gguf") -> gguf.GGUFReader:

@@ -1,78 +1,41 @@
-"""Real loopback servers for tests and benchmarks: an HTTP range server and moto's S3.
+"""A real HTTP/1.1 range server on 127.0.0.1 for tests and benchmarks, with misbehaviour knobs.
 
-Both bind 127.0.0.1 on an ephemeral port, record every request they answer
-(method, path, ``Range`` header) and the body bytes they send, and shut down
-cleanly on :meth:`close`, idle keep-alive connections included.
-
-Typical use::
+:class:`RangeHTTPServer` serves bytes from memory or files under a root,
+honours single byte ranges as RFC 9110 says (:func:`parse_byte_range`),
+records every request and the body bytes it sends, and can be told to
+misbehave (ignore ranges, add latency, fail the next requests, send no
+length, refuse HEAD) while requests run. Typical use::
 
     with RangeHTTPServer(files={"m/a.gguf": data}) as srv:
         fs = fsspec.filesystem("http", skip_instance_cache=True)
         fs.cat_file(srv.url_for("m/a.gguf"), 0, 64)
         assert srv.requests == [("GET", "/m/a.gguf", "bytes=0-63")]
-
-    with MotoS3Server() as s3:
-        s3.make_bucket("b")
-        s3.put("b", "a.gguf", data)
-        fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3.storage_options())
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import http.client
 import re
-import socket
-import socketserver
 import stat
-import sys
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Self
+from typing import Any, Final, Literal, Self
 
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+from gguf_audit.testing.loopback import LOOPBACK, POLL_INTERVAL_S, ConnectionTracking, RequestRecord
 
-__all__ = [
-    "LOOPBACK",
-    "MotoS3Server",
-    "RangeHTTPServer",
-    "RequestRecord",
-    "parse_byte_range",
-]
-
-LOOPBACK: Final = "127.0.0.1"
+__all__ = ["RangeHTTPServer", "parse_byte_range"]
 
 # Body bytes written per socket send; also the read size for files on disk.
 _CHUNK_BYTES: Final = 1 << 20
 
-# serve_forever's select() timeout: how long close() can wait for the accept loop.
-_POLL_INTERVAL_S: Final = 0.05
-
 # "bytes=first-last", "bytes=first-" or "bytes=-suffix" (RFC 9110, section 14.1.2).
 _RANGE_RE: Final = re.compile(r"bytes=(\d*)-(\d*)")
-
-_Request = socket.socket | tuple[bytes, socket.socket]
-
-
-class RequestRecord(NamedTuple):
-    """One request a server answered.
-
-    ``path`` is percent-decoded and keeps the query string (``/b?list-type=2``);
-    ``range`` is the raw ``Range`` header, or None when the request had none.
-    A plain tuple compares equal: ``("GET", "/a.gguf", "bytes=0-9")``.
-    """
-
-    method: str
-    path: str
-    range: str | None
 
 
 def parse_byte_range(header: str, size: int) -> tuple[int, int] | Literal["ignore", "unsatisfiable"]:
@@ -101,63 +64,6 @@ def parse_byte_range(header: str, size: int) -> tuple[int, int] | Literal["ignor
         return "unsatisfiable"
     end = size if not last else min(int(last) + 1, size)
     return (start, end)
-
-
-class _ConnectionTracking(socketserver.TCPServer):
-    """Remembers open client sockets so close() can end idle keep-alive connections.
-
-    Handler threads are daemons, so ``server_close`` does not wait for them;
-    one idle on a keep-alive connection would otherwise live on after close(),
-    still answering that client. Shutting its socket down gives it EOF.
-    """
-
-    _conns: set[socket.socket]
-    _conns_lock: threading.Lock
-    _on_connect: Callable[[], None]
-    server_name: str
-    server_port: int
-
-    def _init_tracking(self, on_connect: Callable[[], None]) -> None:
-        self._conns = set()
-        self._conns_lock = threading.Lock()
-        self._on_connect = on_connect
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind would call socket.getfqdn(), a resolver lookup.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name = str(host)
-        self.server_port = int(port)
-
-    def process_request(self, request: _Request, client_address: Any) -> None:
-        if isinstance(request, socket.socket):
-            with self._conns_lock:
-                self._conns.add(request)
-        self._on_connect()
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: _Request) -> None:
-        if isinstance(request, socket.socket):
-            with self._conns_lock:
-                self._conns.discard(request)
-        super().shutdown_request(request)
-
-    def drop_connections(self) -> None:
-        with self._conns_lock:
-            conns = list(self._conns)
-        for conn in conns:
-            # OSError: already closed by the peer or the handler.
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-
-    def handle_error(self, request: _Request, client_address: Any) -> None:
-        # A client that hangs up mid-response is normal for range readers.
-        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            return
-        super().handle_error(request, client_address)
-
-
-# --------------------------------------------------------------------------- HTTP
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +190,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
-class _RangeServer(_ConnectionTracking, ThreadingHTTPServer):
+class _RangeServer(ConnectionTracking, ThreadingHTTPServer):
     daemon_threads = True
     # socketserver's default backlog of 5 drops SYNs under a parallel fan-out,
     # and the client's retransmit costs a second.
@@ -352,7 +258,7 @@ class RangeHTTPServer:
         self._httpd = _RangeServer(self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
-            kwargs={"poll_interval": _POLL_INTERVAL_S},
+            kwargs={"poll_interval": POLL_INTERVAL_S},
             name=f"RangeHTTPServer:{self.port}",
             daemon=True,
         )
@@ -547,215 +453,3 @@ class RangeHTTPServer:
 
     def __repr__(self) -> str:
         return f"RangeHTTPServer({self.base_url!r}, root={self._root!r})"
-
-
-# --------------------------------------------------------------------------- S3
-
-# Marks the helper's own boto3 requests (in User-Agent) so accounting skips them.
-_HELPER_MARK: Final = "gguf-audit-testing-helper"
-
-
-class MotoS3Server:
-    """moto's S3 on 127.0.0.1 (an ephemeral port), with request accounting.
-
-    This runs the WSGI app ``moto.server.ThreadedMotoServer`` runs
-    (``DomainDispatcherApplication(create_backend_app)`` with
-    ``MotoRequestHandler``) on werkzeug's threaded server, wrapped in a
-    middleware that records requests, and with the same connection handling
-    as :class:`RangeHTTPServer`. ``ThreadedMotoServer(ip_address="127.0.0.1",
-    port=0, verbose=False)`` works too (its port is ``get_host_and_port()[1]``
-    after ``start()``), but it cannot count requests and logs every one.
-
-    moto keeps its state in process-global backends: every MotoS3Server in a
-    process (and any ``mock_aws``) sees the same buckets, and :meth:`reset`
-    clears them all. Requests made by :meth:`make_bucket`, :meth:`put` and
-    :meth:`reset` are not counted.
-    """
-
-    region: Final = "us-east-1"
-    key: Final = "testing"
-    secret: Final = "testing"
-
-    def __init__(self) -> None:
-        # moto is imported here: it takes most of a second, and most users of
-        # this module only want the HTTP server.
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-
-        self._lock = threading.Lock()
-        self._requests: list[RequestRecord] = []
-        self._bytes_sent = 0
-        self._connections = 0
-        self._closed = False
-        self._client: Any = None
-        app = DomainDispatcherApplication(create_backend_app)
-        self._wsgi = _make_moto_server(self._counting(app), self._note_connection)
-        self._thread = threading.Thread(
-            target=self._wsgi.serve_forever,
-            kwargs={"poll_interval": _POLL_INTERVAL_S},
-            name=f"MotoS3Server:{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        return int(self._wsgi.server_address[1])
-
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
-
-    def storage_options(self) -> dict[str, Any]:
-        """Keyword arguments for ``s3fs.S3FileSystem`` (or fsspec's ``storage_options``).
-
-        Explicit credentials keep botocore away from the instance metadata
-        service; ``proxies={}`` keeps it from routing loopback through an
-        ``HTTP_PROXY`` set in the environment.
-        """
-        return {
-            "key": self.key,
-            "secret": self.secret,
-            "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": self.region},
-            "config_kwargs": {"proxies": {}},
-        }
-
-    def client(self) -> Any:
-        """A boto3 S3 client for this server (its requests are not counted)."""
-        if self._client is None:
-            import boto3  # type: ignore[import-untyped]
-            from botocore.config import Config  # type: ignore[import-untyped]
-
-            self._client = boto3.session.Session().client(
-                "s3",
-                endpoint_url=self.endpoint_url,
-                region_name=self.region,
-                aws_access_key_id=self.key,
-                aws_secret_access_key=self.secret,
-                config=Config(proxies={}, user_agent_extra=_HELPER_MARK),
-            )
-        return self._client
-
-    def make_bucket(self, name: str) -> None:
-        self.client().create_bucket(Bucket=name)
-
-    def put(self, bucket: str, key: str, data: bytes) -> str:
-        """Store ``data`` at ``s3://bucket/key``; returns the object's ETag."""
-        response = self.client().put_object(Bucket=bucket, Key=key, Body=data)
-        return str(response["ETag"])
-
-    def reset(self) -> None:
-        """Drop every bucket and object in moto (all of moto's state, process-wide)."""
-        conn = http.client.HTTPConnection(LOOPBACK, self.port, timeout=30)
-        try:
-            conn.request("POST", "/moto-api/reset")
-            response = conn.getresponse()
-            response.read()
-            if response.status != 200:
-                raise RuntimeError(f"moto reset failed with HTTP {response.status}.")
-        finally:
-            conn.close()
-
-    # -- accounting
-
-    @property
-    def requests(self) -> list[RequestRecord]:
-        """A copy of the S3 requests answered so far (helper requests excluded)."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def bytes_sent(self) -> int:
-        """Total response body bytes of the counted requests."""
-        with self._lock:
-            return self._bytes_sent
-
-    @property
-    def connections(self) -> int:
-        """TCP connections accepted (the helper's own included)."""
-        with self._lock:
-            return self._connections
-
-    def reset_stats(self) -> None:
-        with self._lock:
-            self._requests.clear()
-            self._bytes_sent = 0
-            self._connections = 0
-
-    def _note_connection(self) -> None:
-        with self._lock:
-            self._connections += 1
-
-    def _counting(self, app: WSGIApplication) -> WSGIApplication:
-        def counting_app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-            path = str(environ.get("PATH_INFO", ""))
-            query = str(environ.get("QUERY_STRING", ""))
-            counted = _HELPER_MARK not in str(environ.get("HTTP_USER_AGENT", "")) and not path.startswith("/moto-api")
-            if not counted:
-                return app(environ, start_response)
-            record = RequestRecord(
-                str(environ.get("REQUEST_METHOD", "")),
-                f"{path}?{query}" if query else path,
-                environ.get("HTTP_RANGE"),
-            )
-            with self._lock:
-                self._requests.append(record)
-            return self._count_body(app(environ, start_response))
-
-        return counting_app
-
-    def _count_body(self, body: Iterable[bytes]) -> Iterator[bytes]:
-        try:
-            for chunk in body:
-                with self._lock:
-                    self._bytes_sent += len(chunk)
-                yield chunk
-        finally:
-            close = getattr(body, "close", None)
-            if close is not None:
-                close()
-
-    # -- lifecycle
-
-    def close(self) -> None:
-        """Stop serving, end open connections and join every thread (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._wsgi.shutdown()
-        self._wsgi.drop_connections()
-        self._thread.join()
-        self._wsgi.server_close()  # werkzeug's serve_forever did already; harmless
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"MotoS3Server({self.endpoint_url!r})"
-
-
-def _make_moto_server(app: WSGIApplication, on_connect: Callable[[], None]) -> _ConnectionTracking:
-    """werkzeug's threaded WSGI server with connection tracking and no request log."""
-    from moto.moto_server.werkzeug_app import MotoRequestHandler
-    from werkzeug.serving import ThreadedWSGIServer
-
-    class QuietHandler(MotoRequestHandler):
-        # werkzeug would set HTTP/1.1 on the handler class; say it here instead.
-        protocol_version = "HTTP/1.1"
-
-        def log(self, type: str, message: str, *args: Any) -> None:
-            return  # werkzeug logs every request at INFO; MotoS3Server.requests is the log
-
-    class TrackedWSGIServer(_ConnectionTracking, ThreadedWSGIServer):
-        def __init__(self) -> None:
-            self._init_tracking(on_connect)
-            super().__init__(LOOPBACK, 0, app, handler=QuietHandler)
-
-    return TrackedWSGIServer()

@@ -1,0 +1,232 @@
+"""moto's S3 on 127.0.0.1 for tests, with request accounting like the HTTP range server's.
+
+:class:`MotoS3Server` runs moto's WSGI app on werkzeug's threaded server in
+this process, counts the requests a client under test makes (not its own
+set-up requests) and the body bytes they get, and ends every connection on
+close. Typical use::
+
+    with MotoS3Server() as s3:
+        s3.make_bucket("b")
+        s3.put("b", "a.gguf", data)
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3.storage_options())
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Self
+
+import boto3  # type: ignore[import-untyped]
+from botocore.config import Config  # type: ignore[import-untyped]
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import ThreadedWSGIServer
+
+from gguf_audit.testing.loopback import LOOPBACK, POLL_INTERVAL_S, ConnectionTracking, RequestRecord
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+__all__ = ["MotoS3Server"]
+
+# Marks the helper's own boto3 requests (in User-Agent) so accounting skips them.
+_HELPER_MARK: Final = "gguf-audit-testing-helper"
+
+
+class MotoS3Server:
+    """moto's S3 on 127.0.0.1 (an ephemeral port), with request accounting.
+
+    This runs the WSGI app ``moto.server.ThreadedMotoServer`` runs
+    (``DomainDispatcherApplication(create_backend_app)`` with
+    ``MotoRequestHandler``) on werkzeug's threaded server, wrapped in a
+    middleware that records requests, and with the same connection handling
+    as :class:`~gguf_audit.testing.http.RangeHTTPServer`. ``ThreadedMotoServer(ip_address="127.0.0.1",
+    port=0, verbose=False)`` works too (its port is ``get_host_and_port()[1]``
+    after ``start()``), but it cannot count requests and logs every one.
+
+    moto keeps its state in process-global backends: every MotoS3Server in a
+    process (and any ``mock_aws``) sees the same buckets, and :meth:`reset`
+    clears them all. Requests made by :meth:`make_bucket`, :meth:`put` and
+    :meth:`reset` are not counted.
+    """
+
+    region: Final = "us-east-1"
+    key: Final = "testing"
+    secret: Final = "testing"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: list[RequestRecord] = []
+        self._bytes_sent = 0
+        self._connections = 0
+        self._closed = False
+        self._client: Any = None
+        app = DomainDispatcherApplication(create_backend_app)
+        self._wsgi = _TrackedWSGIServer(self._counting(app), self._note_connection)
+        self._thread = threading.Thread(
+            target=self._wsgi.serve_forever,
+            kwargs={"poll_interval": POLL_INTERVAL_S},
+            name=f"MotoS3Server:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self._wsgi.server_address[1])
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def storage_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``s3fs.S3FileSystem`` (or fsspec's ``storage_options``).
+
+        Explicit credentials keep botocore away from the instance metadata
+        service; ``proxies={}`` keeps it from routing loopback through an
+        ``HTTP_PROXY`` set in the environment.
+        """
+        return {
+            "key": self.key,
+            "secret": self.secret,
+            "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": self.region},
+            "config_kwargs": {"proxies": {}},
+        }
+
+    def client(self) -> Any:
+        """A boto3 S3 client for this server (its requests are not counted)."""
+        if self._client is None:
+            self._client = boto3.session.Session().client(
+                "s3",
+                endpoint_url=self.endpoint_url,
+                region_name=self.region,
+                aws_access_key_id=self.key,
+                aws_secret_access_key=self.secret,
+                config=Config(proxies={}, user_agent_extra=_HELPER_MARK),
+            )
+        return self._client
+
+    def make_bucket(self, name: str) -> None:
+        self.client().create_bucket(Bucket=name)
+
+    def put(self, bucket: str, key: str, data: bytes) -> str:
+        """Store ``data`` at ``s3://bucket/key``; returns the object's ETag."""
+        response = self.client().put_object(Bucket=bucket, Key=key, Body=data)
+        return str(response["ETag"])
+
+    def reset(self) -> None:
+        """Drop every bucket and object in moto (all of moto's state, process-wide)."""
+        conn = http.client.HTTPConnection(LOOPBACK, self.port, timeout=30)
+        try:
+            conn.request("POST", "/moto-api/reset")
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"moto reset failed with HTTP {response.status}.")
+        finally:
+            conn.close()
+
+    # -- accounting
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A copy of the S3 requests answered so far (helper requests excluded)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def bytes_sent(self) -> int:
+        """Total response body bytes of the counted requests."""
+        with self._lock:
+            return self._bytes_sent
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted (the helper's own included)."""
+        with self._lock:
+            return self._connections
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._requests.clear()
+            self._bytes_sent = 0
+            self._connections = 0
+
+    def _note_connection(self) -> None:
+        with self._lock:
+            self._connections += 1
+
+    def _counting(self, app: WSGIApplication) -> WSGIApplication:
+        def counting_app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+            path = str(environ.get("PATH_INFO", ""))
+            query = str(environ.get("QUERY_STRING", ""))
+            counted = _HELPER_MARK not in str(environ.get("HTTP_USER_AGENT", "")) and not path.startswith("/moto-api")
+            if not counted:
+                return app(environ, start_response)
+            record = RequestRecord(
+                str(environ.get("REQUEST_METHOD", "")),
+                f"{path}?{query}" if query else path,
+                environ.get("HTTP_RANGE"),
+            )
+            with self._lock:
+                self._requests.append(record)
+            return self._count_body(app(environ, start_response))
+
+        return counting_app
+
+    def _count_body(self, body: Iterable[bytes]) -> Iterator[bytes]:
+        try:
+            for chunk in body:
+                with self._lock:
+                    self._bytes_sent += len(chunk)
+                yield chunk
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+
+    # -- lifecycle
+
+    def close(self) -> None:
+        """Stop serving, end open connections and join every thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wsgi.shutdown()
+        self._wsgi.drop_connections()
+        self._thread.join()
+        self._wsgi.server_close()  # werkzeug's serve_forever did already; harmless
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MotoS3Server({self.endpoint_url!r})"
+
+
+class _QuietHandler(MotoRequestHandler):
+    """moto's request handler without werkzeug's per-request log."""
+
+    # werkzeug would set HTTP/1.1 on the handler class; say it here instead.
+    protocol_version = "HTTP/1.1"
+
+    def log(self, type: str, message: str, *args: Any) -> None:
+        return  # werkzeug logs every request at INFO; MotoS3Server.requests is the log
+
+
+class _TrackedWSGIServer(ConnectionTracking, ThreadedWSGIServer):
+    """werkzeug's threaded WSGI server with connection tracking and no request log."""
+
+    def __init__(self, app: WSGIApplication, on_connect: Callable[[], None]) -> None:
+        self._init_tracking(on_connect)
+        super().__init__(LOOPBACK, 0, app, handler=_QuietHandler)

@@ -1,0 +1,353 @@
+"""The import graph of gguf-audit: layers point down, no cycle, pure layers import no I/O.
+
+Every module of ``gguf_audit/`` and ``pipelines/`` (installed as
+``gguf_audit.pipelines``) is read with :mod:`ast`, never imported. Imports
+inside functions count; imports under ``if TYPE_CHECKING:`` do not (they never
+run). ``importlib.import_module("...")`` with a literal name counts as an import.
+
+The layer table below is the one place the layers are declared, bottom to top
+(``STYLE.md``'s "Layers"): a module may import modules of its own layer or of
+a layer below, never above. A module no layer claims fails the test, so a new
+module is placed on purpose.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from corpus import REPO, corpus_dir
+
+# ---------------------------------------------------------------- the tables (adjust here)
+
+# Bottom to top. Each entry names modules or packages (a package claims every
+# module under it, except the root package ``gguf_audit``, which claims only its
+# own ``__init__``); the longest matching name decides a module's layer.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("bottom", ("gguf_audit", "gguf_audit.errors", "gguf_audit.findings", "gguf_audit.codes")),
+    ("format", ("gguf_audit.format",)),
+    ("plan", ("gguf_audit.plan",)),
+    ("decode", ("gguf_audit.decode",)),
+    ("templates", ("gguf_audit.templates",)),
+    ("checks", ("gguf_audit.checks",)),
+    ("io", ("gguf_audit.io",)),
+    ("samples", ("gguf_audit.samples",)),
+    ("audit", ("gguf_audit.audit",)),
+    ("compare", ("gguf_audit.compare",)),
+    ("report", ("gguf_audit.report",)),
+    ("tables", ("gguf_audit.tables",)),
+    ("cli", ("gguf_audit.cli",)),
+    # Test support shipped with the package; the demo's sample collection is built with it.
+    ("testing", ("gguf_audit.testing",)),
+    ("pipelines", ("gguf_audit.pipelines",)),
+]
+
+# Pure layers: bytes and values in, values out. No I/O, no processes, no threads.
+PURE: tuple[str, ...] = (
+    "gguf_audit.format",
+    "gguf_audit.checks",
+    "gguf_audit.plan",
+    "gguf_audit.decode",
+    "gguf_audit.templates.inspect",
+)
+IMPURE_LIBRARIES: tuple[str, ...] = (
+    "fsspec",
+    "aiohttp",
+    "s3fs",
+    "dask",
+    "distributed",
+    "pyarrow",
+    "duckdb",
+    "subprocess",
+    "socket",
+    "selectors",
+    "threading",
+    "asyncio",
+    "multiprocessing",
+)
+
+# Test-only dependencies and the one module allowed to import each.
+TEST_ONLY: dict[str, tuple[str, ...]] = {
+    "hypothesis": ("gguf_audit.testing.strategies",),
+}
+
+# Where the modules live, and the package name each folder is imported as.
+ROOTS: tuple[tuple[str, str], ...] = (("gguf_audit", "gguf_audit"), ("pipelines", "gguf_audit.pipelines"))
+# Names the same modules are imported by from elsewhere (pipelines/ before it moved under gguf_audit).
+ALIASES: dict[str, str] = {"pipelines": "gguf_audit.pipelines"}
+
+# ---------------------------------------------------------------- reading the tree
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One import statement's target, where it stands."""
+
+    source: str
+    target: str
+    """The imported module (``from m import name`` gives ``m.name`` when that is a module)."""
+    path: Path
+    line: int
+    in_function: bool
+
+    def where(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+
+def _module_name(root: Path, package: str, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([package, *parts])
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every project module by its dotted name."""
+    found: dict[str, Path] = {}
+    for folder, package in ROOTS:
+        root = REPO / folder
+        for path in sorted(root.rglob("*.py")):
+            found[_module_name(root, package, path)] = path
+    assert found, f"no modules found under {REPO}"
+    return found
+
+
+def _canonical(name: str) -> str:
+    for alias, real in ALIASES.items():
+        if name == alias or name.startswith(alias + "."):
+            return real + name[len(alias) :]
+    return name
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk(node: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.AST, bool]]:
+    """Every node that runs, with whether it runs inside a function (``if TYPE_CHECKING:`` bodies left out)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for sub in child.orelse:
+                yield sub, in_function
+                yield from _walk(sub, in_function)
+            continue
+        inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        yield child, inner
+        yield from _walk(child, inner)
+
+
+def _resolve_from(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return _canonical(node.module or "")
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+@cache
+def imports() -> tuple[Import, ...]:
+    """Every import of every project module (external ones included)."""
+    known = modules()
+    found: list[Import] = []
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node, in_function in _walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [_canonical(alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve_from(module, path, node)
+                subs = [f"{base}.{alias.name}" for alias in node.names]
+                targets = [sub if sub in known else base for sub in subs]
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute | ast.Name)
+                and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                targets = [_canonical(node.args[0].value)]
+            for target in dict.fromkeys(targets):
+                found.append(Import(module, target, path, getattr(node, "lineno", 0), in_function))
+    return tuple(found)
+
+
+def _project(target: str) -> str | None:
+    """The project module an import target names, or None for an outside library."""
+    known = modules()
+    if target in known:
+        return target
+    if target == "gguf_audit" or target.startswith("gguf_audit."):
+        return target  # a project name that is no module: reported by its own test
+    return None
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _claims(prefix: str, module: str) -> bool:
+    return module == prefix if prefix == "gguf_audit" else _within(module, prefix)
+
+
+def layer_of(module: str) -> tuple[int, str] | None:
+    best: tuple[int, int, str] | None = None
+    for index, (name, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if _claims(prefix, module) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index, name)
+    return None if best is None else (best[1], best[2])
+
+
+# ---------------------------------------------------------------- the tests
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted(m for m in modules() if layer_of(m) is None)
+    assert not unplaced, (
+        "modules no layer claims (add each to LAYERS in tests/test_layers.py, or move it): " + ", ".join(unplaced)
+    )
+
+
+def test_project_imports_name_modules_that_exist() -> None:
+    missing = [
+        f"{imp.where()}: {imp.target}"
+        for imp in imports()
+        if _project(imp.target) is not None and imp.target not in modules()
+    ]
+    assert not missing, "imports of project modules that do not exist:\n" + "\n".join(missing)
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward: list[str] = []
+    for imp in imports():
+        target = _project(imp.target)
+        if target is None or target not in modules():
+            continue
+        source_layer, target_layer = layer_of(imp.source), layer_of(target)
+        if source_layer is None or target_layer is None:
+            continue  # reported by test_every_module_has_a_layer
+        if target_layer[0] > source_layer[0]:
+            kind = " (inside a function)" if imp.in_function else ""
+            upward.append(f"{imp.where()}: {imp.source} [{source_layer[1]}] imports {target} [{target_layer[1]}]{kind}")
+    order = " < ".join(name for name, _ in LAYERS)
+    assert not upward, f"imports that point up the layers ({order}):\n" + "\n".join(upward)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module, or a module importing itself (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_no_import_cycle() -> None:
+    graph: dict[str, set[str]] = {m: set() for m in modules()}
+    edges: dict[tuple[str, str], Import] = {}
+    for imp in imports():
+        if imp.target in graph:
+            graph[imp.source].add(imp.target)
+            edges.setdefault((imp.source, imp.target), imp)
+    report: list[str] = []
+    for component in _cycles(graph):
+        members = set(component)
+        report.append("cycle among " + ", ".join(component) + ":")
+        for (src, dst), imp in sorted(edges.items()):
+            if src in members and dst in members:
+                kind = " (inside a function)" if imp.in_function else ""
+                report.append(f"  {imp.where()}: {src} -> {dst}{kind}")
+    assert not report, "import cycles (imports inside functions count):\n" + "\n".join(report)
+
+
+def test_pure_layers_import_no_io_library() -> None:
+    impure = [
+        f"{imp.where()}: {imp.source} imports {imp.target}"
+        for imp in imports()
+        if any(_within(imp.source, p) for p in PURE) and any(_within(imp.target, lib) for lib in IMPURE_LIBRARIES)
+    ]
+    assert not impure, "pure modules importing I/O, process or thread libraries:\n" + "\n".join(impure)
+
+
+def test_test_only_dependencies_stay_in_their_module() -> None:
+    leaks = [
+        f"{imp.where()}: {imp.source} imports {imp.target}"
+        for imp in imports()
+        for library, allowed in TEST_ONLY.items()
+        if _within(imp.target, library) and imp.source not in allowed
+    ]
+    assert not leaks, "test-only dependencies imported outside their module:\n" + "\n".join(leaks)
+
+
+def test_the_checker_sees_what_it_must() -> None:
+    """The ast reading itself: a function-level import counts, a TYPE_CHECKING one does not."""
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import fsspec\nelse:\n    import json\n"
+        "def f():\n    import socket\n"
+    )
+    seen = {(a.name, inner) for node, inner in _walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert seen == {("json", False), ("socket", True)}
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"c"}, "d": {"a"}}) == [["a", "b"], ["c"]]
+    assert layer_of("gguf_audit.format.parser") == (1, "format")
+    assert layer_of("gguf_audit") == (0, "bottom")
+    assert layer_of("gguf_audit.unplaced") is None
+    assert layer_of("gguf_audit.testing.strategies") == (len(LAYERS) - 1, "testing")
+    assert _canonical("pipelines.run") == "gguf_audit.pipelines.run"
+
+
+# What importing the format layer and the structural checks may not load, at run time.
+FORBIDDEN_AT_IMPORT = ("fsspec", "aiohttp", "s3fs", "dask", "distributed", "pyarrow", "duckdb", "jinja2")
+
+
+def test_format_and_checks_import_no_io_library() -> None:
+    path = corpus_dir() / "models" / "tiny-llama-Q4_K_M.gguf"
+    code = f"""
+import sys
+from gguf_audit.format import parse_header
+from gguf_audit.checks.structure import check_structure
+data = open({str(path)!r}, "rb").read()
+header = parse_header(data, len(data))
+list(check_structure(header, len(data)))
+loaded = [m for m in {FORBIDDEN_AT_IMPORT!r} if m in sys.modules]
+print(",".join(loaded))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == ""
