@@ -10,7 +10,8 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from importlib.metadata import entry_points
+from typing import Any, Final
 
 from gguf_audit import __version__
 from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, audit_file
@@ -26,6 +27,9 @@ from gguf_audit.samples import read_file_samples
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+
+COMMANDS_GROUP: Final = "gguf_audit.commands"
+"""The entry-point group of plugged-in subcommands: ``name = "module:add_parser"``."""
 
 
 class _UsageError(Exception):
@@ -129,15 +133,6 @@ def codes_markdown() -> str:
     return "\n".join(lines)
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    try:
-        from pipelines.demo import run_demo
-    except ImportError as exc:
-        print(f"gguf-audit demo: needs the pipeline extra (pip install 'gguf-audit[pipeline]'): {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return run_demo(args.dir, args.out, workers=args.workers, progress=not args.no_progress)
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gguf-audit",
@@ -159,13 +154,6 @@ def _parser() -> argparse.ArgumentParser:
     codes.add_argument("--markdown", action="store_true", help="the README's table")
     codes.set_defaults(func=_cmd_codes)
 
-    demo = sub.add_parser("demo", help="build a small sample collection and scan it on a local dask cluster")
-    demo.add_argument("dir", nargs="?", default="sample-collection", help="where to write the collection")
-    demo.add_argument("--out", default="audit-out", help="where the tables go (default audit-out)")
-    demo.add_argument("--workers", type=int, help="local cluster worker processes (default: one per core)")
-    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
-    demo.set_defaults(func=_cmd_demo)
-
     sample = sub.add_parser("sample", help="decode chosen tensor blocks of one file, with statistics")
     sample.add_argument("url", help="any fsspec URL or local path")
     sample.add_argument("--tensor", action="append", metavar="NAME", help="a tensor to sample (repeatable)")
@@ -181,13 +169,24 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for both files")
     compare.set_defaults(func=_cmd_compare)
 
-    try:  # `scan` needs the pipeline extra (dask); without it the other commands still work
-        from pipelines.cli import add_scan_parser
-    except ImportError:
-        pass
-    else:
-        add_scan_parser(sub)
+    _add_plugged_in_commands(sub)
     return parser
+
+
+def _add_plugged_in_commands(sub: Any) -> None:
+    """The subcommands other packages plug in through the :data:`COMMANDS_GROUP` entry points.
+
+    Each entry point names a function that takes the subparsers and adds its
+    command (``scan`` and ``demo`` come from ``gguf_audit.pipelines`` this way,
+    so the library never imports the pipelines). One that cannot be imported is
+    left out; the other commands still work.
+    """
+    for plugin in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
+        try:
+            add_parser = plugin.load()
+        except ImportError:
+            continue
+        add_parser(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

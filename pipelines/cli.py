@@ -24,10 +24,11 @@ from collections.abc import Sequence
 from typing import Any, Final, TextIO
 
 from gguf_audit.errors import GGUFAuditError
+from gguf_audit.pipelines.collect import ScanResult
+from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, check_no_credentials, load_config
+from gguf_audit.pipelines.discover import Listing
+from gguf_audit.pipelines.run import ScanObserver, run_scan
 from gguf_audit.report.format import escape, fmt_bytes
-from pipelines.config import FAIL_ON, ConfigError, ScanConfig, check_no_credentials, load_config
-from pipelines.discover import Listing
-from pipelines.run import ScanObserver, ScanResult, run_scan
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PROBLEMS", "add_scan_parser", "cmd_scan", "main"]
 
@@ -39,7 +40,7 @@ SHOWN_MODELS: Final = 10
 
 
 def add_scan_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add the ``scan`` subcommand to ``gguf-audit``'s subparsers."""
+    """Add the ``scan`` subcommand to ``gguf-audit``'s subparsers (the ``gguf_audit.commands`` entry point)."""
     scan: argparse.ArgumentParser = sub.add_parser(
         "scan",
         help="audit a whole collection on dask and write Parquet audit tables",
@@ -124,7 +125,7 @@ class _Progress(ScanObserver):
             file=self.stream,
         )
         if self.enabled:
-            from tqdm import tqdm
+            from tqdm import tqdm  # optional dependency (the pipeline extra), imported when a bar is shown
 
             self.bar = tqdm(total=len(listing.files), unit="file", file=self.stream, dynamic_ncols=True, leave=True)
 
@@ -216,7 +217,7 @@ def _duckdb_block(result: ScanResult) -> str:
     if not _is_local(result.out):
         return "\n".join(lines)
     try:
-        import duckdb
+        import duckdb  # optional dependency (the pipeline extra): without it the query is only printed
     except ImportError:
         return "\n".join(lines)
     try:
@@ -244,7 +245,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("gguf-audit: %(message)s"))
-    logger = logging.getLogger("pipelines")
+    logger = logging.getLogger("gguf_audit.pipelines")
     logger.addHandler(handler)
     progress = _Progress(enabled=not args.no_progress, stream=sys.stderr)
     try:
@@ -267,7 +268,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``gguf-audit scan`` on its own (``python -m pipelines.cli``), for when the hook is not wired."""
+    """``gguf-audit scan`` on its own (``python -m gguf_audit.pipelines.cli``), for when the hook is not wired."""
     parser = argparse.ArgumentParser(prog="gguf-audit scan", description=__doc__.split("\n")[0])
     _add_arguments(parser)
     try:

@@ -9,14 +9,35 @@ whenever the scan itself ran and committed.
 
 from __future__ import annotations
 
-from pipelines.cli import EXIT_FAILED, EXIT_PROBLEMS
-from pipelines.cli import main as scan_main
-from pipelines.sample_collection import build_sample_collection
+import argparse
+from typing import Any
 
-__all__ = ["run_demo"]
+from gguf_audit.pipelines.cli import EXIT_FAILED, EXIT_PROBLEMS
+from gguf_audit.pipelines.cli import main as scan_main
+from gguf_audit.pipelines.sample_collection import build_sample_collection
+
+__all__ = ["add_demo_parser", "run_demo"]
+
+
+def add_demo_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``demo`` subcommand to ``gguf-audit``'s subparsers (the ``gguf_audit.commands`` entry point)."""
+    demo: argparse.ArgumentParser = sub.add_parser(
+        "demo", help="build a small sample collection and scan it on a local dask cluster"
+    )
+    demo.add_argument("dir", nargs="?", default="sample-collection", help="where to write the collection")
+    demo.add_argument("--out", default="audit-out", help="where the tables go (default audit-out)")
+    demo.add_argument("--workers", type=int, help="local cluster worker processes (default: one per core)")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+    demo.set_defaults(func=_cmd_demo)
+    return demo
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    return run_demo(args.dir, args.out, workers=args.workers, progress=not args.no_progress)
 
 
 def run_demo(directory: str, out: str, *, workers: int | None = None, progress: bool = True) -> int:
+    """Write the sample collection to ``directory``, scan it into ``out``; 0 when the scan committed."""
     urls = build_sample_collection(directory)
     print(f"sample collection: {len(urls)} files under {directory}/")
     argv = [directory, "--out", out]

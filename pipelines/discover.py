@@ -27,10 +27,11 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import fsspec
+import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.tables import ListedFile
+from gguf_audit.tables.listed import ListedFile
 
 __all__ = [
     "DEFAULT_INCLUDE",
@@ -291,8 +292,6 @@ def read_manifest(url: str, storage_options: Mapping[str, Any] | None = None) ->
         raise DiscoveryError(f"cannot read manifest {url!r}: {type(exc).__name__}: {exc}") from exc
     rows: list[Mapping[str, Any]]
     if kind == "parquet":
-        import pyarrow.parquet as pq
-
         try:
             table = pq.read_table(io.BytesIO(data))
         except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError

@@ -14,7 +14,7 @@ real collections are:
 - a sharded model whose second shard says it is the first (``split.no`` 0);
 - a complete, valid sharded model.
 
-``python -m pipelines.sample_collection DIR`` writes it under ``DIR`` (any fsspec URL).
+``python -m gguf_audit.pipelines.sample_collection DIR`` writes it under ``DIR`` (any fsspec URL).
 """
 
 from __future__ import annotations
@@ -22,13 +22,16 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import fsspec
+import gguf
 import numpy as np
 from fsspec.core import url_to_fs
+from gguf.quants import quantize
 
 from gguf_audit.format.parser import parse_header
 from gguf_audit.testing.builder import KV, Tensor, tensor_data_bytes, tiny_llama_like
@@ -59,8 +62,6 @@ SAMPLE_FILES: Final = (
 
 def _value(kv: KV) -> tuple[Any, Any]:
     """A builder KV's value and array item type, as GGUFWriter takes them."""
-    import gguf
-
     value = kv.value.items if isinstance(kv.value, Array) else kv.value
     sub_type = gguf.GGUFValueType(kv.item_type) if kv.item_type is not None else None
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
@@ -75,11 +76,6 @@ def _tensor_data(tensor: Tensor) -> np.ndarray[Any, Any]:
     one, matrices small and centred, the way trained weights look: sampled
     blocks of a valid file then raise no data finding.
     """
-    import zlib
-
-    import gguf
-    from gguf.quants import quantize
-
     name = tensor.name if isinstance(tensor.name, str) else tensor.name.decode()
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     dims = list(tensor.dims)
@@ -102,8 +98,6 @@ def _tensor_data(tensor: Tensor) -> np.ndarray[Any, Any]:
 
 def _write(path: Path, *, name: str, split_max_tensors: int = 0) -> list[bytes]:
     """The tiny llama through GGUFWriter: one file, or a shard set when ``split_max_tensors`` is set."""
-    import gguf
-
     kvs, tensors = tiny_llama_like()
     writer = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
     for kv in kvs:
@@ -178,7 +172,9 @@ def build_sample_collection(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.sample_collection", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gguf_audit.pipelines.sample_collection", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("dest", nargs="?", default="sample-collection", help="where to write it (path or fsspec URL)")
     args = parser.parse_args(argv)
     urls = build_sample_collection(args.dest)

@@ -95,3 +95,11 @@ def test_demo_scans_the_sample_collection(tmp_path: Path, capsys: pytest.Capture
         assert code in out
     assert "every listed file has exactly one row: 10 of 10" in out
     assert "query it with DuckDB" in out and "unreadable" in out
+
+
+def test_pipeline_commands_plug_in(capsys: pytest.CaptureFixture[str]) -> None:
+    """`scan` and `demo` come from gguf_audit.pipelines through the gguf_audit.commands entry points."""
+    assert main(["scan", "--help"]) == 0
+    assert "--incremental" in capsys.readouterr().out
+    assert main(["demo", "--help"]) == 0
+    assert "where to write the collection" in capsys.readouterr().out

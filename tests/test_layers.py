@@ -329,7 +329,8 @@ def test_the_checker_sees_what_it_must() -> None:
     assert layer_of("gguf_audit.format.parser") == (1, "format")
     assert layer_of("gguf_audit") == (0, "bottom")
     assert layer_of("gguf_audit.unplaced") is None
-    assert layer_of("gguf_audit.testing.strategies") == (len(LAYERS) - 1, "testing")
+    assert layer_of("gguf_audit.testing.strategies") == (len(LAYERS) - 2, "testing")
+    assert layer_of("gguf_audit.pipelines.run") == (len(LAYERS) - 1, "pipelines")
     assert _canonical("pipelines.run") == "gguf_audit.pipelines.run"
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from gguf_audit.schema import SCHEMAS, partitioning
+from gguf_audit.pipelines.sample_collection import SAMPLE_FILES
+from gguf_audit.tables.schema import SCHEMAS, partitioning
 from gguf_audit.testing.s3 import MotoS3Server
-from pipelines.sample_collection import SAMPLE_FILES
 
 # Fake credentials for moto. They go into the environment before any worker
 # process starts, because a scan takes credentials only from the environment.

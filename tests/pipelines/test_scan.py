@@ -12,10 +12,12 @@ import pyarrow.compute as pc
 import pytest
 from pipeline_helpers import SAMPLE_COUNT, read_dataset, s3_options
 
+from gguf_audit.pipelines.collect import ScanResult
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.store import Output
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
-from pipelines.config import ScanConfig
-from pipelines.run import Output, ScanResult, run_scan
 
 
 def _object_reads(server: MotoS3Server, bucket: str) -> list[str]:

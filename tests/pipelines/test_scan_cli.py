@@ -12,11 +12,11 @@ import pytest
 from pipeline_helpers import SAMPLE_COUNT, read_dataset
 
 from gguf_audit.cli import main
+from gguf_audit.pipelines import run as run_module
+from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
+from gguf_audit.pipelines.config import ConfigError
+from gguf_audit.pipelines.sample_collection import build_sample_collection
 from gguf_audit.testing.builder import build_gguf, tiny_llama_like
-from pipelines import run as run_module
-from pipelines.cli import _add_arguments, _config_from_args
-from pipelines.config import ConfigError
-from pipelines.sample_collection import build_sample_collection
 
 
 def _scan(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

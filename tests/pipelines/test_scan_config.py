@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config import ConfigError, ScanConfig, load_config, parse_config
+from gguf_audit.pipelines.config import ConfigError, ScanConfig, load_config, parse_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -74,16 +74,17 @@ def test_unreadable_config(tmp_path: Path) -> None:
 
 
 def test_gguf_audit_does_not_import_dask() -> None:
-    """Only pipelines/ imports dask, and only once a scan starts: the other commands never pay for it."""
+    """Only gguf_audit.pipelines imports dask, and only once a scan starts: the other commands never pay for it."""
     import subprocess
     import sys
 
     code = (
         "import sys\n"
-        "import gguf_audit.schema, gguf_audit.tables, gguf_audit.checks.shards\n"
+        "import gguf_audit.tables.schema, gguf_audit.tables.per_file, gguf_audit.tables.models\n"
+        "import gguf_audit.tables.shard_facts, gguf_audit.checks.shards\n"
         "from gguf_audit.cli import _parser\n"
         "_parser()\n"
-        "import pipelines.run, pipelines.cli\n"
+        "import gguf_audit.pipelines.run, gguf_audit.pipelines.cli\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', 'tqdm'))\n"
         "assert not loaded, loaded\n"
     )

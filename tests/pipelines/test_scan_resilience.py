@@ -2,42 +2,31 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import fsspec
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pipeline_helpers import SAMPLE_COUNT, read_dataset
 
 from gguf_audit.audit import AuditConfig
-from gguf_audit.schema import TABLE_NAMES
-from gguf_audit.tables import ListedFile, audits_to_tables
+from gguf_audit.pipelines import run as run_module
+from gguf_audit.pipelines.batches import Batch, make_batches
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch
+from gguf_audit.pipelines.run import ScanObserver, run_scan
+from gguf_audit.pipelines.store import COMMIT_MARKER, Output
+from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.schema import TABLE_NAMES
 from gguf_audit.testing.http import RangeHTTPServer
-from pipelines import run as run_module
-from pipelines.config import ScanConfig
-from pipelines.run import (
-    COMMIT_MARKER,
-    Batch,
-    BatchResult,
-    Output,
-    ScanObserver,
-    TaskOptions,
-    audit_batch,
-    make_batches,
-    new_run_id,
-    run_scan,
-)
 
 PYTHON = sys.executable
 
@@ -119,42 +108,6 @@ def test_failing_batches_are_split_until_the_culprit_is_alone(
     assert all(r["status"] == "ok" for u, r in by_url.items() if u != poison)
 
 
-# ------------------------------------------------------------ the task boundary
-
-
-def test_audit_batch_never_raises(monkeypatch: pytest.MonkeyPatch, local_collection: Path) -> None:
-    names = ["tiny-llama-Q4_K_M.gguf", "mirror/tiny-llama-Q4_K_M.gguf", "sharded/complete-00001-of-00002.gguf"]
-    listed = [ListedFile("file://" + str(local_collection / n)) for n in names]
-    batch = make_batches(listed, {f.url: "m" for f in listed}, 10)[0]
-    options = TaskOptions("r1", {}, AuditConfig(), 2)
-
-    def boom(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("audit_file broke")
-
-    monkeypatch.setattr(run_module, "audit_file", boom)
-    result = audit_batch(batch, options)
-    assert [r["codes"] for r in result.tables.files.to_pylist()] == [["internal.unexpected"]] * 3
-    monkeypatch.undo()
-
-    real = audits_to_tables
-
-    def fragile(items: Any, *, run_id: str) -> Any:
-        if any(i.audit.url == listed[1].url and i.audit.header is not None for i in items):
-            raise ValueError("cannot build rows")
-        return real(items, run_id=run_id)
-
-    monkeypatch.setattr(run_module, "audits_to_tables", fragile)
-    result = audit_batch(batch, options)
-    codes = {r["url"]: r["codes"] for r in result.tables.files.to_pylist()}
-    assert codes == {listed[0].url: [], listed[1].url: ["internal.unexpected"], listed[2].url: []}
-    monkeypatch.undo()
-
-    monkeypatch.setattr(run_module, "_io_pool", boom)
-    result = audit_batch(batch, options)
-    messages = result.tables.problems.column("message").to_pylist()
-    assert len(messages) == 3 and all(m.startswith("batch failed: RuntimeError") for m in messages)
-
-
 # ------------------------------------------------------------ a killed driver
 
 
@@ -172,7 +125,7 @@ def test_driver_killed_mid_run_leaves_nothing(client: Any, tmp_path: Path, sampl
     with RangeHTTPServer(files=files, latency_s=0.2) as srv:
         manifest = _manifest(tmp_path / "m.txt", srv, list(files))
         argv = [
-            PYTHON, "-m", "pipelines.cli", "--manifest", str(manifest), "--out", str(out),
+            PYTHON, "-m", "gguf_audit.pipelines.cli", "--manifest", str(manifest), "--out", str(out),
             "--scheduler", _scheduler_address(client), "--no-progress", "--batch-size", "2", "--threads", "2",
         ]  # fmt: skip
         proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -197,17 +150,17 @@ def test_driver_killed_mid_run_leaves_nothing(client: Any, tmp_path: Path, sampl
 _KILL_AFTER_FILES_MOVED = textwrap.dedent(
     """
     import os, signal, sys
-    from pipelines import run
-    from pipelines.cli import main
+    from gguf_audit.pipelines import store
+    from gguf_audit.pipelines.cli import main
 
-    move = run.Output._move_in
+    move = store.Output._move_in
 
     def move_then_die(self, source, target):
         move(self, source, target)
         if "/files/" in target:
             os.kill(os.getpid(), signal.SIGKILL)  # the driver dies mid-commit
 
-    run.Output._move_in = move_then_die
+    store.Output._move_in = move_then_die
     sys.exit(main(sys.argv[1:]))
     """
 )
@@ -258,38 +211,6 @@ def test_commit_to_an_object_store(client: Any, local_collection: Path) -> None:
     assert not fs.exists(f"/{base}/_staging/{result.run_id}")
 
 
-def _stage(out: Output, run_id: str, *, marker: bool, tables: tuple[str, ...] = ()) -> None:
-    staging = out.staging(run_id)
-    out.fs.makedirs(f"{staging}/files", exist_ok=True)
-    out.fs.pipe_file(f"{staging}/files/part-00000.parquet", b"x")
-    if marker:
-        out.fs.pipe_file(f"{staging}/{COMMIT_MARKER}", json.dumps({"run_id": run_id}).encode())
-    for table in tables:
-        out.fs.makedirs(out.partition(table, run_id), exist_ok=True)
-        out.fs.pipe_file(f"{out.partition(table, run_id)}/part-00000.parquet", b"x")
-
-
-def test_recover(tmp_path: Path) -> None:
-    out = Output(str(tmp_path / "out"))
-    now = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
-    interrupted = new_run_id(now - timedelta(minutes=1))
-    committed = new_run_id(now - timedelta(minutes=2))
-    running = new_run_id(now - timedelta(minutes=3))
-    abandoned = new_run_id(now - timedelta(days=3))
-    _stage(out, interrupted, marker=True, tables=("files", "models"))
-    _stage(out, committed, marker=True, tables=("files", "runs"))
-    _stage(out, running, marker=False)
-    _stage(out, abandoned, marker=False)
-
-    done = {(r.run_id, r.action) for r in out.recover(now=now)}
-    assert done == {(interrupted, "rolled back"), (committed, "cleaned"), (abandoned, "removed")}
-    assert not out.fs.exists(out.partition("files", interrupted))
-    assert not out.fs.exists(out.partition("models", interrupted))
-    assert out.fs.exists(out.partition("files", committed))  # a committed run is never touched
-    assert out.fs.exists(out.staging(running))  # another scan may still be staging it
-    assert out.recover(now=now) == []
-
-
 def test_a_failed_commit_is_rolled_back_at_once(
     client: Any, tmp_path: Path, local_collection: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -307,24 +228,3 @@ def test_a_failed_commit_is_rolled_back_at_once(
     for table in TABLE_NAMES:
         assert _visible_runs(out, table) == set(), table
     assert not (out / "_staging").exists()
-
-
-def test_a_batch_delivered_twice_adds_no_rows(tmp_path: Path, local_collection: Path) -> None:
-    """Results are keyed by URL: a rerun batch's second result (or a file in two batches) is dropped."""
-    names = ["tiny-llama-Q4_K_M.gguf", "mirror/tiny-llama-Q4_K_M.gguf", "downloads/tiny-llama-Q4_K_M.gguf"]
-    listed = [ListedFile("file://" + str(local_collection / n)) for n in names]
-    options = TaskOptions("r1", {}, AuditConfig(), 2)
-    first = audit_batch(make_batches(listed, {f.url: f.url for f in listed}, 10)[0], options)
-    overlapping = audit_batch(make_batches(listed[1:], {f.url: f.url for f in listed}, 10)[0], options)
-    out = Output(str(tmp_path / "out"))
-    collector = run_module._Collector(out.sinks("r1"), frozenset(f.url for f in listed))
-    assert collector.add(first.tables, first.shard_facts) == 3
-    assert collector.add(first.tables, first.shard_facts) == 0
-    assert collector.add(overlapping.tables, overlapping.shard_facts) == 0
-    assert collector.dropped == 5
-    for sink in collector.sinks.values():
-        sink.close()
-    files = pq.read_table(f"{out.staging('r1')}/files/part-00000.parquet")
-    assert sorted(files.column("url").to_pylist()) == sorted(f.url for f in listed)
-    problems = pq.read_table(f"{out.staging('r1')}/problems/part-00000.parquet")
-    assert problems.column("code").to_pylist().count("data.truncated") == 1

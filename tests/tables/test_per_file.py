@@ -1,97 +1,27 @@
-"""Schemas and the conversion of audits to table rows (pure)."""
+"""The conversion of audits to the per-file table rows (pure)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import fsspec
-import pyarrow as pa
-import pytest
 
 from gguf_audit.audit import FileAudit, audit_file
-from gguf_audit.checks.shards import shard_facts
 from gguf_audit.format.model import ValueType
-from gguf_audit.schema import PARTITION_COLUMN, SCHEMA_VERSION, SCHEMAS, TABLE_NAMES, schema_version_of, stored_schema
-from gguf_audit.tables import (
-    MAX_ARRAY_ITEMS,
-    MAX_VALUE_CHARS,
-    AuditedFile,
-    ListedFile,
-    audits_to_tables,
-    reuse_rows,
-    shard_facts_from_tables,
-)
+from gguf_audit.tables.cells import MAX_ARRAY_ITEMS, MAX_VALUE_CHARS
+from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.per_file import AuditedFile, audits_to_tables
 from gguf_audit.testing.builder import (
     KV,
     Tensor,
     build_gguf,
     kv_array,
     kv_f32,
-    kv_i32,
     kv_str,
-    kv_u16,
-    kv_u32,
     tiny_llama_like,
 )
-
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "tables.md"
-
-
-def test_schemas() -> None:
-    assert TABLE_NAMES == ("runs", "files", "models", "tensors", "metadata", "problems", "samples")
-    for name in TABLE_NAMES:
-        stored = stored_schema(name)
-        assert PARTITION_COLUMN not in stored.names
-        assert SCHEMAS[name].names == [*stored.names, PARTITION_COLUMN]
-        assert schema_version_of(stored) == SCHEMA_VERSION
-    files = stored_schema("files")
-    for column in [
-        "url",
-        "size",
-        "etag",
-        "status",
-        "loadable",
-        "version",
-        "byte_order",
-        "n_tensors",
-        "n_kv",
-        "header_bytes",
-        "architecture",
-        "name",
-        "file_type",
-        "model_id",
-        "shard_index",
-        "shard_count",
-        "fingerprint",
-        "bytes_read",
-        "requests",
-        "seconds",
-    ]:
-        assert column in files.names, column
-    assert files.field("fingerprint").nullable
-    assert set(["url", "model_id", "tensor", "code", "severity", "message", "offset"]) <= set(
-        stored_schema("problems").names
-    )
-    assert stored_schema("tensors").field("shape").type == pa.list_(pa.int64())
-    assert {"count", "min", "max", "mean", "std", "max_abs", "n_nan", "n_inf", "zero_fraction"} <= set(
-        stored_schema("samples").names
-    )
-    with pytest.raises(KeyError, match=r"Got 'file'\."):
-        stored_schema("file")
-
-
-def test_docs_describe_every_column() -> None:
-    text = DOCS.read_text()
-    assert f"Schema version: {SCHEMA_VERSION}" in text
-    for name in TABLE_NAMES:
-        section = re.search(rf"^## `{name}`\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-        assert section is not None, f"docs/tables.md has no section for {name}"
-        documented = re.findall(r"^\| `([a-z_0-9]+)` \|", section.group(1), re.M)
-        assert documented == SCHEMAS[name].names, name
 
 
 def _audit(path: str, data: bytes) -> FileAudit:
@@ -195,40 +125,3 @@ def test_forged_sizes_fit_the_columns() -> None:
     assert t["shape"] == [1 << 62, -(1 << 63)]
     assert t["n_elements"] is None or -(1 << 63) <= int(t["n_elements"]) < (1 << 63)  # type: ignore[call-overload]
     assert "tensor.bad_dims" in rows["files"][0]["codes"]  # type: ignore[operator]
-
-
-def test_unchanged_since() -> None:
-    t = datetime(2026, 1, 1, tzinfo=UTC)
-    before = ListedFile("u", 10, '"e1"', None, t, None)
-    assert ListedFile("u", 10, '"e1"', None, t).unchanged_since(before)
-    assert not ListedFile("u", 11, '"e1"', None, t).unchanged_since(before)
-    assert not ListedFile("u", 10, '"e2"', None, t).unchanged_since(before)  # the ETag wins over the mtime
-    assert ListedFile("u", 10, '"e1"', None, datetime(2027, 1, 1, tzinfo=UTC)).unchanged_since(before)
-    assert ListedFile("u", 10, None, None, t).unchanged_since(before)  # only the mtime in common
-    assert not ListedFile("u", 10).unchanged_since(ListedFile("u", 10))  # nothing to compare: read it
-    lfs = ListedFile("u", 10, "x", None, None, "a" * 64)
-    assert not ListedFile("u", 10, "x", None, None, "b" * 64).unchanged_since(lfs)  # sha256 first
-    assert not ListedFile("u", None).unchanged_since(ListedFile("u", None))
-
-
-def test_reuse_rows_and_facts_from_tables() -> None:
-    kvs: list[KV] = [
-        kv_str("general.architecture", "llama"),
-        kv_u32("general.alignment", 64),
-        kv_u16("split.no", 0),
-        kv_u16("split.count", 2),
-        kv_i32("split.tensors.count", 3),
-    ]
-    audit = _audit(
-        "/t/s-00001-of-00002.gguf", build_gguf(kvs, [Tensor("a", (32,), 0), Tensor("b", (32,), 0)], alignment=64)
-    )
-    t = audits_to_tables([AuditedFile(audit, ListedFile(audit.url, audit.size, "e"), "m")], run_id="r1")
-    [facts] = shard_facts_from_tables(t.files, t.metadata, t.tensors)
-    assert facts == shard_facts(audit)
-
-    listing = {audit.url: ListedFile(audit.url, audit.size, "e", None, datetime(2026, 5, 1, tzinfo=UTC))}
-    [row] = reuse_rows(t.files, listing).to_pylist()
-    assert row["reused"] is True and row["bytes_read"] == row["requests"] == 0 and row["source_run_id"] == "r1"
-    assert row["mtime"] == datetime(2026, 5, 1, tzinfo=UTC)
-    assert reuse_rows(t.files, {}).num_rows == 0
-    assert reuse_rows(t.tensors, listing).num_rows == 2

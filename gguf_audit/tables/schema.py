@@ -13,21 +13,25 @@ polars' ``scan_parquet(..., hive_partitioning=True)``) puts it on every row.
 the schema version in their metadata. ``docs/tables.md`` documents every
 column; a test keeps the two in step.
 
-Pure: pyarrow only.
+Pure: pyarrow only. :func:`rows_to_table` and :func:`empty_table` build tables of these schemas.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 
 __all__ = [
     "PARTITION_COLUMN",
     "SCHEMAS",
     "SCHEMA_VERSION",
     "TABLE_NAMES",
+    "empty_table",
     "partitioning",
+    "rows_to_table",
     "schema_version_of",
     "stored_schema",
 ]
@@ -245,6 +249,16 @@ def stored_schema(table: str) -> pa.Schema:
     return pa.schema(fields, metadata=_metadata(table))
 
 
+def empty_table(table: str) -> pa.Table:
+    """A table with no rows and the stored schema of ``table``."""
+    return stored_schema(table).empty_table()
+
+
+def rows_to_table(table: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """Row dicts as ``table``'s stored schema (missing keys are nulls)."""
+    return pa.Table.from_pylist(list(rows), schema=stored_schema(table))
+
+
 SCHEMAS: Final = {
     name: pa.schema([*fields, _f(PARTITION_COLUMN, pa.string(), False)], metadata=_metadata(name))
     for name, fields in _FIELDS.items()
@@ -254,8 +268,6 @@ SCHEMAS: Final = {
 
 def partitioning() -> object:
     """The hive partitioning of every table, for ``pyarrow.dataset.dataset(partitioning=...)``."""
-    import pyarrow.dataset as ds
-
     return ds.partitioning(pa.schema([pa.field(PARTITION_COLUMN, pa.string())]), flavor="hive")
 
 

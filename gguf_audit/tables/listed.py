@@ -1,0 +1,48 @@
+"""What a listing says of one file before anything is read: :class:`ListedFile`.
+
+It lives with the tables, not with discovery in ``gguf_audit.pipelines``,
+because the ``files`` table records these facts (its "what the listing said"
+columns) and the row builders take them; the tables must not import the
+pipelines. Discovery makes them, an incremental run compares them.
+
+Pure: a frozen value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = ["ListedFile"]
+
+
+@dataclass(frozen=True, slots=True)
+class ListedFile:
+    """One file as the listing (or a manifest) described it, before anything is read."""
+
+    url: str
+    size: int | None = None
+    etag: str | None = None
+    version_id: str | None = None
+    mtime: datetime | None = None
+    sha256: str | None = None
+
+    def unchanged_since(self, previous: ListedFile) -> bool:
+        """Whether the listing shows the same bytes as ``previous`` (same URL, an earlier run).
+
+        The size must match and so must the strongest identity both listings
+        have: the LFS sha256, then a version id, then an ETag, then the
+        modification time. With none in common the file counts as changed.
+        """
+        if self.size is None or self.size != previous.size:
+            return False
+        for mine, theirs in (
+            (self.sha256, previous.sha256),
+            (self.version_id, previous.version_id),
+            (self.etag, previous.etag),
+        ):
+            if mine is not None and theirs is not None:
+                return mine == theirs
+        if self.mtime is not None and previous.mtime is not None:
+            return self.mtime == previous.mtime
+        return False

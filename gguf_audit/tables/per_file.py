@@ -1,0 +1,276 @@
+"""File audits as the five per-file audit tables: ``files``, ``problems``, ``tensors``, ``metadata``, ``samples``.
+
+Pure: values in, Arrow tables out (schemas in :mod:`gguf_audit.tables.schema`,
+cells in :mod:`gguf_audit.tables.cells`). No I/O and no dask; the pipeline
+decides what to read and where the tables go.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from gguf.constants import LlamaFileType
+
+from gguf_audit.audit import FileAudit
+from gguf_audit.checks.shards import SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT
+from gguf_audit.findings import CODES, Finding, Severity
+from gguf_audit.format.model import Header, ValueType
+from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.tables.cells import arrow_text, digest, fits_int64, i64, value_cells
+from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.schema import rows_to_table, stored_schema
+
+__all__ = [
+    "AuditTables",
+    "AuditedFile",
+    "audits_to_tables",
+    "files_to_table",
+    "metadata_to_table",
+    "problem_row",
+    "problems_to_table",
+    "samples_to_table",
+    "tensors_to_table",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditedFile:
+    """A file's audit with the listing facts and model it belongs to."""
+
+    audit: FileAudit
+    listed: ListedFile
+    model_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditTables:
+    """The per-file tables of some audited files."""
+
+    files: pa.Table
+    problems: pa.Table
+    tensors: pa.Table
+    metadata: pa.Table
+    samples: pa.Table
+
+    def per_file(self) -> dict[str, pa.Table]:
+        """The tables by name (each has a ``url`` column)."""
+        return {
+            "files": self.files,
+            "problems": self.problems,
+            "tensors": self.tensors,
+            "metadata": self.metadata,
+            "samples": self.samples,
+        }
+
+
+def _str_value(header: Header, key: str) -> str | None:
+    value = header.get_str(key)
+    return None if value is None else arrow_text(value)
+
+
+def _int_value(header: Header, key: str) -> int | None:
+    return i64(header.get_int(key))
+
+
+def _file_type_name(file_type: int | None) -> str | None:
+    if file_type is None:
+        return None
+    try:
+        name = LlamaFileType(file_type).name
+    except ValueError:
+        return None
+    return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+
+def _vocab_size(header: Header, arch: str | None) -> int | None:
+    tokens = header.metadata.get("tokenizer.ggml.tokens")
+    if tokens is not None and tokens.type is ValueType.ARRAY:
+        return tokens.length
+    return _int_value(header, f"{arch}.vocab_size") if arch else None
+
+
+def _template_digest(header: Header) -> str | None:
+    value = header.get("tokenizer.chat_template")
+    return digest(value) if isinstance(value, str) else None
+
+
+def _template_end(audit: FileAudit) -> str | None:
+    """How the default template ends the standard conversation (its rendered tail)."""
+    for template in audit.templates:
+        if template.key == "tokenizer.chat_template":
+            return template.rendered_tail
+    return None
+
+
+def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
+    audit, listed = item.audit, item.listed
+    h = audit.header
+    shard = parse_shard_name(audit.url)
+    severities = Counter(f.severity for f in audit.findings)
+    row: dict[str, Any] = {
+        "url": audit.url,
+        "model_id": item.model_id,
+        "shard_index": shard.shard_index if shard else None,
+        "shard_count": shard.shard_count if shard else None,
+        "size": i64(audit.size if audit.size is not None else listed.size),
+        "etag": listed.etag if listed.etag is not None else audit.etag,
+        "version_id": listed.version_id,
+        "mtime": listed.mtime,
+        "sha256": listed.sha256,
+        "status": str(audit.status),
+        "loadable": audit.loadable,
+        "n_problems": len(audit.findings),
+        "n_errors": severities[Severity.ERROR],
+        "n_warnings": severities[Severity.WARNING],
+        "codes": sorted({f.code for f in audit.findings}),
+        "fingerprint": audit.fingerprint,
+        "bytes_read": audit.io.bytes_read,
+        "requests": audit.io.requests,
+        "io_seconds": audit.io.seconds,
+        "seconds": audit.seconds,
+        "source_run_id": run_id,
+        "reused": False,
+    }
+    if h is not None:
+        arch = _str_value(h, "general.architecture")
+        file_type = _int_value(h, "general.file_type")
+        row.update(
+            version=i64(h.version),
+            byte_order=h.byte_order,
+            alignment=i64(h.alignment),
+            n_tensors=i64(h.n_tensors),
+            n_kv=i64(h.n_kv),
+            header_bytes=i64(h.header_bytes),
+            data_offset=i64(h.data_offset),
+            min_file_size=i64(h.min_file_size),
+            architecture=arch,
+            name=_str_value(h, "general.name"),
+            basename=_str_value(h, "general.basename"),
+            size_label=_str_value(h, "general.size_label"),
+            file_type=file_type,
+            file_type_name=_file_type_name(file_type),
+            quantization_version=_int_value(h, "general.quantization_version"),
+            context_length=_int_value(h, f"{arch}.context_length") if arch else None,
+            vocab_size=_vocab_size(h, arch),
+            chat_template_sha256=_template_digest(h),
+            chat_template_end=_template_end(audit),
+            split_no=_int_value(h, SPLIT_NO),
+            split_count=_int_value(h, SPLIT_COUNT),
+            split_tensors_count=_int_value(h, SPLIT_TENSORS_COUNT),
+        )
+    return row
+
+
+def files_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
+    """One ``files`` row per audited file; ``run_id`` is the run that read them."""
+    return rows_to_table("files", [_file_row(item, run_id) for item in items])
+
+
+def problem_row(f: Finding, *, url: str | None, model_id: str, scope: str, run_id: str) -> dict[str, Any]:
+    info = CODES.get(f.code)
+    return {
+        "url": url,
+        "model_id": model_id,
+        "scope": scope,
+        "code": f.code,
+        "severity": str(f.severity),
+        "refused": info.refused if info is not None else None,
+        "message": arrow_text(f.message),
+        "tensor": arrow_text(f.tensor) if f.tensor is not None else None,
+        "offset": i64(f.offset),
+        "source_run_id": run_id,
+    }
+
+
+def problems_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
+    """One ``problems`` row per finding of each file (scope ``file``)."""
+    rows = [
+        problem_row(f, url=item.audit.url, model_id=item.model_id, scope="file", run_id=run_id)
+        for item in items
+        for f in item.audit.findings
+    ]
+    return rows_to_table("problems", rows)
+
+
+def tensors_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
+    """One ``tensors`` row per tensor info of each decoded header."""
+    cols: dict[str, list[Any]] = {name: [] for name in stored_schema("tensors").names}
+    for item in items:
+        h = item.audit.header
+        if h is None:
+            continue
+        url, model_id = item.audit.url, item.model_id
+        for index, t in enumerate(h.tensors):
+            cols["url"].append(url)
+            cols["model_id"].append(model_id)
+            cols["index"].append(index)
+            cols["name"].append(arrow_text(t.name))
+            cols["type"].append(t.type_name)
+            if fits_int64(t.type_id, t.offset, t.data_offset, t.n_bytes, t.n_elements, *t.shape):
+                # the common case, without a check per cell (this is the widest table)
+                cols["type_id"].append(t.type_id)
+                cols["shape"].append(list(t.shape))
+                cols["offset"].append(t.offset)
+                cols["data_offset"].append(t.data_offset)
+                cols["n_bytes"].append(t.n_bytes)
+                cols["n_elements"].append(t.n_elements)
+            else:
+                cols["type_id"].append(i64(t.type_id) or 0)
+                cols["shape"].append([i64(d) for d in t.shape])
+                cols["offset"].append(i64(t.offset))
+                cols["data_offset"].append(i64(t.data_offset))
+                cols["n_bytes"].append(i64(t.n_bytes))
+                cols["n_elements"].append(i64(t.n_elements))
+            cols["n_dims"].append(len(t.shape))
+            cols["source_run_id"].append(run_id)
+    return pa.Table.from_pydict(cols, schema=stored_schema("tensors"))
+
+
+def metadata_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
+    """One ``metadata`` row per key-value record of each decoded header (duplicates included)."""
+    cols: dict[str, list[Any]] = {name: [] for name in stored_schema("metadata").names}
+    for item in items:
+        h = item.audit.header
+        if h is None:
+            continue
+        for kv in h.kvs:
+            cells = value_cells(kv)
+            cols["url"].append(item.audit.url)
+            cols["model_id"].append(item.model_id)
+            cols["key"].append(arrow_text(kv.key))
+            cols["type"].append(kv.type_name)
+            cols["length"].append(cells.length)
+            cols["value"].append(cells.value)
+            cols["value_text"].append(cells.value_text)
+            cols["truncated"].append(cells.truncated)
+            cols["value_sha256"].append(cells.sha256)
+            cols["offset"].append(i64(kv.offset))
+            cols["source_run_id"].append(run_id)
+    return pa.Table.from_pydict(cols, schema=stored_schema("metadata"))
+
+
+def samples_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
+    """One ``samples`` row per sampled block (audits made with sampling on)."""
+    rows = [
+        {**row.as_dict(), "url": item.audit.url, "model_id": item.model_id, "source_run_id": run_id}
+        for item in items
+        for row in item.audit.samples
+    ]
+    for row in rows:
+        row["tensor"] = arrow_text(row["tensor"])
+    return rows_to_table("samples", rows)
+
+
+def audits_to_tables(items: Sequence[AuditedFile], *, run_id: str) -> AuditTables:
+    """The five per-file tables of ``items``."""
+    return AuditTables(
+        files=files_to_table(items, run_id=run_id),
+        problems=problems_to_table(items, run_id=run_id),
+        tensors=tensors_to_table(items, run_id=run_id),
+        metadata=metadata_to_table(items, run_id=run_id),
+        samples=samples_to_table(items, run_id=run_id),
+    )
