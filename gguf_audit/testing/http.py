@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from os import PathLike
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, Literal, Self
+from typing import Any, Final, Literal
 
-from gguf_audit.testing.loopback import LOOPBACK, POLL_INTERVAL_S, ConnectionTracking, RequestRecord
+from gguf_audit.testing.loopback import LOOPBACK, ConnectionTracking, LoopbackServer, RequestRecord
 
 __all__ = ["RangeHTTPServer", "parse_byte_range"]
 
@@ -202,7 +201,7 @@ class _RangeServer(ConnectionTracking, ThreadingHTTPServer):
         super().__init__((LOOPBACK, 0), _RangeHandler)
 
 
-class RangeHTTPServer:
+class RangeHTTPServer(LoopbackServer):
     """A threaded HTTP/1.1 server on 127.0.0.1 that honours single byte ranges.
 
     Serves ``files`` (an in-memory ``{path: bytes}``, paths without a leading
@@ -239,7 +238,7 @@ class RangeHTTPServer:
         no_content_length: bool = False,
         allow_head: bool = True,
     ) -> None:
-        self._lock = threading.Lock()
+        super().__init__()
         self._closing = threading.Event()
         self._root = Path(root).resolve() if root is not None else None
         self._files: dict[str, tuple[bytes, str]] = {}
@@ -251,24 +250,9 @@ class RangeHTTPServer:
         self._fail_status = int(fail_status)
         self._no_content_length = no_content_length
         self._allow_head = allow_head
-        self._requests: list[RequestRecord] = []
-        self._bytes_sent = 0
-        self._connections = 0
-        self._closed = False
-        self._httpd = _RangeServer(self)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": POLL_INTERVAL_S},
-            name=f"RangeHTTPServer:{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
+        self._serve(_RangeServer(self))
 
     # -- addresses
-
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
 
     @property
     def base_url(self) -> str:
@@ -377,36 +361,17 @@ class RangeHTTPServer:
     # -- accounting
 
     @property
-    def requests(self) -> list[RequestRecord]:
-        """A copy of the requests answered so far, in arrival order."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
     def bytes_sent(self) -> int:
         """Total body bytes handed to sockets (error bodies included, headers not).
 
         A chunk is counted just before it is written, so a client that hangs
         up mid-body leaves up to one chunk (1 MiB) counted but never sent.
         """
-        with self._lock:
-            return self._bytes_sent
-
-    @property
-    def connections(self) -> int:
-        """TCP connections accepted; with keep-alive, fewer than requests."""
-        with self._lock:
-            return self._connections
-
-    def reset_stats(self) -> None:
-        with self._lock:
-            self._requests.clear()
-            self._bytes_sent = 0
-            self._connections = 0
+        return super().bytes_sent
 
     def _begin_request(self, record: RequestRecord) -> _Knobs:
+        self._record(record)
         with self._lock:
-            self._requests.append(record)
             fail_status: int | None = None
             if self._fail_next > 0:
                 self._fail_next -= 1
@@ -419,37 +384,10 @@ class RangeHTTPServer:
                 self._allow_head,
             )
 
-    def _add_bytes(self, n_bytes: int) -> None:
-        with self._lock:
-            self._bytes_sent += n_bytes
-
-    def _note_connection(self) -> None:
-        with self._lock:
-            self._connections += 1
-
     # -- lifecycle
 
-    def close(self) -> None:
-        """Stop serving, end open connections and join every thread (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._closing.set()
-        self._httpd.shutdown()
-        self._thread.join()
-        self._httpd.drop_connections()
-        self._httpd.server_close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _before_close(self) -> None:
+        self._closing.set()  # wakes handlers sleeping on latency_s
 
     def __repr__(self) -> str:
         return f"RangeHTTPServer({self.base_url!r}, root={self._root!r})"

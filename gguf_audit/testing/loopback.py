@@ -1,8 +1,9 @@
-"""What the loopback test servers share: the address, the request record and connection tracking.
+"""What the loopback test servers share: the address, the request record, accounting and lifecycle.
 
 :class:`~gguf_audit.testing.http.RangeHTTPServer` and
-:class:`~gguf_audit.testing.s3.MotoS3Server` both bind :data:`LOOPBACK` on
-an ephemeral port, log every request as a :class:`RequestRecord`, and end
+:class:`~gguf_audit.testing.s3.MotoS3Server` are both a :class:`LoopbackServer`:
+they bind :data:`LOOPBACK` on an ephemeral port, serve from a daemon thread,
+log every request as a :class:`RequestRecord` with the body bytes sent, and end
 idle keep-alive connections on close through :class:`ConnectionTracking`.
 """
 
@@ -14,9 +15,10 @@ import socketserver
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from types import TracebackType
+from typing import Any, Final, NamedTuple, Self
 
-__all__ = ["LOOPBACK", "POLL_INTERVAL_S", "ConnectionTracking", "RequestRecord"]
+__all__ = ["LOOPBACK", "POLL_INTERVAL_S", "ConnectionTracking", "LoopbackServer", "RequestRecord"]
 
 LOOPBACK: Final = "127.0.0.1"
 
@@ -91,3 +93,103 @@ class ConnectionTracking(socketserver.TCPServer):
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             return
         super().handle_error(request, client_address)
+
+
+class LoopbackServer:
+    """A server on 127.0.0.1 run from a daemon thread, with thread-safe request accounting.
+
+    Subclasses build their ``socketserver`` server (a :class:`ConnectionTracking`
+    that calls :meth:`_note_connection`), hand it to :meth:`_serve`, and record
+    what they answer with :meth:`_record` and :meth:`_add_bytes`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: list[RequestRecord] = []
+        self._bytes_sent = 0
+        self._connections = 0
+        self._closed = False
+        self._server: ConnectionTracking | None = None
+        self._thread: threading.Thread | None = None
+
+    def _serve(self, server: ConnectionTracking) -> None:
+        """Start answering on ``server`` from a daemon thread."""
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": POLL_INTERVAL_S},
+            name=f"{type(self).__name__}:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError(f"{type(self).__name__} is not serving yet.")
+        return int(self._server.server_address[1])
+
+    # -- accounting
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A copy of the requests answered so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def bytes_sent(self) -> int:
+        """Total response body bytes handed to sockets (headers not counted)."""
+        with self._lock:
+            return self._bytes_sent
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted; with keep-alive, fewer than requests."""
+        with self._lock:
+            return self._connections
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._requests.clear()
+            self._bytes_sent = 0
+            self._connections = 0
+
+    def _record(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._requests.append(record)
+
+    def _add_bytes(self, n_bytes: int) -> None:
+        with self._lock:
+            self._bytes_sent += n_bytes
+
+    def _note_connection(self) -> None:
+        with self._lock:
+            self._connections += 1
+
+    # -- lifecycle
+
+    def _before_close(self) -> None:
+        """Hook: what a subclass does before the accept loop stops (wake sleeping handlers)."""
+
+    def close(self) -> None:
+        """Stop serving, end open connections and join every thread (idempotent)."""
+        if self._closed or self._server is None or self._thread is None:
+            return
+        self._closed = True
+        self._before_close()
+        self._server.shutdown()
+        self._server.drop_connections()
+        self._thread.join()
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -14,17 +14,15 @@ close. Typical use::
 from __future__ import annotations
 
 import http.client
-import threading
 from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import boto3  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import ThreadedWSGIServer
 
-from gguf_audit.testing.loopback import LOOPBACK, POLL_INTERVAL_S, ConnectionTracking, RequestRecord
+from gguf_audit.testing.loopback import LOOPBACK, ConnectionTracking, LoopbackServer, RequestRecord
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -35,7 +33,7 @@ __all__ = ["MotoS3Server"]
 _HELPER_MARK: Final = "gguf-audit-testing-helper"
 
 
-class MotoS3Server:
+class MotoS3Server(LoopbackServer):
     """moto's S3 on 127.0.0.1 (an ephemeral port), with request accounting.
 
     This runs the WSGI app ``moto.server.ThreadedMotoServer`` runs
@@ -57,25 +55,10 @@ class MotoS3Server:
     secret: Final = "testing"
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._requests: list[RequestRecord] = []
-        self._bytes_sent = 0
-        self._connections = 0
-        self._closed = False
+        super().__init__()
         self._client: Any = None
         app = DomainDispatcherApplication(create_backend_app)
-        self._wsgi = _TrackedWSGIServer(self._counting(app), self._note_connection)
-        self._thread = threading.Thread(
-            target=self._wsgi.serve_forever,
-            kwargs={"poll_interval": POLL_INTERVAL_S},
-            name=f"MotoS3Server:{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        return int(self._wsgi.server_address[1])
+        self._serve(_TrackedWSGIServer(self._counting(app), self._note_connection))
 
     @property
     def endpoint_url(self) -> str:
@@ -128,35 +111,7 @@ class MotoS3Server:
         finally:
             conn.close()
 
-    # -- accounting
-
-    @property
-    def requests(self) -> list[RequestRecord]:
-        """A copy of the S3 requests answered so far (helper requests excluded)."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def bytes_sent(self) -> int:
-        """Total response body bytes of the counted requests."""
-        with self._lock:
-            return self._bytes_sent
-
-    @property
-    def connections(self) -> int:
-        """TCP connections accepted (the helper's own included)."""
-        with self._lock:
-            return self._connections
-
-    def reset_stats(self) -> None:
-        with self._lock:
-            self._requests.clear()
-            self._bytes_sent = 0
-            self._connections = 0
-
-    def _note_connection(self) -> None:
-        with self._lock:
-            self._connections += 1
+    # -- accounting (requests exclude the helper's own; connections include them)
 
     def _counting(self, app: WSGIApplication) -> WSGIApplication:
         def counting_app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -170,8 +125,7 @@ class MotoS3Server:
                 f"{path}?{query}" if query else path,
                 environ.get("HTTP_RANGE"),
             )
-            with self._lock:
-                self._requests.append(record)
+            self._record(record)
             return self._count_body(app(environ, start_response))
 
         return counting_app
@@ -179,36 +133,12 @@ class MotoS3Server:
     def _count_body(self, body: Iterable[bytes]) -> Iterator[bytes]:
         try:
             for chunk in body:
-                with self._lock:
-                    self._bytes_sent += len(chunk)
+                self._add_bytes(len(chunk))
                 yield chunk
         finally:
             close = getattr(body, "close", None)
             if close is not None:
                 close()
-
-    # -- lifecycle
-
-    def close(self) -> None:
-        """Stop serving, end open connections and join every thread (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._wsgi.shutdown()
-        self._wsgi.drop_connections()
-        self._thread.join()
-        self._wsgi.server_close()  # werkzeug's serve_forever did already; harmless
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"MotoS3Server({self.endpoint_url!r})"
