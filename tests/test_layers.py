@@ -306,6 +306,19 @@ def test_pure_layers_import_no_io_library() -> None:
     assert not impure, "pure modules importing I/O, process or thread libraries:\n" + "\n".join(impure)
 
 
+# The house limit on a module's length (STYLE.md: "No module over 600 lines").
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    long = sorted(
+        f"{path.relative_to(REPO)}: {n} lines"
+        for path in set(modules().values())
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    )
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them):\n" + "\n".join(long)
+
+
 def test_test_only_dependencies_stay_in_their_module() -> None:
     leaks = [
         f"{imp.where()}: {imp.source} imports {imp.target}"
