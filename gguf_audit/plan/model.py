@@ -1,7 +1,4 @@
-"""Which tensor blocks to read, and the byte ranges that fetch them.
-
-Pure: a parsed :class:`~gguf_audit.format.model.Header` in, a
-:class:`SamplePlan` out. No I/O.
+"""The values of a sampling plan: byte ranges, blocks, the plan itself, and how tensors divide into blocks.
 
 A tensor is divided into *sampling blocks*: its ggml blocks for quantized
 types (32 elements in 18 bytes for Q4_0, 256 in 144 for Q4_K), and runs of
@@ -9,21 +6,16 @@ types (32 elements in 18 bytes for Q4_0, 256 in 144 for Q4_K), and runs of
 the integers), as the corpus ground truth numbers them. Block ``i`` of a
 tensor is block ``i`` of the tensor flattened in ggml's storage order.
 
-:func:`plan_samples` takes, per tensor, the first and last blocks and a few
-spread through the rest (one per stratum, at a position drawn from a hash of
-the seed, the file's identity and the tensor), so a rerun or a retry reads
-the same bytes, and mirrors of a file (same identity) read the same blocks.
-A per-file byte budget caps the total: blocks are granted round by round
-(every tensor's first block, then every last block, then each spread block
-in turn), so a small budget still touches every tensor. :func:`merge_ranges`
-then coalesces near ranges, smallest gaps first, without passing the budget.
+The data section is divided into :data:`STRATA` equal byte strata; a plan
+and a read record which of them their blocks touch as a bit mask
+(:func:`strata_mask`), so a table can say how much of a file was looked at.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -34,22 +26,26 @@ from gguf_audit.format.model import Header, TensorInfo
 __all__ = [
     "DEFAULT_SAMPLE_CONFIG",
     "RUN_ELEMS",
+    "STRATA",
     "BlockGeometry",
     "ByteRange",
     "PlannedBlock",
     "SampleConfig",
     "SamplePlan",
     "SelectionError",
+    "block_at",
+    "data_section",
     "file_identity",
-    "merge_ranges",
-    "plan_blocks",
-    "plan_fetch",
-    "plan_samples",
+    "strata_mask",
+    "stratum_bounds",
     "tensor_geometry",
 ]
 
 RUN_ELEMS: Final = 32
 """Elements per sampling block of the one-element types (F32, F16, BF16, ...)."""
+
+STRATA: Final = 16
+"""Equal byte strata of the data section a plan spreads its windows over (one bit each in a mask)."""
 
 
 class SelectionError(GGUFAuditError, ValueError):
@@ -67,32 +63,39 @@ class ByteRange(NamedTuple):
         return self.end - self.start
 
 
+def _parse_count(name: str, value: object, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"SampleConfig.{name} must be an int >= {minimum}. Got {value!r}.")
+
+
 @dataclass(frozen=True, slots=True)
 class SampleConfig:
-    """How many blocks of each tensor to read, and the per-file cap on bytes."""
+    """What sampling one file may cost: range requests and bytes, and how wide each read is."""
 
-    head_blocks: int = 1
-    """Blocks taken from the start of every tensor."""
-    tail_blocks: int = 1
-    """Blocks taken from the end of every tensor."""
-    spread_blocks: int = 4
-    """Blocks spread through the rest, one per equal stratum."""
+    max_requests: int = 32
+    """Range requests per file for samples at most (the header read is apart). Each
+    request is one *window*: a run of bytes that may span tensor boundaries, every
+    whole block inside it decoded. On S3 a GET costs what about 4 KiB of egress
+    does, and Hugging Face's resolver allows a free account 5,000 requests in
+    5 minutes: requests, not bytes, are what sampling a collection spends."""
     budget_bytes: int = 1 << 20
-    """Bytes fetched per file at most, merge gaps included."""
+    """Bytes fetched per file at most, gaps inside windows included."""
+    window_blocks: int = 64
+    """Blocks per window, half on each side of a tensor boundary (fewer when a
+    window would pass ``budget_bytes / max_requests``): 9 KiB of Q4_K, 2 KiB
+    of Q8_0, 2,048 F32 values. Counted in blocks because each block read is
+    decoded and becomes a ``samples`` row; wider windows find a bad block
+    inside a sampled tensor more often, but touch no more tensors."""
     max_gap_bytes: int = 4 << 10
-    """Ranges this close are fetched as one (while the budget allows). All
-    ranges go out concurrently, so a merge saves a request, not a round
-    trip; on S3 a GET costs about what 4 KiB of egress does."""
+    """Windows this close are fetched as one (while the budget allows)."""
     seed: int = 0
-    """Varies the spread blocks; the same seed reads the same bytes."""
+    """Varies the window positions; the same seed reads the same bytes."""
 
     def __post_init__(self) -> None:
-        for name in ("head_blocks", "tail_blocks", "spread_blocks", "max_gap_bytes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"SampleConfig.{name} must be an int >= 0. Got {value!r}.")
-        if not isinstance(self.budget_bytes, int) or isinstance(self.budget_bytes, bool) or self.budget_bytes < 1:
-            raise ValueError(f"SampleConfig.budget_bytes must be an int >= 1. Got {self.budget_bytes!r}.")
+        _parse_count("max_requests", self.max_requests, 1)
+        _parse_count("budget_bytes", self.budget_bytes, 1)
+        _parse_count("window_blocks", self.window_blocks, 2)
+        _parse_count("max_gap_bytes", self.max_gap_bytes, 0)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ValueError(f"SampleConfig.seed must be an int. Got {self.seed!r}.")
 
@@ -140,18 +143,21 @@ class PlannedBlock:
 
 @dataclass(frozen=True, slots=True)
 class SamplePlan:
-    """The blocks to read from one file and the merged ranges that fetch them."""
+    """The blocks to read from one file and the ranges that fetch them."""
 
     blocks: tuple[PlannedBlock, ...]
     """In offset order; no two overlap."""
     fetch: tuple[ByteRange, ...]
-    """The merged, sorted ranges covering every block."""
+    """The sorted ranges covering every block: one request each."""
     seed: int
     file_identity: str
     budget_bytes: int | None
     """None for an explicit selection (no cap)."""
-    dropped_blocks: int = 0
-    """Blocks the per-tensor counts asked for that the budget left out."""
+    data_start: int = 0
+    data_end: int = 0
+    """The span :data:`STRATA` divides (the data section, see :func:`data_section`)."""
+    max_requests: int | None = None
+    """The request cap the plan was made under; None for an explicit selection."""
 
     @property
     def ranges(self) -> tuple[ByteRange, ...]:
@@ -165,8 +171,18 @@ class SamplePlan:
 
     @property
     def fetch_bytes(self) -> int:
-        """Bytes the merged ranges fetch (block bytes plus merged gaps)."""
+        """Bytes the ranges fetch (block bytes plus the gaps inside and between them)."""
         return sum(r.n_bytes for r in self.fetch)
+
+    @property
+    def n_tensors(self) -> int:
+        """Tensors with at least one planned block."""
+        return len({b.tensor_index for b in self.blocks})
+
+    @property
+    def strata(self) -> int:
+        """The strata the planned blocks touch, bit ``k`` for stratum ``k`` (see :func:`strata_mask`)."""
+        return strata_mask((b.range for b in self.blocks), self.data_start, self.data_end)
 
 
 # --- geometry -----------------------------------------------------------------
@@ -188,7 +204,8 @@ def tensor_geometry(tensor: TensorInfo) -> BlockGeometry | None:
     return BlockGeometry(n_blocks, info.block_elems, info.block_bytes, 0, n_blocks * info.block_elems)
 
 
-def _block(index: int, tensor_index: int, tensor: TensorInfo, geo: BlockGeometry) -> PlannedBlock:
+def block_at(index: int, tensor_index: int, tensor: TensorInfo, geo: BlockGeometry) -> PlannedBlock:
+    """Block ``index`` of ``tensor`` (``0 <= index < geo.n_blocks``)."""
     first = index * geo.block_elems
     n_elements = min(geo.block_elems, geo.n_elements - first)
     n_bytes = n_elements * geo.element_bytes if geo.element_bytes else geo.block_bytes
@@ -220,225 +237,36 @@ def file_identity(header: Header) -> str:
     return h.hexdigest()
 
 
-_identity = file_identity  # plan_samples takes a parameter of the same name
+# --- strata -------------------------------------------------------------------
 
 
-def _draw(key: bytes, stratum: int, size: int) -> int:
-    """A position in ``[0, size)`` from a hash, the same on every platform and Python."""
-    digest = hashlib.blake2b(key + stratum.to_bytes(4, "little"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % size
+def data_section(header: Header) -> ByteRange:
+    """The data section as the header declares it: from ``data_offset`` to the last tensor's end."""
+    end = max((t.end_offset for t in header.tensors if t.n_bytes > 0), default=header.data_offset)
+    return ByteRange(header.data_offset, max(end, header.data_offset))
 
 
-def _spread(n_blocks: int, head: int, tail: int, count: int, key: bytes) -> list[int]:
-    """Up to ``count`` block indices between the head and tail blocks, one per stratum."""
-    lo, hi = head, n_blocks - tail
-    if count == 0 or hi <= lo:
-        return []
-    width = hi - lo
-    if width <= count:
-        return list(range(lo, hi))
-    picks = []
-    for j in range(count):
-        start = lo + j * width // count
-        end = lo + (j + 1) * width // count
-        picks.append(start + _draw(key, j, end - start))
-    return picks
+def stratum_bounds(k: int, data_start: int, data_end: int) -> ByteRange:
+    """Stratum ``k`` of ``[data_start, data_end)``: the bytes ``x`` with ``(x - data_start) * STRATA // size == k``."""
+    size = data_end - data_start
+    return ByteRange(data_start + -(-k * size // STRATA), data_start + -(-(k + 1) * size // STRATA))
 
 
-def _fits(block: PlannedBlock, file_size: int | None) -> bool:
-    return file_size is None or block.end_offset <= file_size
+def strata_mask(ranges: Iterable[tuple[int, int]], data_start: int, data_end: int) -> int:
+    """Bit ``k`` set for each stratum ``k`` of ``[data_start, data_end)`` a range overlaps.
 
-
-def plan_samples(
-    header: Header,
-    *,
-    seed: int | None = None,
-    file_identity: str | None = None,
-    config: SampleConfig = DEFAULT_SAMPLE_CONFIG,
-    file_size: int | None = None,
-    tensors: Collection[str] | None = None,
-) -> SamplePlan:
-    """The blocks to sample from every tensor of ``header``, within the budget.
-
-    Parameters
-    ----------
-    seed:
-        Overrides ``config.seed``.
-    file_identity:
-        What the spread positions are drawn from besides the seed; defaults to
-        :func:`file_identity` of the header, so copies of a file agree.
-    file_size:
-        Blocks ending past it are not planned (their data is not there);
-        defaults to the header's ``file_size``.
-    tensors:
-        Plan only tensors with these names.
+    Stratum ``k`` holds the bytes ``x`` with ``(x - data_start) * STRATA // size == k``:
+    sixteen equal slices, the mask at most ``0xFFFF``. Bytes outside the span count for none.
     """
-    seed = config.seed if seed is None else seed
-    identity = _identity(header) if file_identity is None else file_identity
-    file_size = header.file_size if file_size is None else file_size
-    rounds: list[list[PlannedBlock]] = []
-    for index, tensor in enumerate(header.tensors):
-        if tensors is not None and tensor.name not in tensors:
+    size = data_end - data_start
+    mask = 0
+    if size <= 0:
+        return 0
+    for start, end in ranges:
+        lo, hi = max(start, data_start), min(end, data_end)
+        if hi <= lo:
             continue
-        geo = tensor_geometry(tensor)
-        if geo is None:
-            continue
-        n = geo.n_blocks
-        key = f"{seed}\0{identity}\0{index}\0".encode() + (tensor.raw_name or tensor.name.encode())
-        head = list(range(min(config.head_blocks, n)))
-        tail = list(range(max(n - config.tail_blocks, len(head)), n))
-        order = head + tail[::-1] + _spread(n, len(head), len(tail), config.spread_blocks, key)
-        for k, block_index in enumerate(order):
-            if k == len(rounds):
-                rounds.append([])
-            block = _block(block_index, index, tensor, geo)
-            if _fits(block, file_size):
-                rounds[k].append(block)
-    chosen: list[PlannedBlock] = []
-    used = 0
-    dropped = 0
-    for blocks in rounds:
-        for block in blocks:
-            if used + block.n_bytes <= config.budget_bytes:
-                chosen.append(block)
-                used += block.n_bytes
-            else:
-                dropped += 1
-    chosen.sort(key=lambda b: (b.offset, b.tensor_index, b.block_index))
-    chosen = _without_overlaps(chosen)
-    fetch = merge_ranges([b.range for b in chosen], config.max_gap_bytes, budget_bytes=config.budget_bytes)
-    return SamplePlan(tuple(chosen), tuple(fetch), seed, identity, config.budget_bytes, dropped)
-
-
-def _without_overlaps(blocks: list[PlannedBlock]) -> list[PlannedBlock]:
-    """Drop blocks that overlap an earlier one (tensors whose regions overlap)."""
-    out: list[PlannedBlock] = []
-    end = -1
-    for block in blocks:
-        if block.offset >= end:
-            out.append(block)
-            end = block.end_offset
-    return out
-
-
-def plan_blocks(
-    header: Header,
-    selection: Mapping[str, Sequence[int]] | None = None,
-    *,
-    blocks: Sequence[int] | None = None,
-    file_size: int | None = None,
-    max_gap_bytes: int = DEFAULT_SAMPLE_CONFIG.max_gap_bytes,
-) -> SamplePlan:
-    """A plan for chosen blocks: ``selection`` maps tensor names to block indices.
-
-    Negative indices count from the end, as in Python. Without ``selection``
-    every tensor is chosen, each with ``blocks`` (default: first, middle,
-    last). No budget applies. Raises SelectionError for a name the header
-    lacks or an index outside a tensor.
-    """
-    default = list(blocks) if blocks is not None else None
-    if selection is None:
-        wanted: dict[str, list[int] | None] = {t.name: default for t in header.tensors}
-    else:
-        names = {t.name for t in header.tensors}
-        for name in selection:
-            if name not in names:
-                raise SelectionError(f"the file has no tensor named {name!r}. Got {name!r}.")
-        wanted = {name: list(indices) for name, indices in selection.items()}
-    chosen: list[PlannedBlock] = []
-    file_size = header.file_size if file_size is None else file_size
-    for index, tensor in enumerate(header.tensors):
-        if tensor.name not in wanted:
-            continue
-        geo = tensor_geometry(tensor)
-        if geo is None:
-            if selection is not None:
-                raise SelectionError(
-                    f"tensor {tensor.name!r} has no blocks to sample (type {tensor.type_name}, "
-                    f"{tensor.n_elements} elements). Got {tensor.name!r}."
-                )
-            continue
-        n = geo.n_blocks
-        indices = wanted[tensor.name]
-        if indices is None:
-            indices = sorted({0, n // 2, n - 1})
-        seen: set[int] = set()
-        for i in indices:
-            resolved = i + n if i < 0 else i
-            if not 0 <= resolved < n:
-                raise SelectionError(
-                    f"block {i} is outside tensor {tensor.name!r}, which has {n} blocks ({-n} to {n - 1}). Got {i}."
-                )
-            if resolved in seen:
-                continue
-            seen.add(resolved)
-            block = _block(resolved, index, tensor, geo)
-            if _fits(block, file_size):
-                chosen.append(block)
-    chosen.sort(key=lambda b: (b.offset, b.tensor_index, b.block_index))
-    chosen = _without_overlaps(chosen)
-    fetch = merge_ranges([b.range for b in chosen], max_gap_bytes)
-    return SamplePlan(tuple(chosen), tuple(fetch), 0, _identity(header), None, 0)
-
-
-# --- ranges -------------------------------------------------------------------
-
-
-def merge_ranges(
-    ranges: Iterable[tuple[int, int]],
-    max_gap: int,
-    *,
-    budget_bytes: int | None = None,
-) -> list[ByteRange]:
-    """Sorted ranges covering ``ranges``, near ones fetched as one.
-
-    Overlapping and touching ranges always merge. Two ranges at most
-    ``max_gap`` bytes apart merge too, smallest gap first, as long as the
-    total fetched (the ranges plus the gaps merged) stays within
-    ``budget_bytes``. Empty ranges are dropped.
-    """
-    spans = sorted((int(s), int(e)) for s, e in ranges if e > s)
-    if not spans:
-        return []
-    # Coalesce overlaps and touching ranges: that costs no byte.
-    solid: list[list[int]] = [list(spans[0])]
-    for s, e in spans[1:]:
-        last = solid[-1]
-        if s <= last[1]:
-            last[1] = max(last[1], e)
-        else:
-            solid.append([s, e])
-    total = sum(e - s for s, e in solid)
-    gaps = sorted((solid[i + 1][0] - solid[i][1], i) for i in range(len(solid) - 1))
-    join = [False] * len(solid)
-    for gap, i in gaps:
-        if gap > max_gap:
-            break
-        if budget_bytes is not None and total + gap > budget_bytes:
-            continue
-        join[i] = True
-        total += gap
-    out: list[ByteRange] = []
-    start = solid[0][0]
-    for i, (_, e) in enumerate(solid):
-        if not join[i]:
-            out.append(ByteRange(start, e))
-            if i + 1 < len(solid):
-                start = solid[i + 1][0]
-    return out
-
-
-def plan_fetch(
-    plan: SamplePlan,
-    *,
-    held_bytes: int = 0,
-    max_gap_bytes: int = DEFAULT_SAMPLE_CONFIG.max_gap_bytes,
-) -> list[ByteRange]:
-    """The merged ranges still to fetch when bytes ``[0, held_bytes)`` are already held.
-
-    Blocks wholly inside the held prefix (the header read often covers the
-    first tensors of a small file) need no request; a block straddling its
-    end is fetched from ``held_bytes`` on. The plan's budget still applies.
-    """
-    needed = [(max(b.offset, held_bytes), b.end_offset) for b in plan.blocks if b.end_offset > held_bytes]
-    return merge_ranges(needed, max_gap_bytes, budget_bytes=plan.budget_bytes)
+        first = (lo - data_start) * STRATA // size
+        last = (hi - 1 - data_start) * STRATA // size
+        mask |= ((1 << (last - first + 1)) - 1) << first
+    return mask
