@@ -1,127 +1,264 @@
-"""What sampling costs: requests and bytes per file, against the sampled blocks' own size.
+"""What sampling costs and what it still finds: requests, bytes and coverage per file, and planted defects.
 
-Run as ``python benchmarks/bench_sample.py [--latency-ms 20]``. Serves the
-corpus models and two synthetic models with real tensor tables (7B-like and
-70B-like Q4_K_M layouts, written as sparse files) from the loopback HTTP
-range server, reads each header, samples it with the default
-:class:`~gguf_audit.plan.SampleConfig`, and prints per file:
+Run as ``python benchmarks/bench_sample.py [--latency-ms 20] [--markdown]``.
+Serves the corpus models and two synthetic models with real tensor tables
+(7B-like and 70B-like Q4_K_M layouts, 4.3 and 44 GB, their data made on
+demand by :class:`~gguf_audit.testing.layouts.SyntheticGGUF`) from the
+loopback HTTP range server, and with the default
+:class:`~gguf_audit.plan.SampleConfig` (32 requests, 1 MiB) prints:
 
-- ``blocks`` and ``block B``: the sampled blocks and their own bytes;
-- ``ranges``: the merged ranges fetched for them (one GET each, all in one
-  concurrent round), after dropping what the header read already held;
-- ``fetch B`` and ``x own``: bytes fetched for samples, and that over the
-  blocks' own bytes (merging adds the gaps it bridges; the held header
-  prefix can make it less than one);
-- ``hdr req``/``hdr B``: the header read; ``ms``: the sampling round.
+1. per file: the header's requests and the samples' (``total`` is both),
+   bytes fetched for samples, blocks decoded, tensors sampled (of all),
+   strata of the data section touched (of 16), tensor types sampled (of
+   those present), whether the last tensor's last block was read, and the
+   sampling round's wall time;
+2. per defect planted in the synthetic files (before anything is read,
+   without looking at the plan) at the data section's start, middle and
+   end: whether the audit still reports it. Zero-filled and NaN-scale
+   defects are planted in one tensor (the first, the middle matrix, the
+   last) and over one sixteenth of the data section; a cut is judged with
+   a stale listing that says the file is whole (with the true size the
+   header check reports ``data.truncated`` whatever is sampled). The last
+   line says how likely a defect confined to one tensor is to be found:
+   the share of tensors sampled.
 
-Writes nothing but the table to stdout; the synthetic files go to a
-temporary directory and are removed.
+Writes nothing but the tables to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from gguf_audit.format.ggml_types import ggml_type_info
+from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.io.header import read_header
-from gguf_audit.io.source import open_source
-from gguf_audit.plan import SampleConfig, plan_fetch, plan_samples
+from gguf_audit.io.source import ReadConfig, open_source
+from gguf_audit.plan import SampleConfig, plan_fetch, plan_samples, stratum_bounds, tensor_geometry
 from gguf_audit.samples import read_samples
-from gguf_audit.testing.builder import Tensor, build_gguf_layout, kv_str
 from gguf_audit.testing.http import RangeHTTPServer
+from gguf_audit.testing.layouts import LLAMA_7B_LIKE, LLAMA_70B_LIKE, SyntheticGGUF, TensorRegion, llama_table
 
-F32, Q4_K, Q6_K = 0, 12, 14
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+CONFIG = SampleConfig()
+AUDIT = AuditConfig(read=ReadConfig(backoff_s=0.01), samples=CONFIG, semantics=False, templates=False)
+MODELS = {"7B-like Q4_K_M": LLAMA_7B_LIKE, "70B-like Q4_K_M": LLAMA_70B_LIKE}
 
 
-def _llama_tensors(
-    n_layer: int, n_embd: int, n_ff: int, n_vocab: int, n_embd_kv: int
-) -> list[tuple[str, tuple[int, ...], int]]:
-    """The tensor table of a llama model quantized Q4_K_M (Q6_K for output and ffn_down)."""
-    out: list[tuple[str, tuple[int, ...], int]] = [("token_embd.weight", (n_embd, n_vocab), Q4_K)]
-    for i in range(n_layer):
-        b = f"blk.{i}."
-        out += [
-            (b + "attn_norm.weight", (n_embd,), F32),
-            (b + "attn_q.weight", (n_embd, n_embd), Q4_K),
-            (b + "attn_k.weight", (n_embd, n_embd_kv), Q4_K),
-            (b + "attn_v.weight", (n_embd, n_embd_kv), Q6_K),
-            (b + "attn_output.weight", (n_embd, n_embd), Q4_K),
-            (b + "ffn_norm.weight", (n_embd,), F32),
-            (b + "ffn_gate.weight", (n_embd, n_ff), Q4_K),
-            (b + "ffn_up.weight", (n_embd, n_ff), Q4_K),
-            (b + "ffn_down.weight", (n_ff, n_embd), Q6_K),
+@dataclass(frozen=True, slots=True)
+class Cost:
+    label: str
+    size: int
+    n_tensors: int
+    header_requests: int
+    sample_requests: int
+    fetch_bytes: int
+    blocks: int
+    tensors: int
+    strata: int
+    types: int
+    n_types: int
+    last_block: bool
+    ms: float
+
+    def row(self) -> list[str]:
+        return [
+            self.label,
+            f"{self.size / 2**20:,.1f}",
+            f"{self.header_requests}",
+            f"{self.sample_requests}",
+            f"{self.header_requests + self.sample_requests}",
+            f"{self.fetch_bytes:,}",
+            f"{self.blocks:,}",
+            f"{self.tensors} of {self.n_tensors}",
+            f"{bin(self.strata).count('1')} of 16",
+            f"{self.types} of {self.n_types}",
+            "yes" if self.last_block else "no",
+            f"{self.ms:.0f}",
         ]
-    out += [("output_norm.weight", (n_embd,), F32), ("output.weight", (n_embd, n_vocab), Q6_K)]
-    return out
 
 
-def write_sparse_model(path: Path, table: list[tuple[str, tuple[int, ...], int]]) -> int:
-    """A GGUF with this tensor table, its data a sparse hole; returns the file size."""
-    tensors = []
-    offset = 0
-    for name, dims, type_id in table:
-        info = ggml_type_info(type_id)
-        n = 1
-        for d in dims:
-            n *= d
-        tensors.append(Tensor(name, dims, type_id, offset=offset, data=b""))
-        offset += -(-info.n_bytes(n) // 32) * 32
-    layout = build_gguf_layout([kv_str("general.architecture", "llama")], tensors, include_data=False)
-    size = layout.data_section_offset + offset
-    with open(path, "wb") as f:
-        f.write(layout.content)
-        f.truncate(size)
-    return size
+COST_HEADER = [
+    "file", "MiB", "header req", "sample req", "total req", "sample bytes", "blocks",
+    "tensors sampled", "strata", "types", "last block", "ms",
+]  # fmt: skip
 
 
-def _row(label: str, url: str, config: SampleConfig) -> str:
-    source = open_source(url)
+def measure(label: str, url: str) -> Cost:
+    source = open_source(url, config=AUDIT.read)
     head = read_header(source)
-    hdr_req, hdr_bytes = source.stats.requests, source.stats.bytes_read
-    plan = plan_samples(head.header, config=config, file_size=source.size)
-    fetch = plan_fetch(plan, held_bytes=len(head.buffer), max_gap_bytes=config.max_gap_bytes)
+    header = head.header
+    hdr_requests = source.stats.requests
+    hdr_bytes = source.stats.bytes_read
+    plan = plan_samples(header, config=CONFIG, file_size=source.size)
+    fetch = plan_fetch(plan, held_bytes=len(head.buffer), max_gap_bytes=CONFIG.max_gap_bytes)
     begun = time.perf_counter()
-    result = read_samples(source, head.header, plan, held=head.buffer, max_gap_bytes=config.max_gap_bytes)
+    result = read_samples(source, header, plan, held=head.buffer, max_gap_bytes=CONFIG.max_gap_bytes)
     ms = (time.perf_counter() - begun) * 1000
-    req = source.stats.requests - hdr_req
-    fetched = source.stats.bytes_read - hdr_bytes
-    if req != len(fetch) or result.fetched != tuple(fetch):
-        raise SystemExit(f"benchmark bug: {label} made {req} sample requests for {len(fetch)} ranges")
-    own = plan.block_bytes
-    size = source.size or 0
-    return (
-        f"{label:<28} {size / 2**20:>9.1f} {len(head.header.tensors):>5} {len(plan.blocks):>6} {own:>8} "
-        f"{req:>6} {fetched:>8} {fetched / own if own else 0:>6.2f} {hdr_req:>7} {hdr_bytes:>8} {ms:>7.1f}"
+    requests = source.stats.requests - hdr_requests
+    if requests != len(fetch) or result.findings:
+        raise SystemExit(f"benchmark bug: {label}: {requests} requests for {len(fetch)} ranges, {result.findings}")
+    present = {t.type_id for t in header.tensors if tensor_geometry(t) is not None}
+    read_types = {d.block.type_id for d in result.decoded}
+    last = max(range(len(header.tensors)), key=lambda i: header.tensors[i].end_offset)
+    last_end = header.tensors[last].end_offset
+    return Cost(
+        label=label,
+        size=source.size or 0,
+        n_tensors=len(header.tensors),
+        header_requests=hdr_requests,
+        sample_requests=requests,
+        fetch_bytes=source.stats.bytes_read - hdr_bytes,
+        blocks=len(plan.blocks),
+        tensors=result.sampled_tensors,
+        strata=result.sampled_strata,
+        types=len(read_types & present),
+        n_types=len(present),
+        last_block=any(d.block.tensor_index == last and d.block.end_offset == last_end for d in result.decoded),
+        ms=ms,
     )
+
+
+# --- planted defects -------------------------------------------------------------------
+
+Plant = Callable[[SyntheticGGUF], tuple[int, int]]
+"""Plants a defect into a model and returns the byte range it spoils."""
+
+
+def _middle_matrix(model: SyntheticGGUF) -> TensorRegion:
+    regions = model.regions
+    return next(r for r in regions[len(regions) // 2 :] if r.type_id != 0)
+
+
+def _tensor(which: str) -> Callable[[SyntheticGGUF], TensorRegion]:
+    if which == "first":
+        return lambda m: m.regions[0]
+    if which == "last":
+        return lambda m: max(m.regions, key=lambda r: r.end)
+    return _middle_matrix
+
+
+def _sixteenth(which: str) -> Callable[[SyntheticGGUF], tuple[int, int]]:
+    k = {"first": 0, "middle": 7, "last": 15}[which]
+    return lambda m: tuple(stratum_bounds(k, m.data_offset, m.full_size))  # type: ignore[return-value]
+
+
+def _zero_tensor(which: str) -> Plant:
+    def plant(m: SyntheticGGUF) -> tuple[int, int]:
+        r = _tensor(which)(m)
+        m.zero(r.start, r.end)
+        return r.start, r.end
+
+    return plant
+
+
+def _nan_tensor(which: str) -> Plant:
+    def plant(m: SyntheticGGUF) -> tuple[int, int]:
+        r = _tensor(which)(m)
+        m.nan_scales(r.start, r.end)
+        return r.start, r.end
+
+    return plant
+
+
+def _zero_region(which: str) -> Plant:
+    def plant(m: SyntheticGGUF) -> tuple[int, int]:
+        lo, hi = _sixteenth(which)(m)
+        m.zero(lo, hi)
+        return lo, hi
+
+    return plant
+
+
+def _nan_region(which: str) -> Plant:
+    def plant(m: SyntheticGGUF) -> tuple[int, int]:
+        lo, hi = _sixteenth(which)(m)
+        m.nan_scales(lo, hi)
+        return lo, hi
+
+    return plant
+
+
+def _cut(which: str) -> Plant:
+    fraction = {"first": 1 / 16, "middle": 1 / 2, "last": 15 / 16}[which]
+
+    def plant(m: SyntheticGGUF) -> tuple[int, int]:
+        at = m.data_offset + int((m.full_size - m.data_offset) * fraction)
+        m.cut(at)
+        return at, m.full_size
+
+    return plant
+
+
+DEFECTS: list[tuple[str, Callable[[str], Plant], str]] = [
+    ("zero-filled tensor", _zero_tensor, "data.zero_filled"),
+    ("zero-filled sixteenth", _zero_region, "data.zero_filled"),
+    ("NaN scales, one tensor", _nan_tensor, "data.nonfinite"),
+    ("NaN scales, a sixteenth", _nan_region, "data.nonfinite"),
+    ("cut, stale listed size", _cut, "data.sample_unread"),
+]
+POSITIONS = ("first", "middle", "last")
+
+
+def found(server: RangeHTTPServer, dims: tuple[int, int, int, int, int], plant: Plant, code: str) -> bool:
+    model = SyntheticGGUF(llama_table(*dims))
+    lo, hi = plant(model)
+    server.put_virtual("m.gguf", model.size, model.read)
+    try:
+        audit = audit_file(server.url_for("m.gguf"), size=model.full_size, config=AUDIT)
+    finally:
+        server.remove("m.gguf")
+    spoiled = {r.name for r in model.regions if r.start < hi and r.end > lo}
+    return any(f.code == code and (f.tensor in spoiled or code == "data.sample_unread") for f in audit.findings)
+
+
+def _table(header: list[str], rows: list[list[str]], markdown: bool) -> str:
+    if markdown:
+        align = ["---"] + ["---:"] * (len(header) - 1)
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(lines)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = [f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths)]
+    return "\n".join("  ".join(f.format(c) for f, c in zip(fmt, r, strict=True)) for r in [header, *rows])
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--latency-ms", type=float, default=20.0, help="server latency per request")
+    parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     args = parser.parse_args(argv)
-    config = SampleConfig()
-    print(
-        f"{'file':<28} {'MiB':>9} {'tens':>5} {'blocks':>6} {'block B':>8} {'ranges':>6} {'fetch B':>8} "
-        f"{'x own':>6} {'hdr req':>7} {'hdr B':>8} {'ms':>7}"
+    latency = args.latency_ms / 1000
+    costs: list[Cost] = []
+    defect_rows: list[list[str]] = []
+    with RangeHTTPServer(root=CORPUS, latency_s=latency) as server:
+        for path in sorted((CORPUS / "models").glob("*.gguf")):
+            costs.append(
+                measure("corpus " + path.name.removeprefix("tiny-llama-"), server.url_for(f"models/{path.name}"))
+            )
+        costs.append(measure("corpus Q8_0-BE", server.url_for("bigendian/tiny-llama-Q8_0-BE.gguf")))
+        for label, dims in MODELS.items():
+            model = SyntheticGGUF(llama_table(*dims))
+            server.put_virtual("model.gguf", model.size, model.read)
+            costs.append(measure(label, server.url_for("model.gguf")))
+            server.remove("model.gguf")
+        for name, make, code in DEFECTS:
+            for position in POSITIONS:
+                cells = [f"{name}, {position}"]
+                for dims in MODELS.values():
+                    cells.append("found" if found(server, dims, make(position), code) else "missed")
+                defect_rows.append(cells)
+    synthetic = costs[-len(MODELS) :]
+    defect_rows.append(
+        ["one bad tensor, anywhere (share sampled)"]
+        + [f"{c.tensors / c.n_tensors:.0%} ({c.tensors} of {c.n_tensors})" for c in synthetic]
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        write_sparse_model(root / "llama-7b-like-Q4_K_M.gguf", _llama_tensors(32, 4096, 11008, 32000, 4096))
-        write_sparse_model(root / "llama-70b-like-Q4_K_M.gguf", _llama_tensors(80, 8192, 28672, 32000, 1024))
-        with (
-            RangeHTTPServer(root=CORPUS, latency_s=args.latency_ms / 1000) as corpus,
-            RangeHTTPServer(root=root, latency_s=args.latency_ms / 1000) as synthetic,
-        ):
-            for path in sorted((CORPUS / "models").glob("*.gguf")):
-                print(_row(path.name.removeprefix("tiny-llama-"), corpus.url_for(f"models/{path.name}"), config))
-            print(_row("Q8_0-BE", corpus.url_for("bigendian/tiny-llama-Q8_0-BE.gguf"), config))
-            for name in ("llama-7b-like-Q4_K_M.gguf", "llama-70b-like-Q4_K_M.gguf"):
-                print(_row(name.removesuffix(".gguf"), synthetic.url_for(name), config))
+    print(_table(COST_HEADER, [c.row() for c in costs], args.markdown))
+    print()
+    print(_table(["defect planted", *MODELS], defect_rows, args.markdown))
     sys.stdout.flush()
 
 

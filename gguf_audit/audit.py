@@ -22,10 +22,10 @@ from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_lo
 from gguf_audit.format.model import Header
 from gguf_audit.format.wire import Limits
 from gguf_audit.io.errors import classify_error
-from gguf_audit.io.header import HeaderRead, read_header
-from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
+from gguf_audit.io.header import read_header
+from gguf_audit.io.source import DEFAULT_READ_CONFIG, IOStats, ReadConfig, open_source
 from gguf_audit.plan import SampleConfig
-from gguf_audit.samples import sample_file
+from gguf_audit.samples import SampleRead, sample_file
 from gguf_audit.templates.audit import (
     DEFAULT_TEMPLATE_CACHE,
     TemplateAudit,
@@ -76,6 +76,11 @@ class FileAudit:
     """Hash of the sampled bytes with their offsets (see decode.sampled.sample_fingerprint)."""
     templates: list[TemplateAudit] = field(default_factory=list)
     """One audit per chat template the file holds."""
+    sampled_tensors: int | None = None
+    """Tensors with at least one block read; None when sampling was off (or never reached)."""
+    sampled_strata: int | None = None
+    """Which sixteenths of the data section the blocks read touch, bit ``k`` for the
+    ``k``-th (0xFFFF: all); None when sampling was off."""
 
     @property
     def loadable(self) -> bool | None:
@@ -122,6 +127,7 @@ def audit_file(
     rows: list[SampleRow] = []
     fingerprint: str | None = None
     templates: list[TemplateAudit] = []
+    sampled: SampleRead | None = None
     source = None
     try:
         source = open_source(url, storage_options=storage_options, size=size, fs=fs, config=config.read)
@@ -141,7 +147,9 @@ def audit_file(
         findings.extend(checks)
         templates = chat
         if config.samples is not None:
-            rows, fingerprint = _sample(source, read, config.samples, findings)
+            sampled = sample_file(source, read, config=config.samples).read
+            findings.extend(sampled.findings)
+            rows, fingerprint = list(sampled.rows), sampled.fingerprint
     except FormatError as exc:
         findings.append(finding(exc.code, exc.message, offset=exc.offset))
     except SourceError as exc:
@@ -165,6 +173,8 @@ def audit_file(
         samples=rows,
         fingerprint=fingerprint,
         templates=templates,
+        sampled_tensors=sampled.sampled_tensors if sampled is not None else None,
+        sampled_strata=sampled.sampled_strata if sampled is not None else None,
     )
 
 
@@ -189,12 +199,3 @@ def _is_later_shard(header: Header) -> bool:
     # Runtimes read the tokenizer and templates from the first shard only.
     split_no = header.get("split.no")
     return isinstance(split_no, int) and split_no > 0
-
-
-def _sample(
-    source: FsspecSource, read: HeaderRead, config: SampleConfig, findings: list[Finding]
-) -> tuple[list[SampleRow], str | None]:
-    """Sample the file's tensor blocks; their findings join ``findings``."""
-    result = sample_file(source, read, config=config).read
-    findings.extend(result.findings)
-    return list(result.rows), result.fingerprint

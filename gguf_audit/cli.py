@@ -48,9 +48,19 @@ def _parse_storage_options(text: str | None) -> dict[str, Any]:
     return value
 
 
+def _sample_config(args: argparse.Namespace) -> SampleConfig:
+    if args.sample_requests is None:
+        return SampleConfig()
+    try:
+        return SampleConfig(max_requests=args.sample_requests)
+    except ValueError as exc:
+        raise _UsageError(f"--sample-requests must be at least 1. Got {args.sample_requests}.") from exc
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     options = _parse_storage_options(args.storage_options)
-    config = AuditConfig(samples=SampleConfig()) if args.samples else DEFAULT_AUDIT_CONFIG
+    sample_config = _sample_config(args)
+    config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
     audit = audit_file(args.url, storage_options=options, config=config)
     if args.json:
         out = audit_to_json(audit, full_arrays=args.full_arrays, samples=args.samples)
@@ -74,7 +84,9 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     options = _parse_storage_options(args.storage_options)
     blocks = _parse_blocks(args.blocks)
     try:
-        samples = read_file_samples(args.url, tensors=args.tensor, blocks=blocks, storage_options=options)
+        samples = read_file_samples(
+            args.url, tensors=args.tensor, blocks=blocks, storage_options=options, config=_sample_config(args)
+        )
     except SelectionError as exc:
         raise _UsageError(str(exc)) from exc
     except (FormatError, SourceError) as exc:
@@ -147,6 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--full-arrays", action="store_true", help="include array values in --json")
     inspect.add_argument("--storage-options", metavar="JSON", help="fsspec storage options as a JSON object")
     inspect.add_argument("--samples", action="store_true", help="also read sampled tensor blocks and check their data")
+    inspect.add_argument(
+        "--sample-requests", type=int, metavar="N", help="range requests for samples at most, with --samples (32)"
+    )
     inspect.set_defaults(func=_cmd_inspect)
 
     codes = sub.add_parser("codes", help="print the catalogue of problem codes")
@@ -159,6 +174,9 @@ def _parser() -> argparse.ArgumentParser:
     sample.add_argument("--tensor", action="append", metavar="NAME", help="a tensor to sample (repeatable)")
     sample.add_argument("--blocks", metavar="LIST", help="block indices, such as 0,5,-1 (default: the sampling plan)")
     sample.add_argument("--json", action="store_true", help="print one JSON object with every value")
+    sample.add_argument(
+        "--sample-requests", type=int, metavar="N", help="range requests at most for the sampling plan (default 32)"
+    )
     sample.add_argument("--storage-options", metavar="JSON", help="fsspec storage options as a JSON object")
     sample.set_defaults(func=_cmd_sample)
 

@@ -197,8 +197,9 @@ _code(
     "data.zero_filled",
     W,
     False,
-    "Every sampled block of a weight matrix is zero (norms, biases, adapters and the like excepted): "
-    "data never written, or a broken conversion.",
+    "Every block sampled from a weight matrix is zero, two at least (norms, biases, adapters and the like "
+    "excepted): data never written, or a broken conversion. Sampling reads a run of blocks at a few places "
+    "in a file, so a tensor no window reached is not judged.",
 )
 _code(
     "data.bad_scale",
@@ -443,6 +444,13 @@ _code(
     "Another I/O failure after all retries (connection reset, server error, short read).",
 )
 _code(
+    "io.range_ignored",
+    W,
+    False,
+    "The server answers Range requests with the whole file, and the bytes asked lie past what gguf-audit "
+    "reads of such an answer (max_ignored_range_bytes): they were not read, never taken from the wrong place.",
+)
+_code(
     "header.too_large",
     E,
     None,
@@ -506,6 +514,7 @@ CORE_CODES: Final = frozenset(
         "io.permission_denied",
         "io.timeout",
         "io.error",
+        "io.range_ignored",
         "header.too_large",
         "io.size_unknown",
         "run.worker_lost",

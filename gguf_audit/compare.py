@@ -2,8 +2,9 @@
 
 The reference is an F32, F16 or BF16 GGUF (any type gguf-audit decodes
 works) or a safetensors file. Both are read by range: the quantized file's
-sampled blocks (:func:`~gguf_audit.plan.plan_samples`) and the same element
-ranges of the reference, each file in one concurrent round.
+blocks spread through every tensor (:func:`~gguf_audit.plan.plan_spread`:
+every tensor is measured, so an audit's request budget does not apply) and
+the same element ranges of the reference, each file in one concurrent round.
 
 For every tensor in both files with the same name and shape the error of the
 quantized values is measured (:mod:`gguf_audit.decode.error`): RMSE, maximum
@@ -35,11 +36,11 @@ from gguf_audit.format.safetensors import ReferenceFormatError, ReferenceTensor,
 from gguf_audit.io.blocks import read_ranges_into
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
-from gguf_audit.plan import ByteRange, SampleConfig, merge_ranges
-from gguf_audit.samples import sample_file
+from gguf_audit.plan import DEFAULT_SAMPLE_CONFIG, ByteRange, merge_ranges, plan_spread
+from gguf_audit.samples import read_samples
 
 __all__ = [
-    "COMPARE_SAMPLE_CONFIG",
+    "COMPARE_BLOCKS_PER_TENSOR",
     "LAYOUT_SUSPECT",
     "NO_COMMON_TENSORS",
     "Comparison",
@@ -52,8 +53,8 @@ __all__ = [
 LAYOUT_SUSPECT: Final = "compare.layout_suspect"
 NO_COMMON_TENSORS: Final = "compare.no_common_tensors"
 
-COMPARE_SAMPLE_CONFIG: Final = SampleConfig(spread_blocks=14)
-"""16 blocks per tensor: enough values for stable error figures, still a few KiB each."""
+COMPARE_BLOCKS_PER_TENSOR: Final = 16
+"""Enough values for stable error figures, still a few KiB a tensor."""
 
 _SNIFF_BYTES: Final = 64 << 10
 
@@ -189,7 +190,7 @@ def compare_files(
     quant_url: str,
     reference_url: str,
     *,
-    config: SampleConfig = COMPARE_SAMPLE_CONFIG,
+    blocks_per_tensor: int = COMPARE_BLOCKS_PER_TENSOR,
     storage_options: Mapping[str, Any] | None = None,
     reference_storage_options: Mapping[str, Any] | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
@@ -227,7 +228,9 @@ def compare_files(
             q_source.stats,
             r_source.stats,
         )
-    q_read = sample_file(q_source, q_head, config=config, tensors=common).read
+    max_gap = DEFAULT_SAMPLE_CONFIG.max_gap_bytes
+    plan = plan_spread(header, blocks_per_tensor, tensors=set(common), file_size=q_source.size, max_gap_bytes=max_gap)
+    q_read = read_samples(q_source, header, plan, held=q_head.buffer, max_gap_bytes=max_gap)
     findings.extend(q_read.findings)
 
     decoded = [d for d in q_read.decoded if d.status is SampleStatus.OK and d.values is not None]
@@ -236,7 +239,7 @@ def compare_files(
     ]
     held = len(reference.buffer)
     needed = [(max(r.start, held), r.end) for r, _ in wanted if r.end > held]
-    r_got = read_ranges_into(r_source, merge_ranges(needed, config.max_gap_bytes), held=reference.buffer)
+    r_got = read_ranges_into(r_source, merge_ranges(needed, max_gap), held=reference.buffer)
 
     per_tensor: dict[str, list[tuple[DecodedBlock, npt.NDArray[np.float32]]]] = {}
     missing: dict[str, int] = {}

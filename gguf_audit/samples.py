@@ -4,7 +4,8 @@
 ``audit_file``, the ``sample`` command (:func:`read_file_samples`) and
 ``compare`` all run; :func:`read_samples` reads, decodes and checks the
 blocks of a given plan. A failed read never raises here: the blocks it held
-become a ``data.sample_unread`` finding.
+become a ``data.sample_unread`` finding (``io.range_ignored`` when the server
+ignores Range past what may be read of a whole body).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gguf_audit.errors import SourceError
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header
 from gguf_audit.io.blocks import read_ranges_into
+from gguf_audit.io.errors import RANGE_IGNORED
 from gguf_audit.io.header import HeaderRead, read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, ByteSource, FsspecSource, IOStats, ReadConfig, open_source
 from gguf_audit.plan import (
@@ -33,6 +35,7 @@ from gguf_audit.plan import (
     plan_blocks,
     plan_fetch,
     plan_samples,
+    strata_mask,
 )
 
 __all__ = ["FileSamples", "SampleRead", "read_file_samples", "read_samples", "sample_file"]
@@ -51,6 +54,11 @@ class SampleRead:
     """See :func:`~gguf_audit.decode.sampled.sample_fingerprint`; None when a block could not be read."""
     fetched: tuple[ByteRange, ...]
     """The ranges requested (the plan's, less what the header read already held)."""
+    sampled_tensors: int = 0
+    """Tensors with at least one block read (decoded or not)."""
+    sampled_strata: int = 0
+    """The strata of the plan's span the read blocks touch, bit ``k`` for stratum ``k``
+    (see :func:`~gguf_audit.plan.strata_mask`)."""
 
 
 def read_samples(
@@ -77,6 +85,7 @@ def read_samples(
     if unread:
         findings.append(_unread_finding(unread, len(decoded), got.errors, len(fetch)))
     fingerprint = sample_fingerprint(raws) if not unread else None
+    read = [d.block for d in decoded if d.status is not SampleStatus.UNREAD]
     return SampleRead(
         plan=plan,
         decoded=tuple(decoded),
@@ -84,6 +93,8 @@ def read_samples(
         findings=tuple(findings),
         fingerprint=fingerprint,
         fetched=tuple(fetch),
+        sampled_tensors=len({b.tensor_index for b in read}),
+        sampled_strata=strata_mask((b.range for b in read), plan.data_start, plan.data_end),
     )
 
 
@@ -94,6 +105,15 @@ def _unread_finding(
     n_ranges: int,
 ) -> Finding:
     first = unread[0].block
+    ignored = [exc for _, exc in errors if exc.code == RANGE_IGNORED]
+    if ignored:
+        # Not a data problem: the server cannot serve ranges this far into the file.
+        return finding(
+            RANGE_IGNORED,
+            f"{len(unread)} of {n_blocks} sampled blocks not read: {ignored[0].message}",
+            tensor=first.tensor,
+            offset=first.offset,
+        )
     if errors:
         r, exc = errors[0]
         why = f"{len(errors)} of {n_ranges} ranges failed, first [{r.start}, {r.end}): {exc.code}: {exc.message}"

@@ -76,6 +76,9 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
         default=None,
         help="read sampled tensor blocks and check their data (default; --no-samples reads headers only)",
     )
+    scan.add_argument(
+        "--sample-requests", type=int, metavar="N", help="range requests per file for samples at most (default 32)"
+    )
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
     scan.add_argument("--no-dashboard", action="store_true", help="start the local cluster without its dashboard")
 
@@ -107,6 +110,7 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
         threads=args.threads,
         dashboard=False if args.no_dashboard else None,
         samples=args.samples,
+        sample_requests=args.sample_requests,
     )
 
 

@@ -5,7 +5,7 @@ A config has four tables::
     [scan]      roots, manifests, include, exclude, out, incremental, fail_on
     [cluster]   scheduler, workers, threads_per_worker, dashboard
     [io]        batch_size, threads, retries, backoff_s, timeout_s, initial_bytes
-    [checks]    semantics, templates, samples, sample_budget_bytes
+    [checks]    semantics, templates, samples, sample_requests, sample_budget_bytes
     [storage_options]      fsspec options, flat or one table per protocol ([storage_options.s3])
     [out_storage_options]  options for --out when it needs its own
 
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 FAIL_ON: Final = ("error", "warning")
-CHECK_SETTINGS: Final = ("semantics", "templates", "samples", "sample_budget_bytes")
+CHECK_SETTINGS: Final = ("semantics", "templates", "samples", "sample_requests", "sample_budget_bytes")
 
 # Option names that carry secrets in s3fs/botocore, gcsfs, adlfs, huggingface_hub and HTTP.
 _CREDENTIAL_KEYS: Final = frozenset(
@@ -112,6 +112,8 @@ class ScanConfig:
     """Inspect and render chat templates (in a sandboxed child process per worker)."""
     samples: bool = True
     """Also read sampled tensor blocks and check their data (fills ``samples`` and ``files.fingerprint``)."""
+    sample_requests: int = 32
+    """Range requests per file for samples at most, when sampling (the header's are apart)."""
     sample_budget_bytes: int = 1 << 20
     """Bytes of tensor data read per file at most, when sampling."""
     storage_options: Mapping[str, Any] = field(default_factory=dict)
@@ -140,7 +142,11 @@ class ScanConfig:
         """What each file's audit does."""
         return AuditConfig(
             read=self.read_config,
-            samples=SampleConfig(budget_bytes=self.sample_budget_bytes) if self.samples else None,
+            samples=(
+                SampleConfig(max_requests=self.sample_requests, budget_bytes=self.sample_budget_bytes)
+                if self.samples
+                else None
+            ),
             semantics=self.semantics,
             templates=self.templates,
         )
@@ -242,6 +248,7 @@ def _validated(config: ScanConfig) -> ScanConfig:
     _parse_int("threads", config.threads, 1)
     _parse_int("retries", config.retries, 0)
     _parse_int("initial_bytes", config.initial_bytes, 8)
+    _parse_int("sample_requests", config.sample_requests, 1)
     _parse_int("sample_budget_bytes", config.sample_budget_bytes, 1)
     _parse_float("backoff_s", config.backoff_s, 0.0)
     _parse_float("timeout_s", config.timeout_s, 0.001)
@@ -280,7 +287,7 @@ def _convert(key: str, value: object) -> Any:
         return _parse_bool(key, value)
     if key in ("workers", "threads_per_worker", "batch_size", "threads", "retries", "initial_bytes"):
         return _parse_int(key, value, 0)
-    if key == "sample_budget_bytes":
+    if key in ("sample_requests", "sample_budget_bytes"):
         return _parse_int(key, value, 1)
     if key in ("backoff_s", "timeout_s"):
         return _parse_float(key, value, 0.0)

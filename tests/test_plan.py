@@ -16,20 +16,27 @@ from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.plan import (
     RUN_ELEMS,
+    STRATA,
     ByteRange,
     SampleConfig,
     SamplePlan,
     SelectionError,
+    data_section,
     file_identity,
     merge_ranges,
     plan_blocks,
     plan_fetch,
     plan_samples,
+    plan_spread,
+    spread_indices,
+    strata_mask,
+    stratum_bounds,
     tensor_geometry,
 )
 from gguf_audit.testing.builder import Tensor, build_gguf, kv_str
+from gguf_audit.testing.layouts import LLAMA_70B_LIKE, SyntheticGGUF, llama_table
 
-F32, F16, Q8_0, Q4_K = 0, 1, 8, 12
+F32, F16, Q8_0, Q4_K, Q6_K = 0, 1, 8, 12, 14
 
 
 def _header(tensors: list[Tensor], **kw: object) -> Header:
@@ -98,35 +105,77 @@ def test_corpus_truth_offsets_follow_from_the_geometry() -> None:
 # --- the sampling plan -----------------------------------------------------------
 
 
-def test_every_tensor_gets_first_last_and_spread_blocks() -> None:
-    header = _big_header()
-    config = SampleConfig(spread_blocks=4)
-    plan = plan_samples(header, config=config)
-    for i, t in enumerate(header.tensors):
-        indices = sorted(b.block_index for b in plan.blocks if b.tensor_index == i)
-        n = 4096
-        assert indices[0] == 0 and indices[-1] == n - 1
-        assert len(indices) == 6
-        # One spread block per stratum of the interior.
-        interior = indices[1:-1]
-        width = (n - 2) / 4
-        assert [int((k - 1) // width) for k in interior] == [0, 1, 2, 3]
-        assert all(b.tensor == t.name for b in plan.blocks if b.tensor_index == i)
-    assert plan.dropped_blocks == 0
+def _llama_layout(n_layer: int, n_embd: int, n_ff: int, n_vocab: int, n_embd_kv: int) -> Header:
+    """A Q4_K_M llama tensor table (Q6_K for attn_v, ffn_down and output), header only."""
+    model = SyntheticGGUF(llama_table(n_layer, n_embd, n_ff, n_vocab, n_embd_kv))
+    header = parse_header(model.header, None)
+    assert isinstance(header, Header)
+    return header
+
+
+def _last_tensor(header: Header) -> int:
+    return max(range(len(header.tensors)), key=lambda i: header.tensors[i].end_offset)
+
+
+def test_a_70b_layout_costs_32_requests_and_covers_strata_types_and_ends() -> None:
+    header = _llama_layout(*LLAMA_70B_LIKE)
+    section = data_section(header)
+    assert len(header.tensors) == 723 and section.n_bytes > 40 * 10**9
+    plan = plan_samples(header)
+    assert len(plan.fetch) <= SampleConfig().max_requests == 32
+    assert plan.fetch_bytes <= SampleConfig().budget_bytes
+    assert plan.strata == (1 << STRATA) - 1 == 0xFFFF
+    assert {b.type_id for b in plan.blocks} == {t.type_id for t in header.tensors} == {F32, Q4_K, Q6_K}
+    last = _last_tensor(header)
+    n_last = tensor_geometry(header.tensors[last]).n_blocks  # type: ignore[union-attr]
+    sampled = {(b.tensor_index, b.block_index) for b in plan.blocks}
+    # The truncation tell, and both ends of the first and the last tensor.
+    assert {(last, n_last - 1), (last, 0), (0, 0)} <= sampled
+    n_first = tensor_geometry(header.tensors[0]).n_blocks  # type: ignore[union-attr]
+    assert (0, n_first - 1) in sampled
+    # Windows sit on tensor boundaries: about two tensors a request.
+    assert plan.n_tensors >= 1.5 * len(plan.fetch)
     assert list(plan.blocks) == sorted(plan.blocks, key=lambda b: b.offset)
 
 
-def test_plan_is_deterministic_and_the_seed_moves_spread_blocks_only() -> None:
-    header = _big_header()
+def test_windows_span_tensor_boundaries_and_decode_every_whole_block_inside() -> None:
+    header = _llama_layout(4, 256, 512, 1024, 256)
+    plan = plan_samples(header, config=SampleConfig(max_requests=8, window_blocks=16))
+    spanning = 0
+    for r in plan.fetch:
+        inside = [b for b in plan.blocks if r.start <= b.offset and b.end_offset <= r.end]
+        assert inside and inside[0].offset == r.start and inside[-1].end_offset == r.end
+        tensors_inside = {b.tensor_index for b in inside}
+        spanning += len(tensors_inside) > 1
+        # Every whole block of every tensor in the range is planned.
+        for i in tensors_inside:
+            t = header.tensors[i]
+            geo = tensor_geometry(t)
+            assert geo is not None
+            whole = {
+                k
+                for k in range(geo.n_blocks)
+                if r.start <= t.data_offset + k * geo.block_bytes
+                and t.data_offset + (k + 1) * geo.block_bytes <= min(r.end, t.end_offset)
+            }
+            assert whole == {b.block_index for b in inside if b.tensor_index == i}
+    assert spanning >= len(plan.fetch) // 2
+    assert len(plan.fetch) <= 8
+
+
+def test_plan_is_deterministic_and_the_seed_moves_windows_not_the_ends() -> None:
+    header = _llama_layout(*LLAMA_70B_LIKE)
     a = plan_samples(header, seed=1)
     assert plan_samples(header, seed=1) == a
     b = plan_samples(header, seed=2)
     assert a.blocks != b.blocks
+    last = _last_tensor(header)
 
-    def edges(p: SamplePlan) -> set[tuple[str, int]]:
-        return {(x.tensor, x.block_index) for x in p.blocks if x.block_index in (0, 4095)}
+    def ends(p: SamplePlan) -> set[tuple[int, int]]:
+        return {(x.tensor_index, x.block_index) for x in p.blocks if x.tensor_index in (0, last) and x.block_index == 0}
 
-    assert edges(a) == edges(b)
+    assert ends(a) == ends(b) == {(0, 0), (last, 0)}
+    assert a.strata == b.strata == 0xFFFF
     # The identity decides too; by default it is the tensor table's digest.
     assert plan_samples(header, seed=1, file_identity="other").blocks != a.blocks
     assert a.file_identity == file_identity(header)
@@ -140,17 +189,41 @@ def test_identity_follows_the_tensor_table_not_the_metadata_values() -> None:
     assert file_identity(_header([Tensor("v", (32, 4), Q8_0)])) != same
 
 
-def test_budget_caps_bytes_and_still_reaches_every_tensor_first() -> None:
+def test_request_and_byte_budgets_hold_and_the_end_comes_first() -> None:
     header = _big_header()
-    # 8 tensors x 34-byte blocks: room for the first and last of each, and a few more.
-    config = SampleConfig(spread_blocks=4, budget_bytes=8 * 2 * 34 + 3 * 34, max_gap_bytes=10_000)
-    plan = plan_samples(header, config=config)
-    assert plan.block_bytes <= config.budget_bytes
-    assert plan.fetch_bytes <= config.budget_bytes
-    per_tensor = {i: {b.block_index for b in plan.blocks if b.tensor_index == i} for i in range(8)}
-    assert all({0, 4095} <= blocks for blocks in per_tensor.values())
-    assert sum(len(v) for v in per_tensor.values()) == 8 * 2 + 3
-    assert plan.dropped_blocks == 8 * 6 - (8 * 2 + 3)
+    for config in (
+        SampleConfig(max_requests=3),
+        SampleConfig(budget_bytes=5 * 34),
+        SampleConfig(max_requests=2, budget_bytes=1000, window_blocks=300, max_gap_bytes=10_000),
+    ):
+        plan = plan_samples(header, config=config)
+        assert len(plan.fetch) <= config.max_requests
+        assert plan.block_bytes <= plan.fetch_bytes <= config.budget_bytes
+        last = plan.blocks[-1]
+        assert (last.tensor_index, last.block_index) == (7, 4095), config
+
+
+def test_a_small_data_section_is_read_whole_in_one_request() -> None:
+    header = _header([Tensor("a", (32, 8), Q8_0), Tensor("b", (100,), F32), Tensor("c", (256, 2), Q4_K)])
+    plan = plan_samples(header)
+    assert len(plan.fetch) == 1
+    expected = sum(g.n_blocks for t in header.tensors if (g := tensor_geometry(t)) is not None)
+    assert len(plan.blocks) == expected and plan.n_tensors == 3 and plan.strata == 0xFFFF
+
+
+def test_strata_mask_counts_sixteenths_of_the_span() -> None:
+    assert strata_mask([(0, 1)], 0, 160) == 0b1
+    assert strata_mask([(9, 11)], 0, 160) == 0b11  # bytes 9 and 10 straddle strata 0 and 1
+    assert strata_mask([(150, 500)], 0, 160) == 1 << 15
+    assert strata_mask([(0, 160)], 0, 160) == 0xFFFF
+    assert strata_mask([(200, 300), (5, 5)], 0, 160) == 0
+    assert strata_mask([(0, 10)], 0, 0) == 0
+    # Uneven spans: stratum k holds the x with (x - start) * 16 // size == k.
+    for x in range(1000, 1000 + 37):
+        (k,) = [k for k in range(STRATA) if strata_mask([(x, x + 1)], 1000, 1037) == 1 << k]
+        assert k == (x - 1000) * 16 // 37
+        bounds = stratum_bounds(k, 1000, 1037)
+        assert bounds.start <= x < bounds.end
 
 
 def test_blocks_past_the_file_end_are_not_planned() -> None:
@@ -172,8 +245,10 @@ def test_tensors_filter_and_types_without_blocks() -> None:
 def test_sample_config_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match=r"budget_bytes.*Got 0\."):
         SampleConfig(budget_bytes=0)
-    with pytest.raises(ValueError, match=r"spread_blocks.*Got -1\."):
-        SampleConfig(spread_blocks=-1)
+    with pytest.raises(ValueError, match=r"max_requests.*>= 1\. Got 0\."):
+        SampleConfig(max_requests=0)
+    with pytest.raises(ValueError, match=r"max_gap_bytes.*Got -1\."):
+        SampleConfig(max_gap_bytes=-1)
 
 
 # --- explicit selections -------------------------------------------------------
@@ -263,36 +338,53 @@ _TYPES = st.sampled_from([F32, F16, Q8_0, Q4_K, 30, 20, 39])  # BF16, IQ4_NL, MX
 
 @given(
     st.lists(st.tuples(_TYPES, st.integers(1, 4), st.integers(1, 40)), min_size=1, max_size=6),
-    st.integers(0, 3),
-    st.integers(0, 3),
-    st.integers(0, 6),
+    st.integers(1, 40),
     st.integers(1, 6000),
+    st.integers(2, 200),
     st.integers(0, 2000),
     st.integers(0, 2**32),
+    st.booleans(),
 )
-def test_plans_stay_inside_tensors_and_budget(
-    table: list[tuple[int, int, int]], head: int, tail: int, spread: int, budget: int, gap: int, seed: int
+def test_plans_stay_inside_tensors_and_budgets(
+    table: list[tuple[int, int, int]],
+    max_requests: int,
+    budget: int,
+    window: int,
+    gap: int,
+    seed: int,
+    cut: bool,
 ) -> None:
     tensors = []
     for i, (type_id, row_blocks, rows) in enumerate(table):
         info = tensor_info_of(type_id)
         tensors.append(Tensor(f"t{i}", (row_blocks * max(info, 32), rows), type_id, data=b""))
     header = _header_with_offsets(tensors)
-    config = SampleConfig(
-        head_blocks=head, tail_blocks=tail, spread_blocks=spread, budget_bytes=budget, max_gap_bytes=gap
-    )
-    plan = plan_samples(header, config=config, seed=seed)
-    assert plan == plan_samples(header, config=config, seed=seed)
-    assert plan.block_bytes <= budget and plan.fetch_bytes <= budget
+    config = SampleConfig(max_requests=max_requests, budget_bytes=budget, window_blocks=window, max_gap_bytes=gap)
+    section = data_section(header)
+    file_size = section.start + section.n_bytes * 2 // 3 if cut else None
+    plan = plan_samples(header, config=config, seed=seed, file_size=file_size)
+    assert plan == plan_samples(header, config=config, seed=seed, file_size=file_size)
+    assert len(plan.fetch) <= max_requests
+    assert plan.block_bytes <= plan.fetch_bytes <= budget
     for b in plan.blocks:
         t = header.tensors[b.tensor_index]
         assert t.data_offset <= b.offset < b.end_offset <= t.end_offset
+        assert file_size is None or b.end_offset <= file_size
         assert any(r.start <= b.offset and b.end_offset <= r.end for r in plan.fetch)
     assert all(x.end_offset <= y.offset for x, y in itertools.pairwise(plan.blocks))
-    per_tensor = {i: [b.block_index for b in plan.blocks if b.tensor_index == i] for i in range(len(tensors))}
-    for i, indices in per_tensor.items():
-        geo = tensor_geometry(header.tensors[i])
-        assert geo is not None and len(indices) <= min(head + tail + spread, geo.n_blocks)
+    assert 0 <= plan.strata <= 0xFFFF and plan.n_tensors == len({b.tensor_index for b in plan.blocks})
+    # The file's last block present is always read when the budget holds a window of two blocks.
+    present = plan_blocks(header, {t.name: [0, -1] for t in header.tensors}, file_size=None).blocks
+    widest = max(b.n_bytes for b in present)
+    everything = [
+        b
+        for i, t in enumerate(header.tensors)
+        if (g := tensor_geometry(t)) is not None
+        for b in plan_blocks(header, {t.name: list(range(g.n_blocks))}, file_size=file_size).blocks
+    ]
+    if everything and budget >= 2 * widest:
+        last = max(everything, key=lambda b: b.end_offset)
+        assert (last.tensor_index, last.block_index) in {(b.tensor_index, b.block_index) for b in plan.blocks}
 
 
 def tensor_info_of(type_id: int) -> int:
@@ -311,3 +403,15 @@ def _header_with_offsets(tensors: list[Tensor]) -> Header:
     header = parse_header(data, None)
     assert isinstance(header, Header)
     return header
+
+
+def test_spread_plans_take_evenly_spaced_blocks_of_every_tensor() -> None:
+    assert spread_indices(100, 4) == [0, 33, 66, 99]
+    assert spread_indices(3, 16) == [0, 1, 2]
+    assert spread_indices(5, 1) == [0] and spread_indices(5, 0) == []
+    header = _big_header()
+    plan = plan_spread(header, 16, tensors={"blk.1.ffn_up.weight", "blk.5.ffn_up.weight"})
+    assert plan.budget_bytes is None and plan.n_tensors == 2
+    for i in (1, 5):
+        indices = [b.block_index for b in plan.blocks if b.tensor_index == i]
+        assert indices == spread_indices(4096, 16) and indices[0] == 0 and indices[-1] == 4095

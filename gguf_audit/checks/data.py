@@ -2,6 +2,11 @@
 
 Pure: :class:`~gguf_audit.decode.sampled.DecodedBlock` s in (read by
 :mod:`gguf_audit.samples`, decoded by :mod:`gguf_audit.decode`), findings out.
+Only tensors with blocks read are judged, on the blocks read: an audit's
+plan reads runs of blocks at a few places in a file
+(:mod:`gguf_audit.plan.windows`), so most tensors of a big model are not
+judged at all, and a zero-filled verdict says how many of the tensor's
+blocks it rests on.
 
 llama.cpp loads a file whatever its tensors hold: ``ggml_validate_row_data``
 (``ggml/src/ggml-quants.c``), which rejects NaN and Inf values and scales, runs
@@ -19,6 +24,7 @@ from typing import Final
 from gguf_audit.decode.sampled import DecodedBlock, SampleStatus
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header, TensorInfo
+from gguf_audit.plan import tensor_geometry
 
 __all__ = [
     "BAD_SCALE",
@@ -128,10 +134,14 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
 
     zero = [d for d in ok if d.stats is not None and d.stats.n_zero == d.stats.count]
     if len(zero) == len(ok) and len(ok) >= _MIN_ZERO_BLOCKS and not zero_check_exempt(tensor):
+        # Only the blocks read are judged: the message says how much of the tensor that was.
+        geo = tensor_geometry(tensor)
+        of = f" (of its {geo.n_blocks})" if geo is not None else ""
+        indices = sorted(d.block.block_index for d in ok)
         yield finding(
             ZERO_FILLED,
-            f"tensor {name!r} ({tensor.type_name}, {'x'.join(map(str, tensor.shape))}): all {len(ok)} "
-            f"sampled blocks are zero, from block {ok[0].block.block_index} to {ok[-1].block.block_index}",
+            f"tensor {name!r} ({tensor.type_name}, {'x'.join(map(str, tensor.shape))}): all {len(ok)} sampled "
+            f"blocks{of} are zero, blocks {indices[0]} to {indices[-1]}",
             tensor=name,
             offset=ok[0].block.offset,
         )

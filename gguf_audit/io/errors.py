@@ -10,9 +10,21 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
-from gguf_audit.errors import SourceError
+from gguf_audit.errors import GGUFAuditError, SourceError
 
-__all__ = ["classify_error", "describe_io_error", "source_error"]
+__all__ = ["RANGE_IGNORED", "RangeAnswerError", "classify_error", "describe_io_error", "source_error"]
+
+RANGE_IGNORED: Final = "io.range_ignored"
+"""The code of a server that answers Range with the whole body, past what may be read of it."""
+
+
+class RangeAnswerError(GGUFAuditError, ConnectionError):
+    """A ranged answer that is not the bytes asked (a Content-Range for other bytes, a short body).
+
+    Never used as data; retried like a dropped connection (a proxy or a
+    server under load may answer one request badly and the next well).
+    """
+
 
 _TRANSIENT_STATUS: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
 """HTTP statuses worth a retry: timeouts, rate limits and passing server trouble."""

@@ -9,7 +9,8 @@ call. Failures map through :mod:`gguf_audit.io.errors`.
 
 from __future__ import annotations
 
-import re
+import asyncio
+import itertools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,9 @@ from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import SourceError
-from gguf_audit.io.errors import classify_error, describe_io_error, source_error
+from gguf_audit.io.errors import RangeAnswerError, classify_error, describe_io_error
+from gguf_audit.io.limits import DEFAULT_HOST_LIMITS, HostLimits, host_key
+from gguf_audit.io.ranged import check_body, check_partial, parse_content_range, read_upto, whole_body_end
 
 __all__ = [
     "DEFAULT_READ_CONFIG",
@@ -44,11 +47,26 @@ class ReadConfig:
     max_header_bytes: int = 512 * 1024 * 1024
     """A header claiming more is not read further (``header.too_large``)."""
     retries: int = 3
-    """Attempts after the first, for transient failures only."""
+    """Attempts after the first, for transient failures only (header and sampled reads alike)."""
     backoff_s: float = 0.2
     """First retry delay; doubles each attempt."""
     timeout_s: float = 60.0
     """Per request, where the filesystem takes a timeout."""
+    max_per_host: int = 8
+    """Sampled-range requests in flight to one host at most, across every file
+    the process reads (:class:`~gguf_audit.io.limits.HostLimits`). The S3
+    connection pool is sized to match unless the storage options set
+    ``max_pool_connections``."""
+    max_ignored_range_bytes: int = 64 << 20
+    """A server that answers a Range request with 200 and the whole body is read
+    from its start this far at most, and the asked bytes taken from that;
+    asked bytes past it give ``io.range_ignored``."""
+
+    def __post_init__(self) -> None:
+        for name in ("initial_bytes", "max_header_bytes", "max_per_host", "max_ignored_range_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"ReadConfig.{name} must be an int >= 1. Got {value!r}.")
 
 
 DEFAULT_READ_CONFIG = ReadConfig()
@@ -88,12 +106,10 @@ class ByteSource(Protocol):
 
 # --- sources -----------------------------------------------------------------
 
-_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
-_UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)")
 
-
-def _with_timeouts(protocol: str, options: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Storage options with per-request timeouts added where the user set none."""
+def _with_timeouts(protocol: str, options: Mapping[str, Any], config: ReadConfig) -> dict[str, Any]:
+    """Storage options with per-request timeouts (and S3's pool size) added where the user set none."""
+    timeout_s = config.timeout_s
     opts = dict(options)
     if protocol in ("http", "https"):
         client_kwargs = dict(opts.get("client_kwargs") or {})
@@ -110,6 +126,10 @@ def _with_timeouts(protocol: str, options: Mapping[str, Any], timeout_s: float) 
         config_kwargs.setdefault("read_timeout", timeout_s)
         # Our own retry loop counts requests; botocore's would hide them.
         config_kwargs.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+        # botocore's pool holds 10 connections by default: sized to the
+        # per-host cap, a file's sampled ranges neither queue for one nor
+        # open more than the cap allows.
+        config_kwargs.setdefault("max_pool_connections", config.max_per_host)
         opts["config_kwargs"] = config_kwargs
     return opts
 
@@ -121,7 +141,14 @@ def _protocol_of(fs: fsspec.AbstractFileSystem) -> str:
 
 @dataclass
 class FsspecSource:
-    """Range reads through an fsspec filesystem."""
+    """Range reads through an fsspec filesystem.
+
+    Every request, a header's or a sampled range's, goes through one retry
+    loop (:meth:`_retry_delay` decides, the same way for both) and one check
+    of the answer (:mod:`gguf_audit.io.ranged`). Sampled ranges of an async
+    filesystem go out together, each holding its host's slot
+    (:class:`~gguf_audit.io.limits.HostLimits`) while in flight.
+    """
 
     url: str
     fs: fsspec.AbstractFileSystem
@@ -129,6 +156,9 @@ class FsspecSource:
     known_size: int | None = None
     config: ReadConfig = DEFAULT_READ_CONFIG
     stats: IOStats = field(default_factory=IOStats)
+    limits: HostLimits = DEFAULT_HOST_LIMITS
+    range_ignored: bool = False
+    """Set once the server answered a Range request with the whole body."""
 
     sizes_from_response: ClassVar[bool] = False
     """Whether a read's response tells the file size (so no look-up is needed first)."""
@@ -139,10 +169,9 @@ class FsspecSource:
 
     def _learn_size(self, content_range: str | None) -> None:
         """Take the total size from a ``Content-Range`` (``bytes a-b/N`` or ``bytes */N``)."""
-        if content_range and self.known_size is None:
-            match = _CONTENT_RANGE.match(content_range) or _UNSATISFIED_RANGE.match(content_range)
-            if match and match.groups()[-1] != "*":
-                self.known_size = int(match.groups()[-1])
+        parsed = parse_content_range(content_range)
+        if parsed is not None and parsed.total is not None and self.known_size is None:
+            self.known_size = parsed.total
 
     def ensure_size(self) -> int | None:
         """The file size, from one ``info`` call when nobody told it yet."""
@@ -152,94 +181,153 @@ class FsspecSource:
             self.known_size = int(size) if size is not None else None
         return self.known_size
 
+    @property
+    def _async(self) -> bool:
+        return isinstance(self.fs, AsyncFileSystem)
+
+    def _clip(self, start: int, end: int) -> int:
+        return end if self.known_size is None else min(end, self.known_size)
+
+    # --- one request
+
     def read(self, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        data = self._call(lambda: self._fetch(start, end))
-        return data  # type: ignore[no-any-return]
+        if self._async:
+            return sync(self.fs.loop, self._attempts, start, end, None, True)  # type: ignore[no-any-return]
+        return self._call(lambda: self._fetch(start, end))  # type: ignore[no-any-return]
 
     def _fetch(self, start: int, end: int) -> bytes:
-        if self.known_size is not None:
-            end = min(end, self.known_size)
-            if end <= start:
-                return b""
-        return bytes(self.fs.cat_file(self.path, start=start, end=end))
+        """One ranged read of a sync filesystem; fewer bytes only at the end of the file."""
+        end = self._clip(start, end)
+        if end <= start:
+            return b""
+        body = bytes(self.fs.cat_file(self.path, start=start, end=end))
+        if len(body) > end - start:
+            raise RangeAnswerError(f"asked bytes={start}-{end - 1}, got {len(body)} bytes")
+        return body
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
-        if not ranges:
-            return []
-        begun = time.perf_counter()
-        starts = [s for s, _ in ranges]
-        ends = [e for _, e in ranges]
-        try:
-            results = self.fs.cat_ranges([self.path] * len(ranges), starts, ends, on_error="return")
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a value
-            results = [source_error(exc)] * len(ranges)
-        elapsed = time.perf_counter() - begun
-        out: list[bytes | SourceError] = []
-        for result in results:
-            if isinstance(result, BaseException):
-                out.append(result if isinstance(result, SourceError) else source_error(result))
-                self.stats.requests += 1
-            else:
-                self.stats.add(len(result), 0.0)
-                out.append(bytes(result))
-        self.stats.seconds += elapsed
-        return out
+    async def _get(self, start: int, end: int) -> bytes:
+        """One ranged read of an async filesystem (HTTP and S3 check the answer's headers too)."""
+        end = self._clip(start, end)
+        if end <= start:
+            return b""
+        fs: Any = self.fs
+        body = bytes(await fs._cat_file(self.path, start=start, end=end))
+        if len(body) > end - start:
+            raise RangeAnswerError(f"asked bytes={start}-{end - 1}, got {len(body)} bytes")
+        return body
+
+    def _retry_delay(self, exc: Exception, attempt: int) -> float:
+        """Seconds to wait before retrying after ``exc`` failed attempt ``attempt`` (0 first).
+
+        Raises the final SourceError when ``exc`` is not transient or the
+        retries are spent: the one decision every read's retries follow.
+        """
+        if isinstance(exc, SourceError):
+            raise exc
+        code, transient = classify_error(exc)
+        if not transient or attempt >= self.config.retries:
+            suffix = f" (after {attempt + 1} attempts)" if attempt else ""
+            raise SourceError(code, f"{describe_io_error(exc)}{suffix}") from exc
+        return float(self.config.backoff_s * 2**attempt)
 
     def _call(self, fn: Any, *, count_bytes: bool = True) -> Any:
-        """Run one request with retries on transient failures; raise SourceError."""
-        delay = self.config.backoff_s
-        for attempt in range(self.config.retries + 1):
+        """Run one request of a sync filesystem with retries on transient failures; raise SourceError."""
+        for attempt in itertools.count():
             begun = time.perf_counter()
             try:
                 result = fn()
-            except SourceError:
+            except Exception as exc:  # noqa: BLE001 - classified: retried, or raised as a SourceError
                 self.stats.add(0, time.perf_counter() - begun)
-                raise
-            except Exception as exc:
-                self.stats.add(0, time.perf_counter() - begun)
-                code, transient = classify_error(exc)
-                if not transient or attempt == self.config.retries:
-                    suffix = f" (after {attempt + 1} attempts)" if attempt else ""
-                    raise SourceError(code, f"{describe_io_error(exc)}{suffix}") from exc
-                time.sleep(delay)
-                delay *= 2
+                time.sleep(self._retry_delay(exc, attempt))
                 continue
             nbytes = len(result) if count_bytes and isinstance(result, bytes | bytearray) else 0
             self.stats.add(nbytes, time.perf_counter() - begun)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _attempts(self, start: int, end: int, slot: asyncio.Semaphore | None, timed: bool) -> bytes:
+        """:meth:`_get` with the same retries as :meth:`_call`, each attempt holding ``slot`` if given."""
+        for attempt in itertools.count():
+            begun = time.perf_counter()
+            try:
+                if slot is None:
+                    result = await self._get(start, end)
+                else:
+                    async with slot:
+                        result = await self._get(start, end)
+            except Exception as exc:  # noqa: BLE001 - classified: retried, or raised as a SourceError
+                self.stats.add(0, time.perf_counter() - begun if timed else 0.0)
+                await asyncio.sleep(self._retry_delay(exc, attempt))
+                continue
+            self.stats.add(len(result), time.perf_counter() - begun if timed else 0.0)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- sampled ranges
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
+        if not ranges:
+            return []
+        begun = time.perf_counter()
+        try:
+            if self._async:
+                out: list[bytes | SourceError] = sync(self.fs.loop, self._read_ranges, ranges)
+            else:
+                out = [self._read_or_error(s, e) for s, e in ranges]
+        finally:
+            self.stats.seconds += time.perf_counter() - begun
+        return out
+
+    def _read_or_error(self, start: int, end: int) -> bytes | SourceError:
+        try:
+            return self._call(lambda: self._fetch(start, end))  # type: ignore[no-any-return]
+        except SourceError as exc:
+            return exc
+
+    async def _read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
+        slot = self.limits.slot(host_key(self.url, self.fs), self.config.max_per_host)
+        if self.range_ignored:
+            # Every answer is the body from byte 0: one read as far as the last range, sliced.
+            try:
+                whole = await self._attempts(0, max(e for _, e in ranges), slot, False)
+            except SourceError as exc:
+                return [exc for _ in ranges]
+            return [whole[s:e] for s, e in ranges]
+
+        async def one(start: int, end: int) -> bytes | SourceError:
+            try:
+                return await self._attempts(start, end, slot, False)
+            except SourceError as exc:
+                return exc
+
+        return list(await asyncio.gather(*(one(s, e) for s, e in ranges)))
+
 
 @dataclass
 class HTTPSource(FsspecSource):
-    """HTTP(S) range reads that learn the file size from the first response.
+    """HTTP(S) range reads that learn the file size from the first response and check every answer.
 
-    fsspec's own ``cat_file`` neither reports ``Content-Range`` nor guards
-    against a server that ignores ``Range`` (it would read a whole model).
-    Here the body is read only as far as asked, then the connection dropped.
+    fsspec's own ``cat_file`` neither reports ``Content-Range`` nor notices a
+    server that ignores ``Range`` (it reads the whole body and hands it back
+    as if it were the range). Here a 206 must name the asked bytes; a 200 is
+    read only as far as asked (within ``max_ignored_range_bytes``), then the
+    connection dropped.
     """
 
-    range_ignored: bool = False
     sizes_from_response: ClassVar[bool] = True
 
-    def _fetch(self, start: int, end: int) -> bytes:
-        if self.known_size is not None:
-            end = min(end, self.known_size)
-            if end <= start:
-                return b""
-        fs = self.fs
-        if not isinstance(fs, AsyncFileSystem):  # pragma: no cover - fsspec's http is async
-            return super()._fetch(start, end)
-        return sync(fs.loop, self._get, start, end)  # type: ignore[no-any-return]
-
     async def _get(self, start: int, end: int) -> bytes:
+        end = self._clip(start, end)
+        if end <= start:
+            return b""
         fs: Any = self.fs
         session = await fs.set_session()
         kw = dict(fs.kwargs)
         headers = dict(kw.pop("headers", None) or {})
-        headers["Range"] = f"bytes={start}-{end - 1}"
+        asked = f"bytes={start}-{end - 1}"
+        headers["Range"] = asked
         headers.setdefault("Accept-Encoding", "identity")
         async with session.get(fs.encode_url(self.url), headers=headers, **kw) as resp:
             if resp.status == 416:
@@ -250,16 +338,24 @@ class HTTPSource(FsspecSource):
                 raise FileNotFoundError(self.url)
             resp.raise_for_status()
             if resp.status == 206:
-                self._learn_size(resp.headers.get("Content-Range"))
-                return await _read_exactly(resp, end - start)
+                content_range = resp.headers.get("Content-Range")
+                self._learn_size(content_range)
+                expected = check_partial(start, end, content_range)
+                return check_body(await read_upto(resp.content.read, expected), expected, asked)
+            if resp.status != 200:
+                raise RangeAnswerError(f"asked {asked}, the server answered {resp.status}")
             # 200: the server ignored Range and sends the whole file from byte 0.
             self.range_ignored = True
             length = resp.headers.get("Content-Length")
-            if length is not None and self.known_size is None:
-                self.known_size = int(length)
-            body = await _read_exactly(resp, end)
-            resp.close()
-            return body[start:end]
+            total = int(length) if length is not None and length.isdigit() else None
+            if total is not None and self.known_size is None:
+                self.known_size = total
+            stop = whole_body_end(start, end, total, self.config.max_ignored_range_bytes)
+            body = await read_upto(resp.content.read, stop)
+            resp.close()  # the rest of the body is not wanted: drop the connection
+            if total is not None:
+                check_body(body, stop, asked)
+            return body[start:stop]
 
     def ensure_size(self) -> int | None:
         if self.known_size is None:
@@ -268,34 +364,29 @@ class HTTPSource(FsspecSource):
             self.read(0, 1)
         return self.known_size
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
-        if self.range_ignored:
-            error = SourceError("io.error", f"the server ignores Range requests; {self.url} cannot be sampled")
-            return [error for _ in ranges]
-        return super().read_ranges(ranges)
-
 
 @dataclass
 class S3Source(FsspecSource):
-    """S3 range reads that learn the object's size from the first GET.
+    """S3 range reads that learn the object's size from the first GET and check every answer.
 
     fsspec's ``cat_file`` drops the response's ``ContentRange``; asking for
     the size first would cost a HEAD per file that a listing did not size.
+    A store that answers a range with 200 (some S3-compatible ones) is read
+    as HTTP's is.
     """
 
     sizes_from_response: ClassVar[bool] = True
 
-    def _fetch(self, start: int, end: int) -> bytes:
-        if self.known_size is not None or not isinstance(self.fs, AsyncFileSystem):
-            return super()._fetch(start, end)
-        return sync(self.fs.loop, self._get, start, end)  # type: ignore[no-any-return]
-
     async def _get(self, start: int, end: int) -> bytes:
+        end = self._clip(start, end)
+        if end <= start:
+            return b""
         fs: Any = self.fs
         bucket, key, version = fs.split_path(self.path)
         extra = {"VersionId": version} if version else {}
+        asked = f"bytes={start}-{end - 1}"
         try:
-            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **extra)
+            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=asked, **extra)
         except (FileNotFoundError, PermissionError):
             raise
         except OSError:
@@ -304,23 +395,25 @@ class S3Source(FsspecSource):
                 self.known_size = 0
                 return b""
             raise
+        body = resp["Body"]
         try:
-            self._learn_size(resp.get("ContentRange"))
-            return bytes(await resp["Body"].read())
+            status = (resp.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            content_range = resp.get("ContentRange")
+            if status == 200 and content_range is None:
+                self.range_ignored = True
+                total = resp.get("ContentLength")
+                if isinstance(total, int) and self.known_size is None:
+                    self.known_size = total
+                stop = whole_body_end(
+                    start, end, total if isinstance(total, int) else None, self.config.max_ignored_range_bytes
+                )
+                data = check_body(await read_upto(body.read, stop), stop, asked)
+                return data[start:stop]
+            self._learn_size(content_range)
+            expected = check_partial(start, end, content_range)
+            return check_body(await read_upto(body.read, expected), expected, asked)
         finally:
-            resp["Body"].close()
-
-
-async def _read_exactly(resp: Any, n: int) -> bytes:
-    chunks: list[bytes] = []
-    got = 0
-    while got < n:
-        chunk = await resp.content.read(min(n - got, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+            body.close()
 
 
 def open_source(
@@ -338,7 +431,7 @@ def open_source(
     """
     if fs is None:
         protocol = url.split("://", 1)[0] if "://" in url else "file"
-        options = _with_timeouts(protocol, storage_options or {}, config.timeout_s)
+        options = _with_timeouts(protocol, storage_options or {}, config)
         fs, path = url_to_fs(url, **options)
     else:
         path = fs._strip_protocol(url)

@@ -74,6 +74,8 @@ def audit_to_json(audit: FileAudit, *, full_arrays: bool = False, samples: bool 
     if samples:
         out["samples"] = [row.as_dict() for row in audit.samples]
         out["fingerprint"] = audit.fingerprint
+        out["sampled_tensors"] = audit.sampled_tensors
+        out["sampled_strata"] = audit.sampled_strata
     return out
 
 

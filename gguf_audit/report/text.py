@@ -91,7 +91,11 @@ def _sample_lines(audit: FileAudit, max_tensors: int) -> list[str]:
     for row in audit.samples:
         blocks[row.tensor] = blocks.get(row.tensor, 0) + 1
         types[row.tensor] = row.type
-    lines = ["", f"samples ({len(audit.samples)} blocks of {len(stats)} tensors, fingerprint {audit.fingerprint}):"]
+    strata = f"{bin(audit.sampled_strata or 0).count('1')} of 16 strata"
+    lines = [
+        "",
+        f"samples ({len(audit.samples)} blocks of {len(stats)} tensors, {strata}, fingerprint {audit.fingerprint}):",
+    ]
     if not stats:
         return lines
     width = min(max(len(name) for name in stats), 48)

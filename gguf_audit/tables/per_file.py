@@ -134,6 +134,8 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
         "seconds": audit.seconds,
         "source_run_id": run_id,
         "reused": False,
+        "sampled_tensors": audit.sampled_tensors,
+        "sampled_strata": audit.sampled_strata,
     }
     if h is not None:
         arch = _str_value(h, "general.architecture")

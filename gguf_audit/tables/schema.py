@@ -137,6 +137,9 @@ _FILES: Final = [
     # where the row came from
     _f("source_run_id", pa.string(), False),
     _f("reused", pa.bool_(), False),
+    # what sampling looked at (null without sampling)
+    _f("sampled_tensors", pa.int32()),
+    _f("sampled_strata", pa.int32()),
 ]
 
 _MODELS: Final = [

@@ -3,8 +3,9 @@
 :class:`RangeHTTPServer` serves bytes from memory or files under a root,
 honours single byte ranges as RFC 9110 says (:func:`parse_byte_range`),
 records every request and the body bytes it sends, and can be told to
-misbehave (ignore ranges, add latency, fail the next requests, send no
-length, refuse HEAD) while requests run. Typical use::
+misbehave (ignore ranges, add latency, fail the next requests, cut the
+next bodies short, send no length, refuse HEAD) while requests run, and
+records the peak of requests in flight at once. Typical use::
 
     with RangeHTTPServer(files={"m/a.gguf": data}) as srv:
         fs = fsspec.filesystem("http", skip_instance_cache=True)
@@ -19,7 +20,7 @@ import re
 import stat
 import threading
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from os import PathLike
@@ -74,6 +75,7 @@ class _Knobs:
     fail_status: int | None
     no_content_length: bool
     allow_head: bool
+    truncate: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +84,13 @@ class _Resource:
     etag: str
     data: bytes | None
     file_path: Path | None
+    reader: Callable[[int, int], bytes] | None = None
 
     def chunks(self, start: int, end: int) -> Iterator[bytes]:
+        if self.reader is not None:
+            for pos in range(start, end, _CHUNK_BYTES):
+                yield self.reader(pos, min(pos + _CHUNK_BYTES, end))
+            return
         if self.data is not None:
             view = memoryview(self.data)
             for pos in range(start, end, _CHUNK_BYTES):
@@ -127,6 +134,25 @@ class _RangeHandler(BaseHTTPRequestHandler):
         shown = f"{path}?{split.query}" if split.query else path
         range_header = self.headers.get("Range")
         knobs = owner._begin_request(RequestRecord(self.command, shown, range_header))
+        self._counted = True
+        try:
+            self._respond(knobs, path, range_header, head=head)
+        finally:
+            self._uncount()
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        # A request stops counting as in flight when its answer starts: a client
+        # that waits for the body before sending the next must not be counted twice.
+        self._uncount()
+        super().send_response(code, message)
+
+    def _uncount(self) -> None:
+        if getattr(self, "_counted", False):
+            self._counted = False
+            self.server.owner._end_request()
+
+    def _respond(self, knobs: _Knobs, path: str, range_header: str | None, *, head: bool) -> None:
+        owner = self.server.owner
         if knobs.latency_s > 0:
             owner._closing.wait(knobs.latency_s)
         if knobs.fail_status is not None:
@@ -167,7 +193,9 @@ class _RangeHandler(BaseHTTPRequestHandler):
         if head:
             return
         sent = 0
-        for chunk in resource.chunks(start, end):
+        # A cut body: the length promised, half of it sent, the connection closed.
+        stop = start + (end - start) // 2 if knobs.truncate else end
+        for chunk in resource.chunks(start, stop):
             # Counted before the write, so a client that has the bytes sees them counted.
             owner._add_bytes(len(chunk))
             self.wfile.write(chunk)
@@ -205,7 +233,8 @@ class RangeHTTPServer(LoopbackServer):
     """A threaded HTTP/1.1 server on 127.0.0.1 that honours single byte ranges.
 
     Serves ``files`` (an in-memory ``{path: bytes}``, paths without a leading
-    slash) and, for paths not in it, regular files under ``root``. Answers GET
+    slash), files made on demand (:meth:`put_virtual`) and, for paths not in
+    those, regular files under ``root``. Answers GET
     and HEAD: 206 with ``Content-Range`` for ``bytes=a-b``, ``bytes=a-`` and
     ``bytes=-n``; 416 with ``Content-Range: bytes */size`` when unsatisfiable;
     200 and the whole body without a Range (or with one it ignores, see
@@ -221,9 +250,14 @@ class RangeHTTPServer(LoopbackServer):
     - ``latency_s``: wait this long before answering each request;
     - ``fail_next`` / ``fail_status``: answer the next N requests with
       ``fail_status`` (503 by default) and a short body;
+    - ``truncate_next``: send only the first half of the next N GET bodies
+      (headers promising all of it), then close the connection;
     - ``no_content_length``: send no ``Content-Length`` and close the
       connection after each body, so a client cannot learn the size up front;
     - ``allow_head``: when False, answer HEAD with 405.
+
+    :attr:`max_in_flight` records the most requests answered at once (a
+    client's concurrency, as the server sees it).
     """
 
     def __init__(
@@ -235,6 +269,7 @@ class RangeHTTPServer(LoopbackServer):
         latency_s: float = 0.0,
         fail_next: int = 0,
         fail_status: int = 503,
+        truncate_next: int = 0,
         no_content_length: bool = False,
         allow_head: bool = True,
     ) -> None:
@@ -242,12 +277,16 @@ class RangeHTTPServer(LoopbackServer):
         self._closing = threading.Event()
         self._root = Path(root).resolve() if root is not None else None
         self._files: dict[str, tuple[bytes, str]] = {}
+        self._virtual: dict[str, _Resource] = {}
         for path, data in (files or {}).items():
             self.put(path, data)
         self._ignore_range = ignore_range
         self._latency_s = float(latency_s)
         self._fail_next = int(fail_next)
         self._fail_status = int(fail_status)
+        self._truncate_next = int(truncate_next)
+        self._in_flight = 0
+        self._max_in_flight = 0
         self._no_content_length = no_content_length
         self._allow_head = allow_head
         self._serve(_RangeServer(self))
@@ -271,15 +310,30 @@ class RangeHTTPServer(LoopbackServer):
         with self._lock:
             self._files[path.lstrip("/")] = (bytes(data), etag)
 
+    def put_virtual(self, path: str, size: int, read: Callable[[int, int], bytes]) -> None:
+        """Serve ``size`` bytes at ``path`` made on demand: ``read(start, end)`` returns bytes ``[start, end)``.
+
+        For files too big to hold (a 44 GB model whose data is invented as it
+        is read, see :class:`~gguf_audit.testing.layouts.SyntheticGGUF`); ``read``
+        is called from the handler threads, at most 1 MiB at a time.
+        """
+        etag = '"' + hashlib.blake2b(f"{path}:{size}:{id(read)}".encode(), digest_size=10).hexdigest() + '"'
+        with self._lock:
+            self._virtual[path.lstrip("/")] = _Resource(size, etag, None, None, read)
+
     def remove(self, path: str) -> None:
-        """Stop serving the in-memory ``path`` (a no-op when absent)."""
+        """Stop serving the in-memory or virtual ``path`` (a no-op when absent)."""
         with self._lock:
             self._files.pop(path.lstrip("/"), None)
+            self._virtual.pop(path.lstrip("/"), None)
 
     def _lookup(self, path: str) -> _Resource | None:
         key = path.lstrip("/")
         with self._lock:
             entry = self._files.get(key)
+            virtual = self._virtual.get(key)
+        if virtual is not None:
+            return virtual
         if entry is not None:
             return _Resource(len(entry[0]), entry[1], entry[0], None)
         if self._root is None or not key:
@@ -339,6 +393,17 @@ class RangeHTTPServer(LoopbackServer):
             self._fail_status = int(value)
 
     @property
+    def truncate_next(self) -> int:
+        """GET bodies still to be cut to half their length."""
+        with self._lock:
+            return self._truncate_next
+
+    @truncate_next.setter
+    def truncate_next(self, value: int) -> None:
+        with self._lock:
+            self._truncate_next = int(value)
+
+    @property
     def no_content_length(self) -> bool:
         with self._lock:
             return self._no_content_length
@@ -369,20 +434,46 @@ class RangeHTTPServer(LoopbackServer):
         """
         return super().bytes_sent
 
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests waiting for their answer at once since the start (or :meth:`reset_stats`).
+
+        A request counts from its arrival until its answer starts, so with
+        ``latency_s`` set this is the client's concurrency as the server sees it.
+        """
+        with self._lock:
+            return self._max_in_flight
+
+    def reset_stats(self) -> None:
+        super().reset_stats()
+        with self._lock:
+            self._max_in_flight = self._in_flight
+
     def _begin_request(self, record: RequestRecord) -> _Knobs:
         self._record(record)
         with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
             fail_status: int | None = None
             if self._fail_next > 0:
                 self._fail_next -= 1
                 fail_status = self._fail_status
+            truncate = False
+            if fail_status is None and record.method == "GET" and self._truncate_next > 0:
+                self._truncate_next -= 1
+                truncate = True
             return _Knobs(
                 self._ignore_range,
                 self._latency_s,
                 fail_status,
                 self._no_content_length,
                 self._allow_head,
+                truncate,
             )
+
+    def _end_request(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
 
     # -- lifecycle
 

@@ -89,3 +89,21 @@ def test_gguf_audit_does_not_import_dask() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_sample_requests_is_a_check_setting_and_a_flag() -> None:
+    import argparse
+
+    from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
+
+    config = parse_config({"checks": {"sample_requests": 4, "sample_budget_bytes": 65536}})
+    samples = config.audit_config.samples
+    assert samples is not None and (samples.max_requests, samples.budget_bytes) == (4, 65536)
+    assert config.checks()["sample_requests"] == 4 and ScanConfig().sample_requests == 32
+    with pytest.raises(ConfigError, match=r"sample_requests must be an integer of at least 1\. Got 0\."):
+        parse_config({"checks": {"sample_requests": 0}})
+    parser = argparse.ArgumentParser()
+    _add_arguments(parser)
+    flagged = _config_from_args(parser.parse_args(["root", "--sample-requests", "8"]))
+    assert flagged.sample_requests == 8 and flagged.audit_config.samples.max_requests == 8  # type: ignore[union-attr]
+    assert _config_from_args(parser.parse_args(["root"])).sample_requests == 32

@@ -207,6 +207,51 @@ def test_fail_next(srv: RangeHTTPServer) -> None:
     assert len(srv.requests) == 3
 
 
+def test_truncate_next_cuts_bodies_and_closes(srv: RangeHTTPServer) -> None:
+    srv.truncate_next = 1
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    try:
+        conn.request("GET", "/m/a.gguf", headers={"Range": "bytes=0-99"})
+        response = conn.getresponse()
+        assert response.status == 206 and response.getheader("Content-Length") == "100"
+        with pytest.raises(http.client.IncompleteRead) as cut:
+            response.read()
+        assert cut.value.partial == DATA[:50]
+    finally:
+        conn.close()
+    assert srv.truncate_next == 0
+    assert _get(srv, "/m/a.gguf", headers={"Range": "bytes=0-99"})[2] == DATA[:100]
+
+
+def test_max_in_flight_is_the_peak_of_waiting_requests() -> None:
+    with RangeHTTPServer(files={"a": b"x"}, latency_s=0.2) as server:
+        assert server.max_in_flight == 0
+        threads = [threading.Thread(target=_get, args=(server, "/a")) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert server.max_in_flight == 3
+        server.reset_stats()
+        _get(server, "/a")
+        assert server.max_in_flight == 1
+
+
+def test_put_virtual_serves_bytes_made_on_demand(srv: RangeHTTPServer) -> None:
+    calls: list[tuple[int, int]] = []
+
+    def read(start: int, end: int) -> bytes:
+        calls.append((start, end))
+        return bytes(i % 251 for i in range(start, end))
+
+    srv.put_virtual("big.bin", 10**12, read)
+    status, headers, body = _get(srv, "/big.bin", headers={"Range": "bytes=999999999990-999999999999"})
+    assert status == 206 and headers["Content-Range"] == f"bytes 999999999990-999999999999/{10**12}"
+    assert body == bytes(i % 251 for i in range(999999999990, 10**12 - 0)) and calls == [(999999999990, 10**12)]
+    srv.remove("big.bin")
+    assert _get(srv, "/big.bin")[0] == 404
+
+
 def test_fail_next_keeps_connection_alive(srv: RangeHTTPServer) -> None:
     srv.fail_next = 1
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
