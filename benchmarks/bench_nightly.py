@@ -1,0 +1,347 @@
+"""What a night costs: full, quiet and churn nights over N realistic files, and CPU per file by phase.
+
+Run as ``python benchmarks/bench_nightly.py [--sizes 1000,5000] [--budget-s 600] [--workers 2]
+[--no-samples] [--json OUT]``.
+
+For each N it writes N Llama-2-7B-like files (the header benchmark's ``32k``
+spec: 291 tensors, a 32k SentencePiece vocabulary, a 0.76 MB header; tensor
+data a sparse hole, so each file costs its header on disk) in a temporary
+directory and runs three nights into one ``--out``, each in a fresh driver
+process on a LocalCluster of ``--workers`` worker processes:
+
+- ``full``: the first night, every file read;
+- ``quiet``: ``--incremental`` with nothing changed;
+- ``churn``: ``--incremental`` after 1% new files, 0.1% rewritten (another
+  header), 0.1% truncated (a cut upload) and 0.1% removed.
+
+Per night it prints wall time, files/s (listed files over the whole run), the
+bytes the night added under ``--out``, rows written per table, and the
+driver's peak resident memory (``ru_maxrss`` of the driver process, which also
+hosts the scheduler; the workers are other processes) and its own write bytes
+(``/proc/self/io`` ``write_bytes``: what the driver wrote to storage, the
+commit's log entries included).
+
+It then measures CPU seconds per file by phase in this process, on 20 of the
+files with the phases called one by one as ``audit_file`` calls them:
+listing (``discover`` over the whole collection, divided by N), header read
+and parse, checks (structure and semantics), template render (first file:
+the child process; later files share the rendered set, as a collection's
+quantizations do), sampled reads and decode, writing (the rows as Parquet).
+
+Sizes past the first run only while the whole benchmark stays within
+``--budget-s`` (estimated from the previous size). At the end it prints the
+extrapolation to 1,000,000 files on 50 two-core workers, with its model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from headers import SPECS, build_header  # noqa: E402  (benchmarks/ is not a package)
+
+CHURN: Final = {"new": 0.01, "rewritten": 0.001, "truncated": 0.001, "removed": 0.001}
+PROFILED_FILES: Final = 20
+
+
+# ------------------------------------------------------------------ the collection
+
+
+def _write(path: Path, content: bytes, file_size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        f.write(content)
+        f.truncate(file_size)
+
+
+def make_collection(root: Path, n: int) -> tuple[bytes, int]:
+    """N files of the 32k spec under ``root`` (100 per folder); the header bytes and file size."""
+    content, _, _, file_size, _, _ = build_header(SPECS["32k"])
+    for i in range(n):
+        _write(root / f"m{i // 100:05d}" / f"model-{i:07d}-Q4_K_M.gguf", content, file_size)
+    return content, file_size
+
+
+def churn(root: Path, content: bytes, file_size: int, n: int) -> dict[str, int]:
+    """Apply the churn pattern to the first files of the collection; how many files each change touched."""
+    counts = {k: max(1, round(n * share)) for k, share in CHURN.items()}
+    files = sorted(root.rglob("*.gguf"))
+    at = 0
+    for path in files[at : at + counts["rewritten"]]:
+        # Another conversion of the same model: a different header, the same size.
+        rewritten = content.replace(b"Llama-2-7B-like", b"Llama-2-7B-liky", 1)
+        _write(path, rewritten, file_size)
+    at += counts["rewritten"]
+    for path in files[at : at + counts["truncated"]]:
+        with path.open("r+b") as f:
+            f.truncate(file_size // 2)
+    at += counts["truncated"]
+    for path in files[at : at + counts["removed"]]:
+        path.unlink()
+    for i in range(counts["new"]):
+        _write(root / "new" / f"model-new-{i:07d}-Q4_K_M.gguf", content, file_size)
+    return counts
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+# ------------------------------------------------------------------ one night, in its own driver process
+
+
+def _night_main(args: argparse.Namespace) -> int:
+    """The driver of one night: scan, then print its figures as one JSON line."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    from gguf_audit.pipelines.config import ScanConfig
+    from gguf_audit.pipelines.run import run_scan
+
+    config = ScanConfig(
+        roots=(args.root,),
+        out=args.out,
+        incremental=args.incremental,
+        samples=not args.no_samples,
+        dashboard=False,
+    )
+    with (
+        LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=args.workers,
+            threads_per_worker=2,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,  # type: ignore[no-untyped-call]
+    ):
+        io_before = _proc_io()
+        begun = time.perf_counter()
+        result = run_scan(config, client=client)
+        wall = time.perf_counter() - begun
+        io_after = _proc_io()
+    figures = {
+        "wall_s": wall,
+        "files": result.n_files,
+        "read": result.n_read,
+        "reused": result.n_reused,
+        "files_per_s": result.n_files / wall if wall else 0.0,
+        "rows_written": dict(getattr(result, "rows_written", {}) or {}),
+        "driver_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "driver_write_bytes": io_after.get("write_bytes", 0) - io_before.get("write_bytes", 0),
+        "driver_wchar": io_after.get("wchar", 0) - io_before.get("wchar", 0),
+        "requests": result.requests,
+        "bytes_read": result.bytes_read,
+        "statuses": dict(result.statuses),
+    }
+    print("NIGHT " + json.dumps(figures), flush=True)
+    return 0
+
+
+def _proc_io() -> dict[str, int]:
+    try:
+        lines = Path("/proc/self/io").read_text().splitlines()
+    except OSError:
+        return {}
+    return {k: int(v) for k, v in (line.split(": ") for line in lines)}
+
+
+def run_night(root: Path, out: Path, *, incremental: bool, workers: int, samples: bool) -> dict[str, Any]:
+    before = _tree_bytes(out) if out.exists() else 0
+    cmd = [sys.executable, __file__, "--night", "--root", str(root), "--out", str(out), "--workers", str(workers)]
+    if incremental:
+        cmd.append("--incremental")
+    if not samples:
+        cmd.append("--no-samples")
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=3600)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("NIGHT ")]
+    if not lines:
+        raise RuntimeError(f"night failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    figures: dict[str, Any] = json.loads(lines[-1][len("NIGHT ") :])
+    figures["bytes_added"] = _tree_bytes(out) - before
+    return figures
+
+
+# ------------------------------------------------------------------ CPU per file by phase
+
+
+def cpu_by_phase(root: Path, n_files: int, samples: bool) -> dict[str, float]:
+    """CPU seconds per file of each phase, calling them one by one as audit_file does."""
+    import pyarrow.parquet as pq
+
+    from gguf_audit.audit import AuditConfig, audit_file
+    from gguf_audit.checks.header import check_header
+    from gguf_audit.io.header import read_header
+    from gguf_audit.io.source import open_source
+    from gguf_audit.pipelines.discover import discover
+    from gguf_audit.plan import SampleConfig
+    from gguf_audit.samples import sample_file
+    from gguf_audit.tables.listed import ListedFile
+    from gguf_audit.tables.per_file import AuditedFile, audits_to_tables
+    from gguf_audit.templates.audit import TemplateCache, audit_header_templates
+
+    cpu = time.process_time
+    phases = dict.fromkeys(("listing", "header", "checks", "templates", "samples", "writing"), 0.0)
+    t = cpu()
+    listing = discover((str(root),))
+    phases["listing"] = (cpu() - t) / max(1, len(listing.files))
+    urls = [f.url for f in listing.files[:n_files]]
+    cache = TemplateCache()
+    first_template = 0.0
+    sample_config = SampleConfig()
+    audits = []
+    config = AuditConfig(samples=sample_config if samples else None)
+    for i, url in enumerate(urls):
+        source = open_source(url)
+        t = cpu()
+        read = read_header(source)
+        phases["header"] += cpu() - t
+        t = cpu()
+        audit_header_templates(read.header, cache=cache)
+        spent = cpu() - t
+        if i == 0:
+            first_template = spent
+        else:
+            phases["templates"] += spent
+        t = cpu()
+        list(check_header(read.header, file_size=source.size, url=url))
+        phases["checks"] += cpu() - t
+        if samples:
+            t = cpu()
+            sample_file(source, read, config=sample_config)
+            phases["samples"] += cpu() - t
+        audits.append(audit_file(url, config=config, template_cache=cache))
+    t = cpu()
+    listed = {f.url: f for f in listing.files}
+    items = [AuditedFile(a, listed.get(a.url) or ListedFile(a.url), "m") for a in audits]
+    tables = audits_to_tables(items, run_id="bench")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("files", "problems", "tensors", "metadata", "samples"):
+            pq.write_table(getattr(tables, name), Path(tmp) / f"{name}.parquet")
+    phases["writing"] = (cpu() - t) / len(urls)
+    for key in ("header", "checks", "samples"):
+        phases[key] /= len(urls)
+    phases["templates"] /= max(1, len(urls) - 1)
+    phases["templates_first_file"] = first_template
+    t = cpu()
+    for url in urls:
+        audit_file(url, config=config, template_cache=cache)
+    phases["audit_file_total"] = (cpu() - t) / len(urls)
+    return phases
+
+
+# ------------------------------------------------------------------ the report
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000,5000")
+    parser.add_argument("--budget-s", type=float, default=600.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-samples", action="store_true")
+    parser.add_argument("--json", metavar="OUT")
+    parser.add_argument("--night", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--incremental", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.night:
+        return _night_main(args)
+
+    samples = not args.no_samples
+    sizes = [int(s) for s in args.sizes.split(",")]
+    report: dict[str, Any] = {"cpus": os.cpu_count(), "workers": args.workers, "samples": samples, "sizes": {}}
+    begun = time.perf_counter()
+    last_seconds_per_file: float | None = None
+    for n in sizes:
+        if last_seconds_per_file is not None:
+            projected = time.perf_counter() - begun + last_seconds_per_file * n * 1.3
+            if projected > args.budget_s:
+                print(f"N={n:,}: skipped (projected {projected:.0f} s past the {args.budget_s:.0f} s budget)")
+                continue
+        size_begun = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="gguf-audit-nightly-") as tmp_dir:
+            tmp = Path(tmp_dir)
+            root, out = tmp / "collection", tmp / "out"
+            content, file_size = make_collection(root, n)
+            nights: dict[str, Any] = {}
+            nights["full"] = run_night(root, out, incremental=False, workers=args.workers, samples=samples)
+            nights["quiet"] = run_night(root, out, incremental=True, workers=args.workers, samples=samples)
+            nights["churn_counts"] = churn(root, content, file_size, n)
+            nights["churn"] = run_night(root, out, incremental=True, workers=args.workers, samples=samples)
+            if n == sizes[0]:
+                report["cpu_per_file"] = cpu_by_phase(root, PROFILED_FILES, samples)
+            shutil.rmtree(out, ignore_errors=True)
+        report["sizes"][str(n)] = nights
+        last_seconds_per_file = (time.perf_counter() - size_begun) / n
+        _print_size(n, nights)
+    _print_summary(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def _print_size(n: int, nights: dict[str, Any]) -> None:
+    full = nights["full"]
+    print(f"\nN = {n:,} files (churn: {nights['churn_counts']})")
+    print("| night | wall | files/s | bytes added | share of full | rows written | driver peak RSS | driver writes |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|")
+    for name in ("full", "quiet", "churn"):
+        r = nights[name]
+        rows = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rows_written"].items()))
+        share = r["bytes_added"] / full["bytes_added"] if full["bytes_added"] else 0.0
+        writes = r["driver_write_bytes"] / full["bytes_added"] if full["bytes_added"] else 0.0
+        print(
+            f"| {name} | {r['wall_s']:.1f} s | {r['files_per_s']:.0f} | {_mb(r['bytes_added'])} | {share:.1%} "
+            f"| {rows} | {_mb(r['driver_peak_rss_bytes'])} | {_mb(r['driver_write_bytes'])} ({writes:.1%}) |"
+        )
+
+
+def _print_summary(report: dict[str, Any]) -> None:
+    cpu = report.get("cpu_per_file", {})
+    if cpu:
+        print("\nCPU seconds per file by phase (in-process, 20 files, templates shared):")
+        for key, value in cpu.items():
+            print(f"  {key:22} {value * 1000:8.1f} ms")
+    sizes = report["sizes"]
+    if len(sizes) >= 2:
+        first, last = sizes[min(sizes, key=int)], sizes[max(sizes, key=int)]
+        ratio = last["quiet"]["driver_peak_rss_bytes"] / first["quiet"]["driver_peak_rss_bytes"]
+        print(f"\ndriver peak RSS, quiet night, N={max(sizes, key=int)} against N={min(sizes, key=int)}: {ratio:.2f}x")
+    if cpu and sizes:
+        per_file = cpu["audit_file_total"]
+        n = min(sizes, key=int)
+        full = sizes[n]["full"]
+        requests = full["requests"] / max(1, full["read"])
+        hours = per_file * 1_000_000 / (50 * 2) / 3600
+        gets = requests * 1_000_000
+        print(
+            "\n1,000,000 files on 50 two-core workers (model: CPU per file from the phase run, "
+            "cores fully used, I/O overlapped with CPU as the per-worker threads do):"
+        )
+        print(f"  full night: {hours:.2f} h of wall time, {gets / 1e6:.1f} M range GETs ({requests:.1f} per file)")
+        print(
+            f"  S3 GETs at $0.0004 per 1,000: ${gets * 0.0004 / 1000:,.2f} a full night; a quiet night "
+            f"reads nothing and lists 1,000 keys per LIST: {1_000_000 / 1000:,.0f} LISTs"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
