@@ -53,6 +53,8 @@ def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
     return pa.field(name, type_, nullable=nullable)
 
 
+_DATA_TABLES: Final = ("files", "models", "tensors", "metadata", "problems", "samples")
+
 _RUNS: Final = [
     _f("schema_version", pa.int32(), False),
     _f("tool_version", pa.string(), False),
@@ -84,6 +86,9 @@ _RUNS: Final = [
     _f("seconds", pa.float64(), False),
     _f("files_per_second", pa.float64(), False),
     _f("config", pa.string()),
+    _f("verdicts_version", pa.int32()),
+    _f("table_versions", pa.struct([_f(t, pa.int64()) for t in _DATA_TABLES])),
+    _f("rows_written", pa.struct([_f(t, pa.int64()) for t in _DATA_TABLES])),
 ]
 
 _FILES: Final = [
@@ -158,6 +163,7 @@ _MODELS: Final = [
     _f("n_problems", pa.int32(), False),
     _f("codes", pa.list_(pa.string())),
     _f("urls", pa.list_(pa.string())),
+    _f("source_run_id", pa.string()),
 ]
 
 _TENSORS: Final = [

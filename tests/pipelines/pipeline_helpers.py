@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 
+from gguf_audit.pipelines.delta import DeltaTables
 from gguf_audit.pipelines.sample_collection import SAMPLE_FILES
-from gguf_audit.tables.schema import SCHEMAS, partitioning
 from gguf_audit.testing.s3 import MotoS3Server
 
 # Fake credentials for moto. They go into the environment before any worker
@@ -34,12 +33,14 @@ def s3_options(server: MotoS3Server) -> dict[str, Any]:
     }
 
 
-def read_dataset(out: str | Path, table: str, filesystem: Any = None) -> pa.Table:
-    """A table as a hive-aware pyarrow reader sees it (every run)."""
-    base = str(out).removeprefix("file://")
-    return ds.dataset(
-        f"{base}/{table}", format="parquet", partitioning=partitioning(), schema=SCHEMAS[table], filesystem=filesystem
-    ).to_table()
+def delta_options(server: MotoS3Server) -> dict[str, str]:
+    """deltalake's storage options for moto (credentials from the environment, as a scan takes them)."""
+    return {"AWS_ENDPOINT_URL": server.endpoint_url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": server.region}
+
+
+def read_dataset(out: str | Path, table: str, storage_options: dict[str, str] | None = None) -> pa.Table:
+    """A Delta table's rows at its latest version (every night), through deltalake."""
+    return DeltaTables(str(out), storage_options).read(table)
 
 
 SAMPLE_COUNT = len(SAMPLE_FILES)
