@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Field, Schema
 from deltalake.exceptions import TableNotFoundError
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from gguf_audit.pipelines.parts import PartFile
 from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMAS
@@ -139,9 +139,15 @@ class DeltaTables:
         self._evolve(dt, table)
         if not actions:
             return int(dt.version())
+        log_actions: list[AddAction | RemoveAction] = list(actions)
         dt.create_write_transaction(
-            actions, mode="append", schema=schema, partition_by=PARTITION_BY, commit_properties=self._properties(run_id)
+            log_actions,
+            mode="append",
+            schema=schema,
+            partition_by=PARTITION_BY,
+            commit_properties=self._properties(run_id),
         )
+        dt.update_incremental()  # the handle does not move to the version it committed by itself
         return int(dt.version())
 
     def delete_runs(self, table: str, run_ids: Sequence[str]) -> None:

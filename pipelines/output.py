@@ -109,9 +109,10 @@ class Output:
 
         The store must be one deltalake can commit to; a local path must be a
         directory (made if missing) that takes a file; an object store's bucket
-        must exist (never created) and take an object. A table directory
-        without a Delta log (an earlier gguf-audit's layout) is refused, since
-        vacuum would delete its files.
+        must exist (never created) and take an object. A table directory in
+        the Parquet layout of an earlier gguf-audit (partitions of one
+        ``part-00000.parquet`` and no Delta log) is refused, since vacuum
+        would delete its files.
         """
         if self.protocol not in SUPPORTED:
             raise OutputError(
@@ -133,11 +134,19 @@ class Output:
             raise OutputError(f"cannot write to the output: {reason}. Got {self.url!r}.") from exc
         for table in TABLE_NAMES:
             base = self.path(table)
-            if self.fs.exists(base) and not self.fs.exists(f"{base}/_delta_log"):
+            if self.fs.exists(base) and not self.fs.exists(f"{base}/_delta_log") and self._old_layout(base):
                 raise OutputError(
                     f"{table}/ under the output holds files but no Delta log (the Parquet layout of gguf-audit "
                     f"before Delta tables); scan into a new --out. Got {self.url!r}."
                 )
+
+    def _old_layout(self, base: str) -> bool:
+        """Whether ``base`` holds the one-file partitions gguf-audit wrote before Delta (``part-00000.parquet``).
+
+        A table without a log may also be one whose first night was killed before
+        its commit: its data files have other names and are only vacuum's business.
+        """
+        return bool(self.fs.glob(f"{base}/{PARTITION_COLUMN}=*/part-00000.parquet"))
 
     def _preflight_local(self) -> None:
         path = self.root
@@ -260,7 +269,7 @@ class Output:
 
     def _committed(self, run_id: str) -> bool:
         runs = self.delta.read("runs", [run_id], columns=["run_id"])
-        return runs.num_rows > 0
+        return int(runs.num_rows) > 0
 
     def roll_back(self, run_id: str) -> None:
         """Delete ``run_id``'s partitions from every table, unless its ``runs`` row is in (then it stays)."""

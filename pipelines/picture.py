@@ -43,7 +43,7 @@ class NightNotFound(GGUFAuditError, LookupError):
 
 def night_row(out: Output, run_id: str | None = None) -> dict[str, Any]:
     """The ``runs`` row of ``run_id`` (default: the latest committed night)."""
-    runs = out.committed_runs().to_pylist()
+    runs: list[dict[str, Any]] = out.committed_runs().to_pylist()
     if not runs:
         raise NightNotFound(f"no committed night in the output. Got {out.url!r}.")
     if run_id is None:

@@ -66,7 +66,7 @@ def _partitions(out: Output, table: str) -> list[str]:
 
 
 def _rows(out: Output, table: str, run_id: str) -> int:
-    return out.read(table, [run_id], columns=[PARTITION_COLUMN]).num_rows
+    return int(out.read(table, [run_id], columns=[PARTITION_COLUMN]).num_rows)
 
 
 def _keep_mask(data: pa.Table, table: str, urls: set[str], model_ids: set[str]) -> pa.Array:

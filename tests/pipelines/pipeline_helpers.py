@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from gguf_audit.pipelines.delta import DeltaTables
 from gguf_audit.pipelines.sample_collection import SAMPLE_FILES
@@ -44,3 +49,22 @@ def read_dataset(out: str | Path, table: str, storage_options: dict[str, str] | 
 
 
 SAMPLE_COUNT = len(SAMPLE_FILES)
+
+
+@contextlib.contextmanager
+def read_only_dir(path: Path) -> Iterator[Path]:
+    """A directory nothing can be written into: mode 0555, or for root (who ignores modes) the immutable flag."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        try:
+            yield path
+        finally:
+            path.chmod(0o755)
+        return
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(path)], check=False).returncode != 0:
+        pytest.skip("running as root without chattr +i: no directory is read-only")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
