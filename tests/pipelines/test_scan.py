@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +304,38 @@ def test_samples_and_checks_changes(client: Any, local_collection: Path, tmp_pat
     assert set(samples.column("run_id").to_pylist()) == {sampled.run_id}
     output = Output(str(out))
     assert picture_table(output, "samples", again.run_id).num_rows == samples.num_rows > 0
+
+
+def test_a_shard_set_with_one_changed_shard_is_judged_from_stored_facts(
+    client: Any, local_collection: Path, tmp_path: Path, sample: dict[str, bytes]
+) -> None:
+    """One shard read again, its sibling not: the set is judged with the sibling's stored split keys and tensors."""
+    out = tmp_path / "out"
+    first = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    good = "sharded/misnumbered-00001-of-00002.gguf"
+    time.sleep(0.01)
+    (local_collection / good).write_bytes(sample[good])  # the same bytes, a new mtime: read again
+    second = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True), client=client)
+    assert (second.n_read, second.n_models_judged) == (1, 1)
+    output = Output(str(out))
+    models = {m["model_id"].rsplit("/", 1)[1]: m for m in output.read("models", [second.run_id]).to_pylist()}
+    judged = models["misnumbered"]
+    # The bad index is the unchanged shard's: it comes from the rows the first night stored.
+    assert (judged["source_run_id"], judged["loadable"], "shard.bad_index" in judged["codes"]) == (
+        second.run_id,
+        False,
+        True,
+    )
+    assert models["complete"]["source_run_id"] == first.run_id
+    problems = picture_table(output, "problems", second.run_id).to_pylist()
+    by_model = {
+        (p["model_id"].rsplit("/", 1)[1], p["code"], p["source_run_id"]) for p in problems if p["scope"] == "model"
+    }
+    assert by_model == {
+        ("misnumbered", "shard.bad_index", second.run_id),
+        ("llama-split", "shard.missing", first.run_id),
+    }
+    assert second.problem_codes == first.problem_codes
 
 
 def test_the_documented_queries_run(
