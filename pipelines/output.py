@@ -15,7 +15,7 @@ A run becomes visible all at once (``docs/tables.md``, "What a night is"):
    row is in: readers take nights from ``runs``, and every table's rows of a
    night arrive in one log entry, so no reader sees part of a night.
 3. The marker is removed. A driver killed between the first commit and the
-   ``runs`` commit leaves its marker: the next scan (or ``gguf-audit tables``)
+   ``runs`` commit leaves its marker: the next scan (or ``gguf-audit tables --vacuum``)
    deletes that run's partitions from the tables it reached (a metadata-only
    Delta delete), so every table goes back to holding only committed nights.
 
