@@ -1,3 +1,8 @@
 """gguf-audit: audit GGUF model files where they are stored, reading only their headers and a few blocks."""
 
 __version__ = "0.1.0"
+
+VERDICTS_VERSION = 1
+"""Raised by a release whose checks judge the same bytes otherwise (a new check, a changed severity,
+other samples for the same settings). An incremental scan reuses rows only from a run of the same
+verdicts version and check settings; a release that changes only what is written keeps it."""

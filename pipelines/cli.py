@@ -11,7 +11,8 @@ models, bytes read against the collection's size, and files per second, then a
 DuckDB query of the new run.
 
 Exit status: 0 clean, 1 when a problem reaches ``--fail-on`` (default ``error``),
-2 when the run itself failed (nothing is committed then) or the usage is wrong.
+2 when the run itself failed (nothing is committed then), the output cannot be
+written (checked before anything is read), or the usage is wrong.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from gguf_audit.errors import GGUFAuditError
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, check_no_credentials, load_config
 from gguf_audit.pipelines.discover import Listing
+from gguf_audit.pipelines.duck import connect
+from gguf_audit.pipelines.output import OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
 from gguf_audit.report.format import escape, fmt_bytes
 
@@ -160,11 +163,11 @@ def _is_local(url: str) -> bool:
 
 
 def example_query(result: ScanResult) -> str:
-    """The DuckDB query the summary prints (and runs, for a local ``--out``)."""
+    """The DuckDB query the summary prints (and runs, for a local ``--out``): the night's files by status."""
     root = result.out.removeprefix("file://").rstrip("/")
     return (
         "SELECT status, count(*) AS files, sum(bytes_read) AS bytes_read "
-        f"FROM read_parquet('{root}/files/*/*.parquet', hive_partitioning = true) "
+        f"FROM delta_scan('{root}/files') "
         f"WHERE run_id = '{result.run_id}' GROUP BY status ORDER BY status"
     )
 
@@ -217,23 +220,24 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
 
 def _duckdb_block(result: ScanResult) -> str:
     query = example_query(result)
-    lines = ["", "query it with DuckDB:", f"  {query};"]
+    lines = ["", "query it with DuckDB (its delta extension: pip install duckdb-ext-delta):", f"  {query};"]
     if not _is_local(result.out):
         return "\n".join(lines)
     try:
         import duckdb  # optional dependency (the pipeline extra): without it the query is only printed
+
+        con = connect()  # the extension from its wheel; never fetched from the network
     except ImportError:
         return "\n".join(lines)
+    except duckdb.Error as exc:
+        lines.append(f"  (DuckDB could not load its delta extension: {exc})")
+        return "\n".join(lines)
     try:
-        con = duckdb.connect()
-        try:
-            # Local files only: never let DuckDB fetch an extension from the network.
-            con.execute("SET autoinstall_known_extensions = false")
-            lines.append(str(con.sql(query)))
-        finally:
-            con.close()
+        lines.append(str(con.sql(query)))
     except duckdb.Error as exc:
         lines.append(f"  (DuckDB could not run it: {exc})")
+    finally:
+        con.close()
     return "\n".join(lines)
 
 
@@ -257,6 +261,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("gguf-audit scan: interrupted; nothing was committed", file=sys.stderr)
         return 130
+    except OutputError as exc:
+        print(f"gguf-audit scan: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except ImportError as exc:
         print(f"gguf-audit scan: needs the pipeline extra (pip install 'gguf-audit[pipeline]'): {exc}", file=sys.stderr)
         return EXIT_FAILED

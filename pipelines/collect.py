@@ -1,16 +1,16 @@
-"""The driver's collecting side: stage each batch's rows once, count what they hold, summarise the run.
+"""The driver's collecting side: take each batch's data files once, count what they hold, summarise the run.
 
-Results are keyed by URL on arrival and a file's second result is dropped
-(:class:`Collector`), so no rerun of a batch can duplicate a row. Once every
-file has rows, the models are summarised (:func:`model_summaries`, shard sets
-judged from the facts collected) and the run's result (:class:`ScanResult`)
-becomes its ``runs`` row (:func:`runs_row`).
+Results are keyed by URL on arrival and a batch with a file that already has
+rows is left out (:class:`Collector`), so no rerun of a batch can duplicate a
+row. Once every file has rows, the models are summarised
+(:func:`model_summaries`, shard sets judged from the facts collected) and the
+run's result (:class:`ScanResult`) becomes its ``runs`` row (:func:`runs_row`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -18,14 +18,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gguf_audit import __version__
+from gguf_audit import VERDICTS_VERSION, __version__
 from gguf_audit.checks.shards import ShardFacts, judge_shard_set
-from gguf_audit.findings import SEVERITY_RANK, Severity
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.store import Recovered, TableSink
-from gguf_audit.tables.models import MODEL_INPUT_COLUMNS, ModelSummary, summarise_model
-from gguf_audit.tables.per_file import AuditTables
+from gguf_audit.pipelines.execute import BatchResult
+from gguf_audit.pipelines.output import Recovered
+from gguf_audit.pipelines.parts import PartFile
+from gguf_audit.pipelines.tally import Tally, facts_of
+from gguf_audit.tables.models import ModelSummary, summarise_model
 from gguf_audit.tables.schema import SCHEMA_VERSION
 
 __all__ = [
@@ -79,6 +80,10 @@ class ScanResult:
     dashboard: str | None
     n_workers: int
     recovered: tuple[Recovered, ...] = ()
+    rows_written: Mapping[str, int] = field(default_factory=dict)
+    """Rows this run added to each table (``runs`` not counted)."""
+    n_models_judged: int = 0
+    """Models judged in this run (the others kept the base run's rows)."""
 
     @property
     def files_per_second(self) -> float:
@@ -94,83 +99,82 @@ class ScanResult:
 
 @dataclass
 class Collector:
-    """The driver's running state: sinks, dedupe, counts, and what the model checks need."""
+    """The driver's running state: the data files to commit, dedupe, counts, and what the model checks need.
 
-    sinks: dict[str, TableSink]
+    It holds no table rows: per file only the small facts row the workers
+    return (:data:`~gguf_audit.pipelines.tally.FACT_COLUMNS`) and, for shards,
+    their :class:`ShardFacts`.
+    """
+
     expected: frozenset[str]
     seen: set[str] = field(default_factory=set)
-    statuses: Counter[str] = field(default_factory=Counter)
-    codes: Counter[str] = field(default_factory=Counter)
-    severities: Counter[str] = field(default_factory=Counter)
-    code_severities: dict[str, str] = field(default_factory=dict)
-    bytes_read: int = 0
-    requests: int = 0
-    members: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    facts: dict[str, ShardFacts] = field(default_factory=dict)
+    parts: dict[str, list[PartFile]] = field(default_factory=dict)
+    rows: Counter[str] = field(default_factory=Counter)
+    tally: Tally = field(default_factory=Tally)
+    facts: list[pa.Table] = field(default_factory=list)
+    shard_facts: dict[str, ShardFacts] = field(default_factory=dict)
     dropped: int = 0
 
-    def add(self, tables: AuditTables, facts: Sequence[ShardFacts]) -> int:
-        """Stage one batch's rows, dropping files that already have rows. Returns the files added."""
-        files = tables.files
-        urls = files.column("url").to_pylist()
+    def add(self, result: BatchResult) -> list[str]:
+        """Take one batch's data files and facts, unless a file of it already has rows.
+
+        Returns the files of a refused batch that still need rows (to be read
+        again as a new batch); its data files are left out of the commit. A
+        batch's files are all taken or none, since its data files hold them all.
+        """
+        urls = result.urls
         fresh = [u for u in dict.fromkeys(urls) if u in self.expected and u not in self.seen]
         if len(fresh) != len(urls):
             self.dropped += len(urls) - len(fresh)
-            keep = pa.array(fresh, pa.string())
-            # one row per URL: a file's first row wins
-            first = {u: i for i, u in reversed(list(enumerate(urls)))}
-            files = files.take(pa.array([first[u] for u in fresh], pa.int64()))
-
-            def only(t: pa.Table) -> pa.Table:
-                return t.filter(pc.is_in(t.column("url"), value_set=keep))
-
-            tables = AuditTables(
-                files=files,
-                problems=only(tables.problems),
-                tensors=only(tables.tensors),
-                metadata=only(tables.metadata),
-                samples=only(tables.samples),
-            )
+            return fresh
         self.seen.update(fresh)
-        for name, table in tables.per_file().items():
-            self.sinks[name].write(table)
-        self._count(tables)
-        fresh_set = set(fresh)
-        for fact in facts:
-            if fact.url in fresh_set:
-                self.facts[fact.url] = fact
-        return len(fresh)
+        self.add_parts(result.parts)
+        self.facts.append(result.facts)
+        self.tally.merge(result.tally)
+        for fact in result.shard_facts:
+            self.shard_facts[fact.url] = fact
+        return []
 
-    def _count(self, tables: AuditTables) -> None:
-        """Count one batch's files, bytes, requests and problems; keep each file's row for its model."""
-        files = tables.files
-        self.statuses.update(files.column("status").to_pylist())
-        self.bytes_read += int(pc.sum(files.column("bytes_read")).as_py() or 0)
-        self.requests += int(pc.sum(files.column("requests")).as_py() or 0)
-        self.count_problems(tables.problems)
-        for row in files.select([*MODEL_INPUT_COLUMNS, "model_id"]).to_pylist():
-            self.members.setdefault(row["model_id"], []).append(row)
+    def add_parts(self, parts: Sequence[PartFile]) -> None:
+        for part in parts:
+            self.parts.setdefault(part.table, []).append(part)
+            self.rows[part.table] += part.rows
 
-    def count_problems(self, problems: pa.Table) -> None:
-        """Count ``problems`` rows by code and severity (a code keeps the worst severity seen)."""
-        self.codes.update(problems.column("code").to_pylist())
-        severities = problems.column("severity").to_pylist()
-        self.severities.update(severities)
-        for code, severity in zip(problems.column("code").to_pylist(), severities, strict=True):
-            known = self.code_severities.get(code)
-            if known is None or SEVERITY_RANK[Severity(severity)] > SEVERITY_RANK[Severity(known)]:
-                self.code_severities[code] = severity
+    def add_reused(self, files: pa.Table, tally: Tally, shard_facts: Sequence[ShardFacts]) -> None:
+        """Count the reused files (their files rows are written by the driver, see :meth:`add_parts`)."""
+        self.seen.update(str(u) for u in files.column("url").to_pylist())
+        self.facts.append(facts_of(files))
+        self.tally.merge(tally)
+        for fact in shard_facts:
+            self.shard_facts[fact.url] = fact
+
+    def members(self, model_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+        """The facts rows of the files of ``model_ids``, by model."""
+        wanted = pa.array(sorted(set(model_ids)), pa.string())
+        out: dict[str, list[dict[str, Any]]] = {}
+        for facts in self.facts:
+            for row in facts.filter(pc.is_in(facts.column("model_id"), value_set=wanted)).to_pylist():
+                out.setdefault(row["model_id"], []).append(row)
+        return out
 
 
-def model_summaries(groups: Mapping[str, Sequence[str]], collector: Collector) -> list[ModelSummary]:
-    """Each model's summary from its files' rows, a sharded model's with the verdict on its shard set."""
+def model_summaries(
+    groups: Mapping[str, Sequence[str]], collector: Collector, only: Iterable[str] | None = None
+) -> list[ModelSummary]:
+    """Each model's summary from its files' facts, a sharded model's with the verdict on its shard set.
+
+    ``only`` limits it to some models (the others keep an earlier run's rows).
+    """
+    chosen = list(groups) if only is None else [m for m in groups if m in set(only)]
+    members_of = collector.members(chosen)
     summaries = []
-    for model_id, members in groups.items():
-        rows = collector.members.get(model_id, [])
+    for model_id in chosen:
+        members = groups[model_id]
+        rows = members_of.get(model_id, [])
         verdict = None
         if parse_shard_name(members[0]) is not None:
-            facts = [collector.facts[u] for u in members if u in collector.facts]
-            facts += [_unknown_facts(u) for u in members if u not in collector.facts]
+            facts = [collector.shard_facts[u] for u in members if u in collector.shard_facts]
+            facts += [_unknown_facts(u) for u in members if u not in collector.shard_facts]
             verdict = judge_shard_set(model_id, facts)
         summaries.append(summarise_model(model_id, rows, verdict))
     return summaries
@@ -183,17 +187,18 @@ def _unknown_facts(url: str) -> ShardFacts:
     return ShardFacts(url, name.shard_index, name.shard_count, readable=False, loadable=None)
 
 
-def incomplete_models(summaries: Sequence[ModelSummary]) -> tuple[IncompleteModel, ...]:
-    """The sharded models of ``summaries`` with shards missing."""
+def incomplete_models(models: pa.Table) -> tuple[IncompleteModel, ...]:
+    """The sharded models of some ``models`` rows with shards missing."""
+    rows = models.filter(pc.invert(models.column("complete"))).select(["model_id", "shard_count", "shards_missing"])
     return tuple(
-        IncompleteModel(str(m.row["model_id"]), int(m.row["shard_count"]), tuple(m.row["shards_missing"] or ()))
-        for m in summaries
-        if not m.row["complete"]
+        IncompleteModel(str(r["model_id"]), int(r["shard_count"]), tuple(r["shards_missing"] or ()))
+        for r in sorted(rows.to_pylist(), key=lambda r: str(r["model_id"]))
     )
 
 
-def runs_row(config: ScanConfig, result: ScanResult, started: datetime) -> dict[str, Any]:
-    """The run's ``runs`` row: what it scanned, with which config, what it found and cost."""
+def runs_row(config: ScanConfig, result: ScanResult, started: datetime, versions: Mapping[str, int]) -> dict[str, Any]:
+    """The run's ``runs`` row: what it scanned, with which config, what it found and cost, and the
+    version of every table after this run's commit (``versions``)."""
     statuses = result.statuses
     return {
         "schema_version": SCHEMA_VERSION,
@@ -226,4 +231,7 @@ def runs_row(config: ScanConfig, result: ScanResult, started: datetime) -> dict[
         "seconds": result.seconds,
         "files_per_second": result.files_per_second,
         "config": config.public_json(),
+        "verdicts_version": VERDICTS_VERSION,
+        "table_versions": dict(versions),
+        "rows_written": {t: int(result.rows_written.get(t, 0)) for t in versions},
     }

@@ -1,4 +1,4 @@
-"""The worker side of a scan: :func:`audit_batch` audits one batch's files and returns their rows; it never raises.
+"""The worker side of a scan: :func:`audit_batch` audits one batch's files and writes their rows; it never raises.
 
 Inside a worker process every batch feeds one shared, bounded thread pool
 (``threads`` files in flight, :data:`WORKER_POOLS`), so round trips overlap
@@ -7,16 +7,21 @@ default), the last slow reads of one batch overlap the next batch's. The pool
 is shared rather than made per batch so that a worker process never has more
 than ``threads`` files in flight, however many dask threads it runs.
 
-Every file comes back with its rows, an exception becoming an
-``internal.unexpected`` problem; a file whose rows cannot be built keeps a
-``files`` row saying why.
+Each file's rows are written as soon as its audit is done, into one Parquet
+data file per table for the batch (:mod:`~gguf_audit.pipelines.parts`) straight
+under the output's table paths, so a worker holds one file's audit and at most
+a row group per table, whatever the batch size. The task returns only what the
+driver commits and counts: the data files written, one small facts row per
+file, the tally and the shard facts. Every file comes back with its rows, an
+exception becoming an ``internal.unexpected`` problem; a file whose rows
+cannot be built keeps a ``files`` row saying why.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -30,10 +35,24 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.source import IOStats
 from gguf_audit.pipelines.batches import Batch
 from gguf_audit.pipelines.discover import options_for
+from gguf_audit.pipelines.parts import PartFile, RunParts
+from gguf_audit.pipelines.tally import Tally, facts_of
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import AuditedFile, AuditTables, audits_to_tables
 
-__all__ = ["WORKER_POOLS", "AuditPools", "BatchResult", "TaskOptions", "audit_batch", "lost_result"]
+__all__ = [
+    "FILE_TABLES",
+    "WORKER_POOLS",
+    "AuditPools",
+    "BatchResult",
+    "TaskOptions",
+    "audit_batch",
+    "lost_result",
+    "write_file_rows",
+]
+
+FILE_TABLES: Final = ("files", "problems", "tensors", "metadata", "samples")
+"""The tables a batch writes rows of (``problems`` of scope ``file`` only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,18 +63,33 @@ class TaskOptions:
     storage_options: Mapping[str, Any]
     audit: AuditConfig
     threads: int
+    out: str = ""
+    """The output URL the task writes its data files under."""
+    out_storage_options: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
-    """What a task sends back: the batch's rows and the facts of its shards."""
+    """What a task sends back: the data files it wrote and small facts about its files, never their rows."""
 
     batch_id: str
-    tables: AuditTables
+    parts: tuple[PartFile, ...]
+    facts: pa.Table
+    """One row per file (:data:`~gguf_audit.pipelines.tally.FACT_COLUMNS`)."""
+    tally: Tally
     shard_facts: tuple[ShardFacts, ...]
-    bytes_read: int
+    rows: Mapping[str, int]
+    """Rows written per table."""
     failures: tuple[str, ...] = ()
     """Batch-level failures survived (bugs of ours), for the driver's log."""
+
+    @property
+    def urls(self) -> list[str]:
+        return [str(u) for u in self.facts.column("url").to_pylist()]
+
+    @property
+    def bytes_read(self) -> int:
+        return self.tally.bytes_read
 
 
 class AuditPools:
@@ -109,67 +143,103 @@ def _audit_one(listed: ListedFile, options: TaskOptions) -> FileAudit:
         return _failed_audit(listed, "internal.unexpected", describe_exception(exc))
 
 
-def _tables_of(items: Sequence[AuditedFile], run_id: str) -> AuditTables:
-    """The batch's tables; a file whose rows cannot be built keeps a files row saying why."""
+def _tables_of(item: AuditedFile, run_id: str) -> AuditTables:
+    """One file's tables; a file whose rows cannot be built keeps a files row saying why."""
     try:
-        return audits_to_tables(items, run_id=run_id)
-    except Exception:  # noqa: BLE001 - find the file at fault below
-        pass
-    parts = []
-    for item in items:
-        try:
-            parts.append(audits_to_tables([item], run_id=run_id))
-        except Exception as exc:  # noqa: BLE001 - one file's bad rows must not lose the batch
-            failed = _failed_audit(item.listed, "internal.unexpected", describe_exception(exc), item.audit.io)
-            parts.append(audits_to_tables([AuditedFile(failed, item.listed, item.model_id)], run_id=run_id))
-    return _concat_tables(parts)
+        return audits_to_tables([item], run_id=run_id)
+    except Exception as exc:  # noqa: BLE001 - one file's bad rows must not lose the batch
+        failed = _failed_audit(item.listed, "internal.unexpected", describe_exception(exc), item.audit.io)
+        return audits_to_tables([AuditedFile(failed, item.listed, item.model_id)], run_id=run_id)
 
 
-def _concat_tables(parts: Sequence[AuditTables]) -> AuditTables:
-    if not parts:
-        return audits_to_tables([], run_id="")
-    return AuditTables(
-        files=pa.concat_tables([p.files for p in parts]),
-        problems=pa.concat_tables([p.problems for p in parts]),
-        tensors=pa.concat_tables([p.tensors for p in parts]),
-        metadata=pa.concat_tables([p.metadata for p in parts]),
-        samples=pa.concat_tables([p.samples for p in parts]),
-    )
+def _fact_of(audit: FileAudit) -> ShardFacts | None:
+    try:
+        return shard_facts(audit)
+    except Exception:  # noqa: BLE001 - a shard without facts is judged unreadable
+        name = parse_shard_name(audit.url)
+        return ShardFacts(audit.url, name.shard_index, name.shard_count, False, None) if name else None
 
 
-def lost_result(batch: Batch, run_id: str, code: str, message: str) -> BatchResult:
+class _Rows:
+    """A batch's rows on their way out: written per file, counted, their facts kept."""
+
+    def __init__(self, parts: RunParts) -> None:
+        self.parts = parts
+        self.facts: list[pa.Table] = []
+        self.tally = Tally()
+        self.shard_facts: list[ShardFacts] = []
+
+    def add(self, tables: AuditTables, audit: FileAudit | None) -> None:
+        for name, rows in tables.per_file().items():
+            self.parts.write(name, rows)
+        self.facts.append(facts_of(tables.files))
+        self.tally.merge(Tally.of_rows(tables.files, tables.problems))
+        if audit is not None:
+            fact = _fact_of(audit)
+            if fact is not None:
+                self.shard_facts.append(fact)
+
+    def result(self, batch_id: str, failures: Sequence[str] = ()) -> BatchResult:
+        parts = self.parts.close()
+        facts = pa.concat_tables(self.facts) if self.facts else facts_of(audits_to_tables([], run_id="").files)
+        return BatchResult(
+            batch_id, parts, facts, self.tally, tuple(self.shard_facts), self.parts.rows(), tuple(failures)
+        )
+
+
+def write_file_rows(
+    batch: Batch, options: TaskOptions, audits: Sequence[FileAudit], failures: Sequence[str] = ()
+) -> BatchResult:
+    """Write the rows of audits already made (the driver's lost files) as one batch's data files."""
+    rows = _Rows(RunParts(options.out, options.out_storage_options, options.run_id, batch.batch_id, FILE_TABLES))
+    try:
+        for audit, listed, model_id in zip(audits, batch.files, batch.model_ids, strict=True):
+            rows.add(_tables_of(AuditedFile(audit, listed, model_id), options.run_id), audit)
+        return rows.result(batch.batch_id, failures)
+    except BaseException:
+        rows.parts.abort()
+        raise
+
+
+def lost_result(batch: Batch, options: TaskOptions, code: str, message: str) -> BatchResult:
     """The rows of a batch none of whose files could be audited: each file gets one ``code`` problem."""
-    items = [
-        AuditedFile(_failed_audit(listed, code, message), listed, model_id)
-        for listed, model_id in zip(batch.files, batch.model_ids, strict=True)
-    ]
-    return BatchResult(batch.batch_id, audits_to_tables(items, run_id=run_id), (), 0, (message,))
+    audits = [_failed_audit(listed, code, message) for listed in batch.files]
+    return write_file_rows(batch, options, audits, (message,))
 
 
-def _facts_of(audits: Sequence[FileAudit]) -> list[ShardFacts]:
-    facts = []
-    for audit in audits:
-        try:
-            fact = shard_facts(audit)
-        except Exception:  # noqa: BLE001 - a shard without facts is judged unreadable
-            name = parse_shard_name(audit.url)
-            fact = ShardFacts(audit.url, name.shard_index, name.shard_count, False, None) if name else None
-        if fact is not None:
-            facts.append(fact)
-    return facts
+def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
+    """Audit the batch's files on the shared pool, writing each file's rows as soon as its audit is done."""
+    pool = WORKER_POOLS.pool(options.threads)
+    pending: dict[Future[FileAudit], int] = {}
+    files = list(enumerate(batch.files))
+    next_file = 0
+    # At most ``threads`` files of this batch in flight: audits wait to be written only while others run.
+    while next_file < len(files) or pending:
+        while next_file < len(files) and len(pending) < options.threads:
+            i, listed = files[next_file]
+            pending[pool.submit(_audit_one, listed, options)] = i
+            next_file += 1
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for future in done:
+            i = pending.pop(future)
+            audit = future.result()
+            item = AuditedFile(audit, batch.files[i], batch.model_ids[i])
+            rows.add(_tables_of(item, options.run_id), audit)
 
 
 def audit_batch(batch: Batch, options: TaskOptions) -> BatchResult:
-    """Audit every file of ``batch`` with overlapping reads and return its rows. Never raises."""
+    """Audit every file of ``batch`` with overlapping reads, write its rows, return what was written.
+
+    Never raises for a file's sake; a batch whose data files cannot be
+    written at all raises (the driver reruns it, then splits it).
+    """
+    rows = _Rows(RunParts(options.out, options.out_storage_options, options.run_id, batch.batch_id, FILE_TABLES))
     try:
-        pool = WORKER_POOLS.pool(options.threads)
-        audits = list(pool.map(lambda listed: _audit_one(listed, options), batch.files))
-        items = [
-            AuditedFile(audit, listed, model_id)
-            for audit, listed, model_id in zip(audits, batch.files, batch.model_ids, strict=True)
-        ]
-        tables = _tables_of(items, options.run_id)
-        facts = _facts_of(audits)
-        return BatchResult(batch.batch_id, tables, tuple(facts), sum(a.io.bytes_read for a in audits))
+        _audit_and_write(batch, options, rows)
+        return rows.result(batch.batch_id)
+    except OSError:
+        rows.parts.abort()
+        raise  # the output cannot be written: the driver decides
     except Exception as exc:  # noqa: BLE001 - the task boundary: every file still gets its row
-        return lost_result(batch, options.run_id, "internal.unexpected", f"batch failed: {describe_exception(exc)}")
+        rows.parts.abort()
+        return lost_result(batch, options, "internal.unexpected", f"batch failed: {describe_exception(exc)}")

@@ -1,50 +1,81 @@
-"""Incremental reuse: which files an incremental run reads again, and the rows it copies for the others.
+"""Incremental reuse: which files a run reads again, and what it keeps pointing at for the others.
 
-``incremental`` compares the listing with the last committed run's ``files``
+``incremental`` compares the listing with the base run's ``files`` rows
 (size plus sha256, version id, ETag or mtime, see
 :meth:`ListedFile.unchanged_since`) and re-reads only new or changed files,
-and files whose last read failed (``io.*``, ``internal.*``, ``run.*``). The
-other files' rows in ``files``, ``problems``, ``tensors``, ``metadata`` and
-``samples`` are copied from that run, with ``source_run_id`` still naming the
-run that read them and ``bytes_read`` 0, so every run is a complete picture.
-Shard sets are checked again from the stored facts of unchanged shards.
+and files whose last read failed (``io.*``, ``internal.*``, ``run.*``). An
+unchanged file gets a new ``files`` row (the base row with the new listing's
+facts, ``reused`` true, ``bytes_read`` 0) whose ``source_run_id`` keeps naming
+the run that read it: its ``tensors``, ``metadata``, ``samples`` and
+``problems`` rows stay where that run wrote them and are not copied.
+
+A model none of whose files was read and whose files are the same as in the
+base run keeps its ``models`` row as it was (its ``source_run_id`` names the
+run that judged it, whose ``problems`` rows of scope ``model`` it keeps);
+only the other models are judged again, a sharded one from the shard facts
+of its read shards and, for its unchanged shards, from the few stored rows
+the checks need (:func:`reused_shard_facts`).
+
+Which runs can be built on (:func:`base_run`): the last committed run of the
+same schema version (a version that only added columns reads the old rows
+with the new columns null), the same check settings and the same
+:data:`~gguf_audit.VERDICTS_VERSION` (raised by a release whose checks judge
+the same bytes otherwise). The tool's own version is recorded, not compared.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
-from gguf_audit import __version__
-from gguf_audit.checks.shards import ShardFacts
-from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit import VERDICTS_VERSION
+from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing
-from gguf_audit.pipelines.store import Output
+from gguf_audit.pipelines.output import Output, rows_in
+from gguf_audit.pipelines.tally import Tally
 from gguf_audit.tables.listed import ListedFile
-from gguf_audit.tables.per_file import AuditTables
 from gguf_audit.tables.shard_facts import shard_facts_from_tables
 
-__all__ = ["base_run", "plan_reuse", "reuse_rows", "reused_tables"]
+__all__ = [
+    "ReusePlan",
+    "base_run",
+    "carried_models",
+    "plan_reuse",
+    "reuse_rows",
+    "reused_files",
+    "reused_problem_tally",
+    "reused_shard_facts",
+    "source_pairs",
+]
 
 _RETRY_PREFIXES: Final = ("io.", "internal.", "run.")
 """A file whose last row has one of these is read again even when unchanged."""
 
 
-def plan_reuse(
-    out: Output, base_run_id: str | None, listing: Listing
-) -> tuple[dict[str, ListedFile], list[ListedFile]]:
+@dataclass(frozen=True, slots=True)
+class ReusePlan:
+    """Which listed files keep their rows, and which are read."""
+
+    reuse: dict[str, ListedFile]
+    read: list[ListedFile]
+
+
+def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReusePlan:
     """Which listed files keep their rows from ``base_run_id``, and which are read."""
     if base_run_id is None:
-        return {}, list(listing.files)
-    previous = out.read_partition("files", base_run_id, [f.url for f in listing.files])
+        return ReusePlan({}, list(listing.files))
+    columns = ["url", "size", "etag", "version_id", "mtime", "sha256", "codes"]
+    previous = out.read("files", [base_run_id], columns=columns)
     before: dict[str, tuple[ListedFile, list[str]]] = {}
-    for row in previous.select(["url", "size", "etag", "version_id", "mtime", "sha256", "codes"]).to_pylist():
+    for row in previous.to_pylist():
         listed = ListedFile(row["url"], row["size"], row["etag"], row["version_id"], row["mtime"], row["sha256"])
         before[row["url"]] = (listed, list(row["codes"] or ()))
     reuse: dict[str, ListedFile] = {}
@@ -59,15 +90,11 @@ def plan_reuse(
             reuse[listed.url] = listed
         else:
             read.append(listed)
-    return reuse, read
+    return ReusePlan(reuse, read)
 
 
 def base_run(out: Output, config: ScanConfig) -> tuple[str | None, str | None]:
-    """The run an incremental scan reuses rows from, or None and the reason none is usable.
-
-    Rows are reused only from a run made by the same gguf-audit version with the
-    same checks: another version or other checks may judge the same bytes otherwise.
-    """
+    """The run an incremental scan builds on, or None and the reason none is usable."""
     row = out.last_committed_row()
     if row is None:
         return None, "incremental: no committed run yet, every file is read"
@@ -77,58 +104,29 @@ def base_run(out: Output, config: ScanConfig) -> tuple[str | None, str | None]:
     except json.JSONDecodeError:
         recorded = {}
     before = {k: recorded.get(k) for k in config.checks()}
-    if row["tool_version"] != __version__ or before != config.checks():
+    verdicts = row.get("verdicts_version")
+    if verdicts != VERDICTS_VERSION or before != config.checks():
         return None, (
-            f"incremental: the last run {run_id} was made by gguf-audit {row['tool_version']} with checks "
-            f"{before}; this one is {__version__} with {config.checks()}: every file is read"
+            f"incremental: the last run {run_id} was judged with checks {before} (verdicts version {verdicts}); "
+            f"this one uses {config.checks()} (verdicts version {VERDICTS_VERSION}): every file is read"
         )
     return run_id, None
 
 
-def _set_model_ids(table: pa.Table, model_ids: Mapping[str, str]) -> pa.Table:
-    if table.num_rows == 0:
-        return table
-    ids = pa.array([model_ids[u] for u in table.column("url").to_pylist()], pa.string())
-    i = table.schema.get_field_index("model_id")
-    return table.set_column(i, table.schema.field(i), ids)
-
-
-def reused_tables(
-    out: Output, base_run_id: str, reuse: Mapping[str, ListedFile], model_ids: Mapping[str, str]
-) -> tuple[AuditTables, list[ShardFacts]]:
-    """The rows of the ``reuse`` files copied from ``base_run_id``, and the facts of those that are shards."""
-    urls = list(reuse)
-    files = _set_model_ids(reuse_rows(out.read_partition("files", base_run_id, urls), reuse), model_ids)
-    problems = out.read_partition("problems", base_run_id, urls)
-    problems = _set_model_ids(problems.filter(pc.equal(problems.column("scope"), "file")), model_ids)
-    tensors = _set_model_ids(out.read_partition("tensors", base_run_id, urls), model_ids)
-    metadata = _set_model_ids(out.read_partition("metadata", base_run_id, urls), model_ids)
-    samples = _set_model_ids(out.read_partition("samples", base_run_id, urls), model_ids)
-    shard_urls = [u for u in urls if parse_shard_name(u) is not None]
-    facts: list[ShardFacts] = []
-    if shard_urls:
-        keep = pa.array(shard_urls, pa.string())
-
-        def only(t: pa.Table) -> pa.Table:
-            return t.filter(pc.is_in(t.column("url"), value_set=keep))
-
-        facts = shard_facts_from_tables(only(files), only(metadata), only(tensors))
-    return AuditTables(files, problems, tensors, metadata, samples), facts
+def _set_column(table: pa.Table, name: str, column: pa.Array) -> pa.Table:
+    i = table.schema.get_field_index(name)
+    return table.set_column(i, table.schema.field(i), column)
 
 
 def reuse_rows(table: pa.Table, listing: Mapping[str, ListedFile]) -> pa.Table:
-    """Rows an earlier run stored, for files whose listing shows them unchanged.
+    """``files`` rows an earlier run stored, as this run's rows of the files ``listing`` shows unchanged.
 
-    Keeps the rows whose ``url`` is in ``listing``. ``files`` rows also take
-    the new listing's facts and record that reading them cost nothing in this
-    run (``reused`` true, ``bytes_read``/``requests``/``seconds`` zero);
+    Keeps the rows whose ``url`` is in ``listing``, with the new listing's
+    facts, ``reused`` true and ``bytes_read``/``requests``/``seconds`` zero;
     ``source_run_id`` keeps naming the run that read the bytes.
     """
-    if table.num_rows == 0:
-        return table
-    urls = pa.array(list(listing), pa.string())
-    kept = table.filter(pc.is_in(table.column("url"), value_set=urls))
-    if "reused" not in kept.schema.names or kept.num_rows == 0:
+    kept = rows_in(table, "url", list(listing))
+    if kept.num_rows == 0:
         return kept
     facts = [listing[u] for u in kept.column("url").to_pylist()]
     n = kept.num_rows
@@ -145,6 +143,75 @@ def reuse_rows(table: pa.Table, listing: Mapping[str, ListedFile]) -> pa.Table:
         "reused": pa.array(np.ones(n, dtype=bool)),
     }
     for name, column in replace.items():
-        i = kept.schema.get_field_index(name)
-        kept = kept.set_column(i, kept.schema.field(i), column)
+        kept = _set_column(kept, name, column)
     return kept
+
+
+def reused_files(
+    out: Output, base_run_id: str, reuse: Mapping[str, ListedFile], model_ids: Mapping[str, str]
+) -> pa.Table:
+    """This run's ``files`` rows for the ``reuse`` files: the base run's, with the new listing and model ids."""
+    rows = reuse_rows(out.read("files", [base_run_id], urls=list(reuse)), reuse)
+    if rows.num_rows == 0:
+        return rows
+    ids = pa.array([model_ids[u] for u in rows.column("url").to_pylist()], pa.string())
+    return _set_column(rows, "model_id", ids)
+
+
+def source_pairs(files: pa.Table) -> dict[str, list[str]]:
+    """The files of some ``files`` rows by the run that read them (their detail rows' partition)."""
+    pairs: dict[str, list[str]] = {}
+    for url, source in zip(files.column("url").to_pylist(), files.column("source_run_id").to_pylist(), strict=True):
+        pairs.setdefault(str(source), []).append(str(url))
+    return pairs
+
+
+def reused_problem_tally(out: Output, files: pa.Table) -> Tally:
+    """The tally of reused ``files`` rows with their problems, read where the reading run wrote them."""
+    tally = Tally.of_files(files)
+    if files.num_rows:
+        problems = out.read_pairs("problems", source_pairs(files), columns=["code", "severity", "scope"])
+        tally.add_problems(problems.filter(pc.equal(problems.column("scope"), "file")))
+    return tally
+
+
+def carried_models(
+    out: Output, base_run_id: str, groups: Mapping[str, Sequence[str]], read: Iterable[str]
+) -> tuple[pa.Table, Tally]:
+    """The base run's ``models`` rows of models whose files are the same and none was read.
+
+    Returns them with the tally of their problems (scope ``model``, where the run that judged them wrote them).
+    """
+    touched = set(read)
+    models = out.read("models", [base_run_id])
+    keep = []
+    for i, (model_id, urls) in enumerate(
+        zip(models.column("model_id").to_pylist(), models.column("urls").to_pylist(), strict=True)
+    ):
+        members = groups.get(model_id)
+        if members is not None and set(members) == set(urls or ()) and not touched.intersection(members):
+            keep.append(i)
+    carried = models.take(pa.array(keep, pa.int64()))
+    sources = pc.fill_null(carried.column("source_run_id"), base_run_id)
+    carried = _set_column(carried, "source_run_id", sources)
+    tally = Tally()
+    by_source: dict[str, list[str]] = {}
+    for model_id, source in zip(carried.column("model_id").to_pylist(), sources.to_pylist(), strict=True):
+        by_source.setdefault(str(source), []).append(str(model_id))
+    for source, ids in by_source.items():
+        where = (ds.field("scope") == "model") & ds.field("model_id").isin(pa.array(ids, pa.string()))
+        tally.add_problems(out.read("problems", [source], columns=["code", "severity"], where=where))
+    return carried, tally
+
+
+def reused_shard_facts(out: Output, files: pa.Table) -> list[ShardFacts]:
+    """The shard facts of reused shard ``files`` rows: the split keys and tensor names their reading run stored."""
+    if files.num_rows == 0:
+        return []
+    pairs = source_pairs(files)
+    keys = pa.array(sorted({SPLIT_NO, *AGREEING_KEYS}), pa.string())
+    metadata = pa.concat_tables(
+        [out.read("metadata", [run], urls=urls, where=ds.field("key").isin(keys)) for run, urls in pairs.items()]
+    )
+    tensors = out.read_pairs("tensors", pairs, columns=["url", "index", "name"])
+    return shard_facts_from_tables(files, metadata, tensors)

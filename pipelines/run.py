@@ -1,19 +1,23 @@
-"""The scan job: list, audit in batches on dask.distributed, write the audit tables, commit the run.
+"""The scan job: list, audit in batches on dask.distributed (the workers write the rows), commit the night.
 
 Execution
 ---------
 Files are sent to workers in batches (:mod:`~gguf_audit.pipelines.batches`,
 one task each), audited there by :func:`~gguf_audit.pipelines.execute.audit_batch`,
-which never raises. A batch whose worker died is rerun by the scheduler; when
-dask gives up on it (``KilledWorker``) the driver splits it in two and
-resubmits the halves, so a file that kills workers ends up alone with a
-``run.worker_lost`` row while the rest are audited. Results are keyed by URL
-on arrival and a file's second result is dropped
+which writes each file's rows as Parquet data files under the output's Delta
+tables and returns only what the driver commits and counts. A batch whose
+worker died is rerun by the scheduler; when dask gives up on it
+(``KilledWorker``) the driver splits it in two and resubmits the halves, so a
+file that kills workers ends up alone with a ``run.worker_lost`` row while
+the rest are audited. Results are keyed by URL on arrival and a batch with a
+file that already has rows is left out
 (:class:`~gguf_audit.pipelines.collect.Collector`), so no rerun can duplicate
-a row; before committing, the driver reads the staged ``files`` table back and
-checks that every listed file has exactly one row. The commit itself is the
-store's (:mod:`~gguf_audit.pipelines.store`); an incremental run copies the
-rows of unchanged files (:mod:`~gguf_audit.pipelines.reuse`).
+a row; before committing, the driver reads the ``url`` column of this night's
+``files`` data files back and checks that every listed file has exactly one
+row. The commit is the output's (:mod:`~gguf_audit.pipelines.output`); an
+incremental night keeps pointing at the rows of unchanged files
+(:mod:`~gguf_audit.pipelines.reuse`), the driver's side of it is
+:mod:`~gguf_audit.pipelines.night`.
 """
 
 from __future__ import annotations
@@ -26,22 +30,20 @@ import os
 import secrets
 import time
 from asyncio import CancelledError  # what distributed raises for a future the scheduler lost
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from gguf_audit.errors import GGUFAuditError, describe_exception
+from gguf_audit.errors import describe_exception
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.batches import MAX_SPLITS, Batch, auto_batch_size, make_batches, split_batch
-from gguf_audit.pipelines.collect import Collector, ScanResult, incomplete_models, model_summaries, runs_row
+from gguf_audit.pipelines.collect import ScanResult, incomplete_models
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing, discover, options_for
 from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch, lost_result
-from gguf_audit.pipelines.reuse import base_run, plan_reuse, reused_tables
-from gguf_audit.pipelines.store import Output, new_run_id
-from gguf_audit.tables.models import model_problems_to_table, models_to_table
-from gguf_audit.tables.schema import TABLE_NAMES, rows_to_table
+from gguf_audit.pipelines.night import CommitObserver, Night, RunError
+from gguf_audit.pipelines.output import Output, OutputError, new_run_id
+from gguf_audit.pipelines.reuse import base_run, plan_reuse
 
 __all__ = ["RunError", "ScanObserver", "run_scan"]
 
@@ -51,10 +53,6 @@ WORKER_WAIT_S: Final = 60.0
 """How long a scan waits for the first worker of an external scheduler."""
 SCHEDULER_CONNECT_S: Final = 20.0
 """How long a scan tries to reach an external scheduler."""
-
-
-class RunError(GGUFAuditError, RuntimeError):
-    """The run itself failed (listing, cluster, invariant, commit); nothing was committed."""
 
 
 class ScanObserver:
@@ -70,7 +68,10 @@ class ScanObserver:
         """Called after each batch: files with rows so far, of ``total``, and bytes read so far."""
 
     def committing(self) -> None:
-        """Called when every row is staged and the commit begins."""
+        """Called when every row is written and the commit begins."""
+
+    def committed(self, table: str, version: int) -> None:
+        """Called after each table's commit, ``runs`` last."""
 
 
 @contextlib.contextmanager
@@ -133,7 +134,7 @@ def _run_batches(
     client: Any,
     batches: Sequence[Batch],
     options: TaskOptions,
-    on_result: Callable[[BatchResult], None],
+    on_result: Callable[[BatchResult], Sequence[str]],
     task: Callable[[Batch, TaskOptions], BatchResult] = audit_batch,
 ) -> None:
     """Submit every batch and hand each result to ``on_result`` as it completes.
@@ -141,9 +142,12 @@ def _run_batches(
     dask reruns a batch whose worker died; when it gives up (``KilledWorker``
     after ``allowed-failures``) or the result is lost, the batch is split and
     resubmitted, down to single files that get ``run.worker_lost`` rows.
+    ``on_result`` returns the files of a result it refused that still need
+    rows; they are submitted again as a batch of their own.
     """
     as_completed = _distributed().as_completed
     pending: dict[str, tuple[Batch, int]] = {}
+    redone = 0
 
     def submit(batch: Batch, splits: int) -> Any:
         key = f"gguf-audit-{options.run_id}-{batch.batch_id}-{secrets.token_hex(3)}"
@@ -166,27 +170,16 @@ def _run_batches(
                     futures.add(submit(half, splits + 1))
             else:
                 message = f"the workers auditing this file died ({type(exc).__name__}: {exc})"
-                on_result(lost_result(batch, options.run_id, "run.worker_lost", message))
+                on_result(lost_result(batch, options, "run.worker_lost", message))
             continue
         finally:
             future.release()
-        on_result(result)
-
-
-def _check_one_row_per_file(out: Output, run_id: str, expected: frozenset[str]) -> int:
-    """Read the staged ``files`` table back: every listed file exactly once, nothing else."""
-    urls = out.read_staged("files", run_id, ["url"]).column("url").to_pylist()
-    counts = Counter(urls)
-    duplicated = sorted(u for u, n in counts.items() if n > 1)
-    missing = sorted(expected - counts.keys())
-    unexpected = sorted(counts.keys() - expected)
-    if duplicated or missing or unexpected:
-        raise RunError(
-            f"the files table does not hold exactly one row per listed file: {len(missing)} missing "
-            f"{missing[:3]}, {len(duplicated)} duplicated {duplicated[:3]}, {len(unexpected)} unexpected "
-            f"{unexpected[:3]}; nothing was committed"
-        )
-    return len(urls)
+        again = set(on_result(result))
+        if again:
+            redone += 1
+            files = [(f, m) for f, m in zip(batch.files, batch.model_ids, strict=True) if f.url in again]
+            redo = Batch(f"{batch.batch_id}.r{redone}", tuple(f for f, _ in files), tuple(m for _, m in files))
+            futures.add(submit(redo, splits))
 
 
 def _out_options(config: ScanConfig) -> dict[str, Any]:
@@ -201,10 +194,12 @@ def run_scan(
     client: Any = None,
     observer: ScanObserver | None = None,
 ) -> ScanResult:
-    """Run one scan and commit it. Raises RunError (and DiscoveryError) when the run itself fails.
+    """Run one scan and commit it. Raises RunError, OutputError (and DiscoveryError) when the run itself fails.
 
     ``client`` is a ``distributed.Client`` the caller owns; without one the
     config's scheduler is used, or a LocalCluster started and closed here.
+    The output is checked first (:meth:`Output.preflight`): nothing is listed
+    or read when it cannot take the run.
     """
     observer = observer or ScanObserver()
     started = datetime.now(UTC)
@@ -214,9 +209,10 @@ def run_scan(
         raise RunError("nothing to scan: give at least one root or manifest")
     try:
         out = Output(config.out, _out_options(config))
-        recovered = out.recover()
     except (OSError, ValueError, ImportError) as exc:
-        raise RunError(f"cannot open the output {config.out!r}: {type(exc).__name__}: {exc}") from exc
+        raise OutputError(f"cannot open the output: {type(exc).__name__}: {exc}. Got {config.out!r}.") from exc
+    out.preflight()
+    recovered = out.recover()
     for r in recovered:
         log.warning("output %s: %s run %s", config.out, r.action, r.run_id)
 
@@ -229,72 +225,73 @@ def run_scan(
     )
     if not listing.files:
         raise RunError(f"no files matched {list(config.include)} under {list(config.roots) + list(config.manifests)}")
-    urls = [f.url for f in listing.files]
-    groups = group_models(urls)
-    model_ids = {u: mid for mid, members in groups.items() for u in members}
+    groups = group_models([f.url for f in listing.files])
 
     base_run_id, reuse_note = base_run(out, config) if config.incremental else (None, None)
-    reuse, to_read = plan_reuse(out, base_run_id, listing)
-    observer.listed(listing, len(reuse))
+    plan = plan_reuse(out, base_run_id, listing)
+    observer.listed(listing, len(plan.reuse))
 
-    sinks = out.sinks(run_id)
-    collector = Collector(sinks, frozenset(urls))
+    night = Night(out, run_id, listing, groups, base_run_id, plan)
+    collector = night.collector
     committing = False
     try:
-        if base_run_id is not None and reuse:
-            collector.add(*reused_tables(out, base_run_id, reuse, model_ids))
+        night.keep_reused()
         done = len(collector.seen)
-        observer.progress(done, len(urls), 0)
+        observer.progress(done, len(night.urls), 0)
         audit_seconds = 0.0
         scheduler, dashboard, n_workers = "none", None, 0
-        if to_read:
+        if plan.read:
             with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
                 observer.cluster(scheduler, dashboard, n_workers)
                 audit_begun = time.perf_counter()
                 threads_per_worker = _threads_per_worker(dask_client, config)
                 size = config.batch_size or auto_batch_size(
-                    len(to_read), max(1, n_workers * threads_per_worker), config.threads, threads_per_worker
+                    len(plan.read), max(1, n_workers * threads_per_worker), config.threads, threads_per_worker
                 )
-                batches = make_batches(to_read, model_ids, size)
-                options = TaskOptions(run_id, dict(config.storage_options), config.audit_config, config.threads)
+                batches = make_batches(plan.read, night.model_ids, size)
+                options = TaskOptions(
+                    run_id,
+                    dict(config.storage_options),
+                    config.audit_config,
+                    config.threads,
+                    out=out.url,
+                    out_storage_options=out.fsspec_options,
+                )
                 read_bytes = 0
 
-                def on_result(result: BatchResult) -> None:
+                def on_result(result: BatchResult) -> list[str]:
                     nonlocal done, read_bytes
-                    done += collector.add(result.tables, result.shard_facts)
-                    read_bytes += result.bytes_read
+                    again = collector.add(result)
+                    if not again:
+                        done += len(result.urls)
+                        read_bytes += result.bytes_read
                     for failure in result.failures:
                         log.warning("batch %s: %s", result.batch_id, failure)
-                    observer.progress(done, len(urls), read_bytes)
+                    observer.progress(done, len(night.urls), read_bytes)
+                    return again
 
                 _run_batches(dask_client, batches, options, on_result)
                 audit_seconds = time.perf_counter() - audit_begun
 
-        summaries = model_summaries(groups, collector)
-        sinks["models"].write(models_to_table(summaries))
-        model_problems = model_problems_to_table(summaries, run_id=run_id)
-        sinks["problems"].write(model_problems)
-        collector.count_problems(model_problems)
-
-        for table in TABLE_NAMES:
-            if table != "runs":
-                sinks[table].close()
-        rows_checked = _check_one_row_per_file(out, run_id, collector.expected)
+        models = night.judge_models()
+        night.close_parts()
+        rows_checked = night.check_one_row_per_file()
+        tally = collector.tally
         result = ScanResult(
             run_id=run_id,
             out=config.out,
             base_run_id=base_run_id,
-            n_files=len(urls),
-            n_read=len(to_read),
-            n_reused=len(reuse),
-            n_models=len(summaries),
-            statuses=dict(collector.statuses),
-            problem_codes=dict(collector.codes),
-            code_severities=dict(collector.code_severities),
-            severities=dict(collector.severities),
-            incomplete_models=incomplete_models(summaries),
-            bytes_read=collector.bytes_read,
-            requests=collector.requests,
+            n_files=len(night.urls),
+            n_read=len(plan.read),
+            n_reused=len(plan.reuse),
+            n_models=models.num_rows,
+            statuses=dict(tally.statuses),
+            problem_codes=dict(tally.codes),
+            code_severities=dict(tally.code_severities),
+            severities=dict(tally.severities),
+            incomplete_models=incomplete_models(models),
+            bytes_read=tally.bytes_read,
+            requests=tally.requests,
             collection_bytes=listing.total_bytes,
             listing_seconds=listing.seconds,
             audit_seconds=audit_seconds,
@@ -306,24 +303,22 @@ def run_scan(
             dashboard=dashboard,
             n_workers=n_workers,
             recovered=tuple(recovered),
+            rows_written=dict(collector.rows),
+            n_models_judged=night.summaries_judged,
         )
-        sinks["runs"].write(rows_to_table("runs", [runs_row(config, result, started)]))
-        sinks["runs"].close()
         observer.committing()
         committing = True
-        out.commit(run_id)
+        night.commit(config, result, started, on_committed=_committed(observer))
         return result
     except BaseException:
-        for sink in sinks.values():
-            sink.abort()
-        with contextlib.suppress(Exception):
-            if committing:
-                # Some tables may be in place: roll them back now (or, if the runs row made it, keep the run).
-                out.recover_run(run_id)
-            else:
-                # Nothing of the run was visible; its staging is of no use to anyone either.
-                out.discard(run_id)
+        night.abort()
+        if not committing:
+            night.discard()
         raise
+
+
+def _committed(observer: ScanObserver) -> CommitObserver:
+    return observer.committed
 
 
 def _threads_per_worker(client: Any, config: ScanConfig) -> int:

@@ -95,3 +95,23 @@ def test_generated_header_reads_the_same_in_all_three_readers(tmp_path: Path, la
         assert t.data_offset == rt.data_offset
         assert t.n_bytes == rt.n_bytes
     assert ours.min_file_size == g.file_size
+
+
+def test_the_table_layouts_benchmark_runs_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_tables.py on 20 files: the nights layout writes no detail rows on a quiet night, fewer on churn."""
+    import json
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports headers.py beside it
+    bench = _load("bench_tables")
+    report = tmp_path / "r.json"
+    assert bench.main(["--files", "20", "--samples", "16", "--json", str(report)]) == 0
+    results = json.loads(report.read_text())["results"]
+    nights = {r["night"]: r for r in results["nights"]}
+    current = {r["night"]: r for r in results["current"]}
+    assert nights["quiet"]["rows_written"] == {"files": 20, "models": 20, "tensors": 0, "metadata": 0,
+                                               "problems": 0, "samples": 0}  # fmt: skip
+    churn_files = nights["churn"]["rows_written"]["files"]  # 1 new, 1 rewritten, 1 truncated, 1 removed
+    assert churn_files == 20
+    assert nights["churn"]["rows_written"]["tensors"] == 3 * 291
+    assert current["churn"]["rows_written"]["tensors"] > nights["churn"]["rows_written"]["tensors"]
+    assert current["quiet"]["bytes_added"] == 0 < nights["quiet"]["bytes_added"] < nights["full"]["bytes_added"]

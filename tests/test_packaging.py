@@ -64,6 +64,8 @@ def test_pipeline_commands_are_entry_points() -> None:
     assert declared == {
         "demo": "gguf_audit.pipelines.demo:add_demo_parser",
         "scan": "gguf_audit.pipelines.cli:add_scan_parser",
+        "snapshot": "gguf_audit.pipelines.tables_cli:add_snapshot_parser",
+        "tables": "gguf_audit.pipelines.tables_cli:add_tables_parser",
     }
     installed = {ep.name: ep.value for ep in entry_points(group="gguf_audit.commands")}
     assert installed == declared  # the install is up to date with pyproject.toml

@@ -92,8 +92,9 @@ def summarise_model(model_id: str, files: Sequence[Mapping[str, Any]], verdict: 
     return ModelSummary(row, tuple(findings))
 
 
-def models_to_table(models: Iterable[ModelSummary]) -> pa.Table:
-    return rows_to_table("models", [m.row for m in models])
+def models_to_table(models: Iterable[ModelSummary], *, run_id: str) -> pa.Table:
+    """``models`` rows judged by ``run_id`` (their ``source_run_id``)."""
+    return rows_to_table("models", [{**m.row, "source_run_id": run_id} for m in models])
 
 
 def model_problems_to_table(models: Iterable[ModelSummary], *, run_id: str) -> pa.Table:

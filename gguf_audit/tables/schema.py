@@ -1,16 +1,16 @@
 """The Arrow schemas of every audit table, with one schema version.
 
-A scan writes seven Parquet datasets under its ``--out``: ``runs``, ``files``,
+A scan writes seven Delta tables under its ``--out``: ``runs``, ``files``,
 ``models``, ``tensors``, ``metadata``, ``problems`` and ``samples``, each
-partitioned hive-style by run (``<out>/<table>/run_id=<run_id>/part-00000.parquet``).
-``run_id`` is the partition column: it lives in the directory name, not in the
-Parquet files, and every reader that understands hive partitioning (pyarrow's
-``dataset(..., partitioning="hive")``, DuckDB's ``hive_partitioning=true``,
-polars' ``scan_parquet(..., hive_partitioning=True)``) puts it on every row.
+partitioned by ``run_id`` (``<out>/<table>/run_id=<run_id>/part-*.parquet``
+plus ``<out>/<table>/_delta_log/``). ``run_id`` is the partition column: it
+lives in the commit's partition values, not in the Parquet files, and every
+Delta reader puts it on every row. ``docs/tables.md`` says what a night is and
+how to read one.
 
 :data:`SCHEMAS` holds each table as readers see it (``run_id`` last);
-:func:`stored_schema` the schema of the Parquet files themselves. Both carry
-the schema version in their metadata. ``docs/tables.md`` documents every
+:func:`stored_schema` the schema of the Parquet data files themselves. Both
+carry the schema version in their metadata. ``docs/tables.md`` documents every
 column; a test keeps the two in step.
 
 Pure: pyarrow only. :func:`rows_to_table` and :func:`empty_table` build tables of these schemas.
@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 __all__ = [
     "PARTITION_COLUMN",
@@ -30,7 +29,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "TABLE_NAMES",
     "empty_table",
-    "partitioning",
     "rows_to_table",
     "schema_version_of",
     "stored_schema",
@@ -38,8 +36,9 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 """Raised whenever a column is removed, renamed or changes type. Adding a nullable
-column at the end does not raise it. An incremental run only reuses rows from a
-run with the same version."""
+column at the end does not raise it (the next commit adds it to the Delta table and
+earlier files read it as null). An incremental run only reuses rows from a run with
+the same version."""
 
 PARTITION_COLUMN: Final = "run_id"
 
@@ -52,6 +51,8 @@ _TS: Final = pa.timestamp("us", tz="UTC")
 def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
     return pa.field(name, type_, nullable=nullable)
 
+
+_DATA_TABLES: Final = ("files", "models", "tensors", "metadata", "problems", "samples")
 
 _RUNS: Final = [
     _f("schema_version", pa.int32(), False),
@@ -84,6 +85,9 @@ _RUNS: Final = [
     _f("seconds", pa.float64(), False),
     _f("files_per_second", pa.float64(), False),
     _f("config", pa.string()),
+    _f("verdicts_version", pa.int32()),
+    _f("table_versions", pa.struct([_f(t, pa.int64()) for t in _DATA_TABLES])),
+    _f("rows_written", pa.struct([_f(t, pa.int64()) for t in _DATA_TABLES])),
 ]
 
 _FILES: Final = [
@@ -161,6 +165,7 @@ _MODELS: Final = [
     _f("n_problems", pa.int32(), False),
     _f("codes", pa.list_(pa.string())),
     _f("urls", pa.list_(pa.string())),
+    _f("source_run_id", pa.string()),
 ]
 
 _TENSORS: Final = [
@@ -266,12 +271,7 @@ SCHEMAS: Final = {
     name: pa.schema([*fields, _f(PARTITION_COLUMN, pa.string(), False)], metadata=_metadata(name))
     for name, fields in _FIELDS.items()
 }
-"""Each table as a hive-aware reader sees it: the stored columns, then ``run_id``."""
-
-
-def partitioning() -> object:
-    """The hive partitioning of every table, for ``pyarrow.dataset.dataset(partitioning=...)``."""
-    return ds.partitioning(pa.schema([pa.field(PARTITION_COLUMN, pa.string())]), flavor="hive")
+"""Each table as a Delta reader sees it: the stored columns, then ``run_id``."""
 
 
 def schema_version_of(schema: pa.Schema) -> int | None:

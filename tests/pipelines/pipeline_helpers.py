@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
+import pytest
 
+from gguf_audit.pipelines.delta import DeltaTables
 from gguf_audit.pipelines.sample_collection import SAMPLE_FILES
-from gguf_audit.tables.schema import SCHEMAS, partitioning
 from gguf_audit.testing.s3 import MotoS3Server
 
 # Fake credentials for moto. They go into the environment before any worker
@@ -34,12 +38,33 @@ def s3_options(server: MotoS3Server) -> dict[str, Any]:
     }
 
 
-def read_dataset(out: str | Path, table: str, filesystem: Any = None) -> pa.Table:
-    """A table as a hive-aware pyarrow reader sees it (every run)."""
-    base = str(out).removeprefix("file://")
-    return ds.dataset(
-        f"{base}/{table}", format="parquet", partitioning=partitioning(), schema=SCHEMAS[table], filesystem=filesystem
-    ).to_table()
+def delta_options(server: MotoS3Server) -> dict[str, str]:
+    """deltalake's storage options for moto (credentials from the environment, as a scan takes them)."""
+    return {"AWS_ENDPOINT_URL": server.endpoint_url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": server.region}
+
+
+def read_dataset(out: str | Path, table: str, storage_options: dict[str, str] | None = None) -> pa.Table:
+    """A Delta table's rows at its latest version (every night), through deltalake."""
+    return DeltaTables(str(out), storage_options).read(table)
 
 
 SAMPLE_COUNT = len(SAMPLE_FILES)
+
+
+@contextlib.contextmanager
+def read_only_dir(path: Path) -> Iterator[Path]:
+    """A directory nothing can be written into: mode 0555, or for root (who ignores modes) the immutable flag."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        try:
+            yield path
+        finally:
+            path.chmod(0o755)
+        return
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(path)], check=False).returncode != 0:
+        pytest.skip("running as root without chattr +i: no directory is read-only")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)

@@ -1,32 +1,64 @@
-"""The worker side: a batch's task never raises, whatever breaks inside it."""
+"""The worker side: a batch's task writes its rows as data files and never raises, whatever breaks inside it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from gguf_audit.audit import AuditConfig
 from gguf_audit.pipelines import execute as execute_module
+from gguf_audit.pipelines import parts as parts_module
 from gguf_audit.pipelines.batches import make_batches
-from gguf_audit.pipelines.execute import WORKER_POOLS, TaskOptions, audit_batch
+from gguf_audit.pipelines.execute import WORKER_POOLS, BatchResult, TaskOptions, audit_batch
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import audits_to_tables
 
 
-def test_audit_batch_never_raises(monkeypatch: pytest.MonkeyPatch, local_collection: Path) -> None:
+def _rows(out: Path, result: BatchResult, table: str) -> pa.Table:
+    [part] = [p for p in result.parts if p.table == table]
+    assert part.path.startswith("run_id=r1/part-") and part.size_bytes == (out / table / part.path).stat().st_size
+    data = pq.read_table(out / table / part.path)
+    assert data.num_rows == part.rows == result.rows[table]
+    return data
+
+
+def test_audit_batch_writes_its_rows(tmp_path: Path, local_collection: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     names = ["tiny-llama-Q4_K_M.gguf", "mirror/tiny-llama-Q4_K_M.gguf", "sharded/complete-00001-of-00002.gguf"]
     listed = [ListedFile("file://" + str(local_collection / n)) for n in names]
     batch = make_batches(listed, {f.url: "m" for f in listed}, 10)[0]
-    options = TaskOptions("r1", {}, AuditConfig(), 2)
+    out = tmp_path / "out"
+    # Tiny row groups: rows go out as each file is done, not when the batch ends.
+    monkeypatch.setattr(parts_module, "ROW_GROUP_ROWS", 8)
+    result = audit_batch(batch, TaskOptions("r1", {}, AuditConfig(), 2, out=str(out)))
+    files = _rows(out, result, "files")
+    assert sorted(files.column("url").to_pylist()) == sorted(f.url for f in listed)
+    assert "run_id" not in files.schema.names  # the partition value lives in the commit
+    tensors = _rows(out, result, "tensors")
+    [part] = [p for p in result.parts if p.table == "tensors"]
+    assert pq.ParquetFile(out / "tensors" / part.path).metadata.num_row_groups > 1
+    assert tensors.num_rows == sum(files.column("n_tensors").to_pylist())
+    assert result.facts.num_rows == 3 and set(result.facts.column("model_id").to_pylist()) == {"m"}
+    assert [f.url for f in result.shard_facts] == [listed[2].url]
+    assert result.tally.statuses == {"ok": 3} and result.tally.bytes_read > 0
+
+
+def test_audit_batch_never_raises(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, local_collection: Path) -> None:
+    names = ["tiny-llama-Q4_K_M.gguf", "mirror/tiny-llama-Q4_K_M.gguf", "sharded/complete-00001-of-00002.gguf"]
+    listed = [ListedFile("file://" + str(local_collection / n)) for n in names]
+    batch = make_batches(listed, {f.url: "m" for f in listed}, 10)[0]
+    out = tmp_path / "out"
+    options = TaskOptions("r1", {}, AuditConfig(), 2, out=str(out))
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("audit_file broke")
 
     monkeypatch.setattr(execute_module, "audit_file", boom)
     result = audit_batch(batch, options)
-    assert [r["codes"] for r in result.tables.files.to_pylist()] == [["internal.unexpected"]] * 3
+    assert [r["codes"] for r in _rows(out, result, "files").to_pylist()] == [["internal.unexpected"]] * 3
     monkeypatch.undo()
 
     real = audits_to_tables
@@ -38,11 +70,11 @@ def test_audit_batch_never_raises(monkeypatch: pytest.MonkeyPatch, local_collect
 
     monkeypatch.setattr(execute_module, "audits_to_tables", fragile)
     result = audit_batch(batch, options)
-    codes = {r["url"]: r["codes"] for r in result.tables.files.to_pylist()}
+    codes = {r["url"]: r["codes"] for r in _rows(out, result, "files").to_pylist()}
     assert codes == {listed[0].url: [], listed[1].url: ["internal.unexpected"], listed[2].url: []}
     monkeypatch.undo()
 
     monkeypatch.setattr(WORKER_POOLS, "pool", boom)
     result = audit_batch(batch, options)
-    messages = result.tables.problems.column("message").to_pylist()
+    messages = _rows(out, result, "problems").column("message").to_pylist()
     assert len(messages) == 3 and all(m.startswith("batch failed: RuntimeError") for m in messages)

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
+import time
 from pathlib import Path
 from typing import Any
 
-import duckdb
+import polars as pl
 import pyarrow.compute as pc
 import pytest
-from pipeline_helpers import SAMPLE_COUNT, read_dataset, s3_options
+from pipeline_helpers import SAMPLE_COUNT, delta_options, read_dataset, s3_options
 
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.duck import connect
+from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.picture import picture_table
 from gguf_audit.pipelines.run import run_scan
-from gguf_audit.pipelines.store import Output
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
 
@@ -31,7 +33,7 @@ def _object_reads(server: MotoS3Server, bucket: str) -> list[str]:
 
 
 def _duck(sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect()
+    con = connect()
     try:
         return con.sql(sql).fetchall()
     finally:
@@ -108,32 +110,52 @@ def test_s3_collection(client: Any, moto: MotoS3Server, bucket: str, tmp_path: P
     # The misnumbered shard claims to be a first shard, and lacks what a first shard needs.
     assert ("sharded/misnumbered-00002-of-00002.gguf", "meta.missing_key") in file_codes
 
-    # DuckDB reads every table hive-style and sees the same rows.
+    # DuckDB reads every table with delta_scan and sees the same rows.
     base = str(out)
     [(n, distinct)] = _duck(
-        f"SELECT count(*), count(DISTINCT url) FROM read_parquet('{base}/files/*/*.parquet', hive_partitioning=true) "
-        f"WHERE run_id = '{result.run_id}'"
+        f"SELECT count(*), count(DISTINCT url) FROM delta_scan('{base}/files') WHERE run_id = '{result.run_id}'"
     )
     assert n == distinct == SAMPLE_COUNT
     rows = _duck(
-        f"SELECT code, count(*) FROM read_parquet('{base}/problems/*/*.parquet', hive_partitioning=true) "
+        f"SELECT code, count(*) FROM delta_scan('{base}/problems') "
         "WHERE code IN ('data.truncated', 'header.string_too_long') OR code LIKE 'shard.%' GROUP BY code ORDER BY code"
     )
     assert rows == [("data.truncated", 1), ("header.string_too_long", 1), ("shard.bad_index", 1), ("shard.missing", 1)]
     [(arch_rows,)] = _duck(
-        f"SELECT count(*) FROM read_parquet('{base}/metadata/*/*.parquet', hive_partitioning=true) "
+        f"SELECT count(*) FROM delta_scan('{base}/metadata') "
         "WHERE key = 'general.architecture' AND value_text = 'llama'"
     )
     assert arch_rows == 6  # the readable files and first shards: later shards hold only split.* keys
-    [(n_tensors,)] = _duck(f"SELECT count(*) FROM read_parquet('{base}/tensors/*/*.parquet', hive_partitioning=true)")
+    [(n_tensors,)] = _duck(f"SELECT count(*) FROM delta_scan('{base}/tensors')")
     assert n_tensors == sum(r["n_tensors"] or 0 for r in files.values())
-    [(run_files, status)] = _duck(
-        f"SELECT n_files, status FROM read_parquet('{base}/runs/*/*.parquet', hive_partitioning=true)"
-    )
+    [(run_files, status, versions)] = _duck(f"SELECT n_files, status, table_versions FROM delta_scan('{base}/runs')")
     assert (run_files, status) == (SAMPLE_COUNT, "committed")
-    [(samples,)] = _duck(f"SELECT count(*) FROM read_parquet('{base}/samples/*/*.parquet', hive_partitioning=true)")
+    assert versions == {t: 0 for t in ("files", "models", "tensors", "metadata", "problems", "samples")}
+    [(samples,)] = _duck(f"SELECT count(*) FROM delta_scan('{base}/samples')")
     assert samples > 0  # scans sample by default
-    assert not (out / "_staging").exists()
+    assert result.rows_written["samples"] == samples and result.rows_written["tensors"] == n_tensors
+    assert Output(str(out)).pending() == []
+
+
+def test_tables_on_s3(client: Any, moto: MotoS3Server, bucket: str, local_collection: Path) -> None:
+    """--out on S3: workers write the data files there, deltalake commits with conditional puts."""
+    out = f"s3://{bucket}/audit"
+    config = ScanConfig(roots=(str(local_collection),), out=out, out_storage_options=s3_options(moto))
+    first = run_scan(config, client=client)
+    second = run_scan(config.replace(incremental=True), client=client)
+    assert (second.base_run_id, second.n_reused) == (first.run_id, SAMPLE_COUNT)
+    options = delta_options(moto)
+    files = read_dataset(out, "files", options)
+    assert files.num_rows == 2 * SAMPLE_COUNT
+    assert set(files.column("source_run_id").to_pylist()) == {first.run_id}
+    # polars reads the same tables, at the latest version or at the one a night recorded.
+    runs = pl.read_delta(f"{out}/runs", storage_options=options).sort("finished_at")
+    assert runs["run_id"].to_list() == [first.run_id, second.run_id]
+    first_files = runs.row(0, named=True)["table_versions"]["files"]
+    assert pl.read_delta(f"{out}/files", version=first_files, storage_options=options).height == SAMPLE_COUNT
+    keys = {o["Key"] for o in moto.client().list_objects_v2(Bucket=bucket, Prefix="audit/")["Contents"]}
+    assert f"audit/runs/_delta_log/{0:020d}.json" in keys and f"audit/files/_delta_log/{1:020d}.json" in keys
+    assert not any(k.startswith("audit/_pending/") for k in keys)
 
 
 def test_incremental_reads_only_changes(
@@ -155,10 +177,18 @@ def test_incremental_reads_only_changes(
     files = _files_by_name(out, second.run_id)
     assert len(files) == SAMPLE_COUNT
     assert all(r["reused"] and r["bytes_read"] == 0 and r["source_run_id"] == first.run_id for r in files.values())
-    problems = read_dataset(out, "problems")
-    assert Counter(problems.filter(pc.equal(problems.column("run_id"), second.run_id)).column("code").to_pylist()) == (
-        Counter(problems.filter(pc.equal(problems.column("run_id"), first.run_id)).column("code").to_pylist())
-    )
+    # A quiet night writes a files row per file and a models row per model, nothing else.
+    assert second.rows_written == {"files": SAMPLE_COUNT, "models": 7}
+    output = Output(str(out))
+    for table in ("problems", "tensors", "metadata", "samples"):
+        assert output.read(table, [second.run_id]).num_rows == 0, table
+    # ...and its picture is the first night's.
+    for table in ("problems", "tensors", "metadata", "samples"):
+        then, now = picture_table(output, table, first.run_id), picture_table(output, table, second.run_id)
+        assert now.num_rows == then.num_rows > 0, table
+        assert set(now.column("run_id").to_pylist()) == {second.run_id}
+        assert now.drop_columns(["run_id"]).sort_by("url").equals(then.drop_columns(["run_id"]).sort_by("url")), table
+    assert second.problem_codes == first.problem_codes
     assert second.incomplete_models and second.statuses == first.statuses
 
     # One object changes: the truncated download is completed. Only it is read again.
@@ -173,6 +203,15 @@ def test_incremental_reads_only_changes(
     assert files["downloads/tiny-llama-Q4_K_M.gguf"]["source_run_id"] == third.run_id
     assert files["corrupt/tiny-llama-Q4_K_M.gguf"]["source_run_id"] == first.run_id
     assert third.statuses == {"ok": 8, "error": 1, "unreadable": 1}
+    # A churn night writes detail rows for the changed file only.
+    changed = files["downloads/tiny-llama-Q4_K_M.gguf"]
+    assert third.rows_written["tensors"] == changed["n_tensors"]
+    assert third.rows_written["metadata"] == changed["n_kv"]
+    assert third.rows_written["files"] == SAMPLE_COUNT
+    assert set(Output(str(out)).read("tensors", [third.run_id], columns=["url"]).column("url").to_pylist()) == {
+        changed["url"]
+    }
+    assert third.n_models_judged == 1  # the other six models keep their rows
     # The shard sets are judged again from stored facts, without reading a shard.
     models = read_dataset(out, "models")
     models = models.filter(pc.equal(models.column("run_id"), third.run_id)).to_pylist()
@@ -258,38 +297,95 @@ def test_samples_and_checks_changes(client: Any, local_collection: Path, tmp_pat
     assert files["tiny-llama-Q4_K_M.gguf"]["fingerprint"]
     assert files["tiny-llama-Q4_K_M.gguf"]["fingerprint"] == files["mirror/tiny-llama-Q4_K_M.gguf"]["fingerprint"]
 
-    # The same checks again: everything is reused, samples included.
+    # The same checks again: everything is reused, samples included (pointed at, not copied).
     again = run_scan(config, client=client)
     assert (again.base_run_id, again.n_read, again.n_reused) == (sampled.run_id, 0, SAMPLE_COUNT)
     samples = read_dataset(out, "samples")
-    per_run = Counter(samples.column("run_id").to_pylist())
-    assert per_run[again.run_id] == per_run[sampled.run_id] > 0
+    assert set(samples.column("run_id").to_pylist()) == {sampled.run_id}
+    output = Output(str(out))
+    assert picture_table(output, "samples", again.run_id).num_rows == samples.num_rows > 0
 
 
-def test_the_documented_queries_run(client: Any, local_collection: Path, tmp_path: Path) -> None:
-    """Every DuckDB query in docs/tables.md runs on a real scan's tables."""
+def test_a_shard_set_with_one_changed_shard_is_judged_from_stored_facts(
+    client: Any, local_collection: Path, tmp_path: Path, sample: dict[str, bytes]
+) -> None:
+    """One shard read again, its sibling not: the set is judged with the sibling's stored split keys and tensors."""
+    out = tmp_path / "out"
+    first = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    good = "sharded/misnumbered-00001-of-00002.gguf"
+    time.sleep(0.01)
+    (local_collection / good).write_bytes(sample[good])  # the same bytes, a new mtime: read again
+    second = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True), client=client)
+    assert (second.n_read, second.n_models_judged) == (1, 1)
+    output = Output(str(out))
+    models = {m["model_id"].rsplit("/", 1)[1]: m for m in output.read("models", [second.run_id]).to_pylist()}
+    judged = models["misnumbered"]
+    # The bad index is the unchanged shard's: it comes from the rows the first night stored.
+    assert (judged["source_run_id"], judged["loadable"], "shard.bad_index" in judged["codes"]) == (
+        second.run_id,
+        False,
+        True,
+    )
+    assert models["complete"]["source_run_id"] == first.run_id
+    problems = picture_table(output, "problems", second.run_id).to_pylist()
+    by_model = {
+        (p["model_id"].rsplit("/", 1)[1], p["code"], p["source_run_id"]) for p in problems if p["scope"] == "model"
+    }
+    assert by_model == {
+        ("misnumbered", "shard.bad_index", second.run_id),
+        ("llama-split", "shard.missing", first.run_id),
+    }
+    assert second.problem_codes == first.problem_codes
+
+
+def test_the_documented_queries_run(
+    client: Any, local_collection: Path, tmp_path: Path, sample: dict[str, bytes]
+) -> None:
+    """Every DuckDB query and the polars example in docs/tables.md run on two real nights."""
     out = tmp_path / "audit-out"
     run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    # The truncated download is completed: the second night reads it again and reuses the rest.
+    (local_collection / "downloads" / "tiny-llama-Q4_K_M.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"])
     run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True), client=client)
     docs = (Path(__file__).resolve().parents[2] / "docs" / "tables.md").read_text()
-    [sql] = re.findall(r"```sql\n(-- the latest.*?)```", docs, re.S)
+    [sql] = re.findall(r"```sql\n(-- the latest night.*?)```", docs, re.S)
     statements = [s.strip() for s in sql.replace("audit-out", str(out)).split(";") if s.strip()]
-    assert len(statements) >= 10
-    con = duckdb.connect()
+    assert len(statements) >= 15
+    con = connect()
     try:
-        results = [con.execute(s).fetchall() for s in statements]
-        # files by status in the latest run: a complete picture, reused rows included
-        by_status = results[next(i for i, s in enumerate(statements) if "GROUP BY status" in s)]
-        assert sorted(by_status) == [
-            ("error", 2, pytest.approx(1e6, rel=1), 0),
-            ("ok", 7, pytest.approx(2e6, rel=1), 0),
-            ("unreadable", 1, pytest.approx(6e5, rel=1), 0),
-        ]
-        # the incomplete shard set
-        incomplete = results[next(i for i, s in enumerate(statements) if "NOT complete" in s)]
-        assert [(m.rsplit("/", 1)[1], n, missing) for m, n, missing in incomplete] == [("llama-split", 3, [2])]
+        # Through Arrow: DuckDB's own Python conversion of timestamps with a zone needs pytz.
+        tables = [con.execute(s).fetch_arrow_table() for s in statements]
     finally:
         con.close()
+    results = [[tuple(row.values()) for row in t.to_pylist()] for t in tables]
+
+    def result_of(marker: str) -> list[tuple[Any, ...]]:
+        return results[next(i for i, s in enumerate(statements) if marker in s)]
+
+    # files by status in the latest night: a complete picture, reused files included
+    assert [(status, n) for status, n, _, _ in sorted(result_of("GROUP BY status"))] == [
+        ("error", 1),
+        ("ok", 8),
+        ("unreadable", 1),
+    ]
+    assert [(m.rsplit("/", 1)[1], n, missing) for m, n, missing in result_of("NOT complete")] == [
+        ("llama-split", 3, [2])
+    ]
+    # The night's problems: those of reused files (written by the first night) and of the models.
+    codes = {code for code, _, _ in result_of("FROM problems GROUP BY ALL")}
+    assert {"header.string_too_long", "shard.missing", "shard.bad_index"} <= codes
+    assert "data.truncated" not in codes
+    assert result_of("FROM metadata WHERE key = 'tokenizer.ggml.tokens'")
+    [(url, change, was, now)] = result_of("FULL JOIN")
+    assert (url.endswith("/downloads/tiny-llama-Q4_K_M.gguf"), change, was, now) == (True, "read again", "error", "ok")
+
+    # The polars example computes the same picture.
+    [code] = [c for c in re.findall(r"```python\n(.*?)```", docs, re.S) if "import polars" in c]
+    scope: dict[str, Any] = {}
+    exec(code.replace('"audit-out"', repr(str(out))), scope)  # the docs' own example
+    assert dict(scope["by_status"].iter_rows()) == {"error": 1, "ok": 8, "unreadable": 1}
+    top = dict(scope["top_codes"].iter_rows())
+    assert top["shard.missing"] == 1 and "data.truncated" not in top
 
 
 def test_transient_errors_are_retried_and_lasting_ones_get_rows(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_helpers import SAMPLE_COUNT, read_dataset
+from pipeline_helpers import SAMPLE_COUNT, read_dataset, read_only_dir, s3_options
 
 from gguf_audit.cli import main
 from gguf_audit.pipelines import run as run_module
@@ -17,6 +17,8 @@ from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
 from gguf_audit.pipelines.config import ConfigError
 from gguf_audit.pipelines.sample_collection import build_sample_collection
 from gguf_audit.testing.builder import build_gguf, tiny_llama_like
+from gguf_audit.testing.http import RangeHTTPServer
+from gguf_audit.testing.s3 import MotoS3Server
 
 
 def _scan(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -154,3 +156,29 @@ def test_flags_override_the_config(tmp_path: Path) -> None:
     assert config.storage_options == {"s3": {"anon": True}}
     with pytest.raises(ConfigError, match=r"--storage-options must be a JSON object\. Got '\[1\]'\."):
         _config_from_args(_args("--storage-options", "[1]"))
+
+
+def test_an_unwritable_out_fails_before_auditing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], moto: MotoS3Server, sample: dict[str, bytes]
+) -> None:
+    """A missing bucket, a file in the path, a read-only directory: exit 2, one line, no request to the collection."""
+    with RangeHTTPServer(files={"m.gguf": sample["tiny-llama-Q4_K_M.gguf"]}) as srv:
+        manifest = tmp_path / "m.txt"
+        manifest.write_text(srv.url_for("m.gguf") + "\n")
+        (tmp_path / "a-file").write_text("not a directory")
+        options = json.dumps({"s3": s3_options(moto)})
+        with read_only_dir(tmp_path / "ro") as ro:
+            cases = {
+                "s3://gguf-audit-missing-bucket/x": "the bucket 'gguf-audit-missing-bucket' does not exist",
+                str(tmp_path / "a-file" / "out"): "is a file, not a directory",
+                str(ro / "out"): "cannot write to the output",
+            }
+            for out, reason in cases.items():
+                status, _, err = _scan(
+                    capsys, "--manifest", str(manifest), "--out", out, "--storage-options", options, "--no-progress"
+                )
+                lines = err.strip().splitlines()
+                assert status == 2 and len(lines) == 1 and reason in lines[0], (out, err)
+                assert lines[0].startswith("gguf-audit scan: ") and repr(out) in lines[0]
+        assert srv.requests == []  # the manifest is a local file: nothing was listed or read
+    assert "gguf-audit-missing-bucket" not in {b["Name"] for b in moto.client().list_buckets()["Buckets"]}

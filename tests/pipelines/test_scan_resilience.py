@@ -1,4 +1,4 @@
-"""Failures during a scan: dead workers, a killed driver, tasks that fail, interrupted commits."""
+"""Failures during a scan: dead workers, a killed driver, tasks that fail, interrupted commits, readers meanwhile."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import fsspec
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pipeline_helpers import SAMPLE_COUNT, read_dataset
 
@@ -21,11 +22,13 @@ from gguf_audit.audit import AuditConfig
 from gguf_audit.pipelines import run as run_module
 from gguf_audit.pipelines.batches import Batch, make_batches
 from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.delta import DeltaTables
+from gguf_audit.pipelines.duck import connect
 from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch
+from gguf_audit.pipelines.output import COMMIT_ORDER, Output
+from gguf_audit.pipelines.retention import vacuum_nights
 from gguf_audit.pipelines.run import ScanObserver, run_scan
-from gguf_audit.pipelines.store import COMMIT_MARKER, Output
 from gguf_audit.tables.listed import ListedFile
-from gguf_audit.tables.schema import TABLE_NAMES
 from gguf_audit.testing.http import RangeHTTPServer
 
 PYTHON = sys.executable
@@ -41,11 +44,12 @@ def _manifest(path: Path, srv: RangeHTTPServer, names: list[str]) -> Path:
     return path
 
 
-def _visible_runs(out: Path, table: str) -> set[str]:
-    base = out / table
-    if not base.exists():
-        return set()
-    return {p.name.split("=", 1)[1] for p in base.iterdir() if p.name.startswith("run_id=")}
+def _versions(out: Path) -> dict[str, int | None]:
+    return {t: DeltaTables(str(out)).version(t) for t in COMMIT_ORDER}
+
+
+def _data_files(out: Path) -> set[str]:
+    return {str(p.relative_to(out)) for p in out.rglob("*.parquet") if "_delta_log" not in p.parts}
 
 
 def _scheduler_address(client: Any) -> str:
@@ -98,10 +102,17 @@ def test_failing_batches_are_split_until_the_culprit_is_alone(
         return audit_batch(batch, options)
 
     results: list[BatchResult] = []
+
+    def take(result: BatchResult) -> list[str]:
+        results.append(result)
+        return []
+
     batches = make_batches(listed, {f.url: f.url for f in listed}, 8)
-    options = TaskOptions("r1", {}, AuditConfig(), 4)
-    run_module._run_batches(client, batches, options, results.append, task=flaky)
-    rows = pa.concat_tables([r.tables.files for r in results]).to_pylist()
+    out = tmp_path / "out"
+    options = TaskOptions("r1", {}, AuditConfig(), 4, out=str(out))
+    run_module._run_batches(client, batches, options, take, task=flaky)
+    parts = [p for r in results for p in r.parts if p.table == "files"]
+    rows = pa.concat_tables([pq.read_table(out / "files" / p.path) for p in parts]).to_pylist()
     assert sorted(r["url"] for r in rows) == sorted(f.url for f in listed)
     by_url = {r["url"]: r for r in rows}
     assert by_url[poison]["codes"] == ["run.worker_lost"]
@@ -130,101 +141,192 @@ def test_driver_killed_mid_run_leaves_nothing(client: Any, tmp_path: Path, sampl
         ]  # fmt: skip
         proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            _wait_for(lambda: len(srv.requests) >= 6, 60, "the scan to start reading")
+            _wait_for(lambda: len(_data_files(out)) >= 3, 60, "the workers to write data files")
         finally:
             proc.kill()
             proc.wait(30)
         srv.latency_s = 0.0
         assert proc.returncode == -signal.SIGKILL
-        for table in TABLE_NAMES:
-            assert _visible_runs(out, table) == set()
-        # What a reader sees: nothing at all.
-        with pytest.raises(duckdb.Error):
-            duckdb.execute(f"SELECT * FROM read_parquet('{out}/files/*/*.parquet', hive_partitioning=true)").fetchall()
-        # And the run can simply be run again.
+        # Data files were written, and no table was created: a reader finds nothing at all.
+        assert _versions(out) == dict.fromkeys(COMMIT_ORDER)
+        con = connect()
+        try:
+            with pytest.raises(duckdb.Error):
+                con.execute(f"SELECT * FROM delta_scan('{out}/files')").fetchall()
+        finally:
+            con.close()
+        # And the run can simply be run again; retention removes what the killed one left.
         result = run_scan(ScanConfig(manifests=(str(manifest),), out=str(out)), client=client)
-    assert _visible_runs(out, "files") == _visible_runs(out, "runs") == {result.run_id}
-    assert read_dataset(out, "files").num_rows == 40
+    files_rows = read_dataset(out, "files")
+    assert set(files_rows.column("run_id").to_pylist()) == {result.run_id} and files_rows.num_rows == 40
+    orphans = {f for f in _data_files(out) if result.run_id not in f}
+    assert orphans
+    vacuum_nights(Output(str(out)), 1, min_age_hours=0)
+    assert {f for f in _data_files(out) if result.run_id not in f} == set()
+    assert read_dataset(out, "tensors").num_rows == 40 * 21
 
 
-_KILL_AFTER_FILES_MOVED = textwrap.dedent(
+# A driver that dies, or pauses, at a named point of its commit: around DeltaTables.commit of one table.
+_COMMIT_HOOK = textwrap.dedent(
     """
-    import os, signal, sys
-    from gguf_audit.pipelines import store
+    import os, signal, sys, time
+    from pathlib import Path
+    from gguf_audit.pipelines import delta
     from gguf_audit.pipelines.cli import main
 
-    move = store.Output._move_in
+    when, table_at = os.environ["HOOK_AT"].split(":")
+    action = os.environ["HOOK_DO"]
+    commit = delta.DeltaTables.commit
 
-    def move_then_die(self, source, target):
-        move(self, source, target)
-        if "/files/" in target:
-            os.kill(os.getpid(), signal.SIGKILL)  # the driver dies mid-commit
+    def act():
+        if action == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        flag = Path(os.environ["HOOK_FLAG"])
+        flag.with_suffix(".paused").write_text("paused")
+        while not flag.with_suffix(".go").exists():
+            time.sleep(0.02)
 
-    store.Output._move_in = move_then_die
+    def hooked(self, table, parts, run_id):
+        if (when, table_at) == ("before", table):
+            act()
+        version = commit(self, table, parts, run_id)
+        if (when, table_at) == ("after", table):
+            act()
+        return version
+
+    delta.DeltaTables.commit = hooked
     sys.exit(main(sys.argv[1:]))
     """
 )
 
 
-def test_driver_killed_mid_commit_is_rolled_back(client: Any, tmp_path: Path, local_collection: Path) -> None:
-    out = tmp_path / "out"
-    script = tmp_path / "die.py"
-    script.write_text(_KILL_AFTER_FILES_MOVED)
-    argv = [PYTHON, str(script), str(local_collection), "--out", str(out), "--scheduler", _scheduler_address(client)]
-    proc = subprocess.run([*argv, "--no-progress"], cwd=tmp_path, capture_output=True, timeout=120, check=False)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
-
-    [killed] = _visible_runs(out, "files")
-    assert _visible_runs(out, "runs") == set()
-    assert (out / "_staging" / killed / COMMIT_MARKER).exists()
-    # The run is not committed: the runs table, which readers join on, does not list it.
-    assert Output(str(out)).last_committed_run() is None
-    committed_view = (
-        f"SELECT count(*) FROM read_parquet('{out}/files/*/*.parquet', hive_partitioning=true) "
-        f"WHERE run_id IN (SELECT run_id FROM read_parquet('{out}/runs/*/*.parquet', hive_partitioning=true))"
+def _hooked_scan(tmp_path: Path, client: Any, collection: Path, out: Path, at: str, do: str) -> subprocess.Popen[bytes]:
+    script = tmp_path / "hook.py"
+    script.write_text(_COMMIT_HOOK)
+    env = {**os.environ, "HOOK_AT": at, "HOOK_DO": do, "HOOK_FLAG": str(tmp_path / "flag")}
+    argv = [PYTHON, str(script), str(collection), "--out", str(out), "--scheduler", _scheduler_address(client)]
+    return subprocess.Popen(
+        [*argv, "--no-progress"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    with pytest.raises(duckdb.Error):  # no runs table at all yet
-        duckdb.execute(committed_view).fetchall()
-
-    result = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
-    assert [(r.run_id, r.action) for r in result.recovered] == [(killed, "rolled back")]
-    for table in TABLE_NAMES:
-        assert _visible_runs(out, table) == {result.run_id}, table
-    assert duckdb.execute(committed_view).fetchall() == [(SAMPLE_COUNT,)]
-    assert not (out / "_staging").exists()
 
 
-# ------------------------------------------------------------ the store
+def _night_rows(out: Path) -> dict[str, dict[str, int]]:
+    """Rows per table of each night present in any table (committed or not)."""
+    found: dict[str, dict[str, int]] = {}
+    tables = DeltaTables(str(out))
+    for table in COMMIT_ORDER:
+        if tables.version(table) is None:
+            continue
+        for run_id in tables.read(table, columns=["run_id"]).column("run_id").to_pylist():
+            found.setdefault(run_id, {}).setdefault(table, 0)
+            found[run_id][table] += 1
+    return found
 
 
-def test_commit_to_an_object_store(client: Any, local_collection: Path) -> None:
-    """Where a move is a copy (memory://, like S3), each table still appears as one whole object."""
-    out = f"memory://gguf-audit-test-{os.getpid()}-{time.monotonic_ns()}"
-    result = run_scan(ScanConfig(roots=(str(local_collection),), out=out), client=client)
-    fs = fsspec.filesystem("memory")
-    base = out.removeprefix("memory://")
-    for table in TABLE_NAMES:
-        assert fs.ls(f"/{base}/{table}/run_id={result.run_id}", detail=False) == [
-            f"/{base}/{table}/run_id={result.run_id}/part-00000.parquet"
-        ]
-    assert read_dataset(f"/{base}", "files", filesystem=fs).num_rows == SAMPLE_COUNT
-    assert not fs.exists(f"/{base}/_staging/{result.run_id}")
+@pytest.mark.parametrize("at", ["before:files", "after:tensors", "after:runs"])
+def test_driver_killed_in_its_commit(client: Any, tmp_path: Path, local_collection: Path, at: str) -> None:
+    """Killed before, during and after its commit: each table holds the night whole or not at all."""
+    out = tmp_path / "out"
+    first = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    whole = _night_rows(out)[first.run_id]
+    before = _versions(out)
+    proc = _hooked_scan(tmp_path, client, local_collection, out, at, "die")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    output = Output(str(out))
+    [killed] = output.pending()  # its commit began: the marker says which run
+    rows = _night_rows(out).get(killed, {})
+    # Each table: at its previous version, or with every row the killed night writes to it.
+    for table in COMMIT_ORDER:
+        n = rows.get(table, 0)
+        assert n in (0, whole.get(table, 0) if table != "runs" else 1), (table, n)
+    committed_tables = {t for t in COMMIT_ORDER if rows.get(t)}
+    expected = {
+        "before:files": set(),
+        "after:tensors": {"files", "models", "tensors"},
+        "after:runs": {t for t in COMMIT_ORDER if whole.get(t) or t == "runs"},
+    }[at]
+    assert committed_tables == expected
+    changed = {t for t, v in _versions(out).items() if v != before[t]}
+    assert changed <= expected
+    assert output.last_committed_run() == (killed if at == "after:runs" else first.run_id)
+
+    # The next scan settles it first, then runs whole.
+    again = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True), client=client)
+    action = "cleaned" if at == "after:runs" else "rolled back"
+    assert [(r.run_id, r.action) for r in again.recovered] == [(killed, action)]
+    nights = _night_rows(out)
+    assert (killed in nights) is (at == "after:runs")
+    assert nights[again.run_id]["files"] == SAMPLE_COUNT and output.pending() == []
+    assert again.base_run_id == (killed if at == "after:runs" else first.run_id)
+
+
+_NIGHT_SQL = """
+WITH night AS (SELECT arg_max(run_id, finished_at) AS run_id, arg_max(n_files, finished_at) AS n_files
+               FROM delta_scan('{out}/runs')),
+     files AS (SELECT * FROM delta_scan('{out}/files') WHERE run_id = (SELECT run_id FROM night))
+SELECT (SELECT run_id FROM night), (SELECT n_files FROM night), (SELECT count(*) FROM files),
+       (SELECT coalesce(sum(n_tensors), 0) FROM files),
+       (SELECT count(*) FROM delta_scan('{out}/tensors') t JOIN files f ON t.url = f.url AND t.run_id = f.source_run_id)
+"""
+
+
+def test_readers_during_a_commit_see_whole_nights(client: Any, tmp_path: Path, local_collection: Path) -> None:
+    out = tmp_path / "out"
+    first = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    seen: list[tuple[Any, ...]] = []
+    stop = threading.Event()
+
+    def read_nights() -> None:
+        con = connect()
+        try:
+            while not stop.is_set():
+                seen.append(con.execute(_NIGHT_SQL.format(out=out)).fetchone())
+        finally:
+            con.close()
+
+    proc = _hooked_scan(tmp_path, client, local_collection, out, "after:tensors", "pause")
+    reader = threading.Thread(target=read_nights)
+    try:
+        _wait_for(lambda: (tmp_path / "flag.paused").exists() or proc.poll() is not None, 120, "the commit to pause")
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+        # files, models and tensors hold the second night already; runs does not list it.
+        assert len(set(DeltaTables(str(out)).read("tensors", columns=["run_id"]).column("run_id").to_pylist())) == 2
+        reader.start()
+        _wait_for(lambda: len(seen) >= 3, 60, "readers during the paused commit")
+        (tmp_path / "flag.go").write_text("go")
+        proc.communicate(timeout=120)
+        assert proc.returncode == 1  # committed (the collection has errors on purpose)
+        _wait_for(lambda: bool(seen) and seen[-1][0] != first.run_id, 60, "a reader to see the second night")
+    finally:
+        stop.set()
+        if reader.is_alive():
+            reader.join(30)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    nights = {row[0] for row in seen}
+    assert first.run_id in nights and len(nights) == 2
+    for night, n_files, files, n_tensors, tensors in seen:
+        assert n_files == files == SAMPLE_COUNT and tensors == n_tensors > 0, night
 
 
 def test_a_failed_commit_is_rolled_back_at_once(
     client: Any, tmp_path: Path, local_collection: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    move = Output._move_in
+    commit = DeltaTables.commit
 
-    def flaky_move(self: Output, source: str, target: str) -> None:
-        if "/metadata/" in target:
+    def flaky(self: DeltaTables, table: str, parts: Any, run_id: str) -> int:
+        if table == "metadata":
             raise OSError("the store went away")
-        move(self, source, target)
+        return commit(self, table, parts, run_id)
 
-    monkeypatch.setattr(Output, "_move_in", flaky_move)
+    monkeypatch.setattr(DeltaTables, "commit", flaky)
     out = tmp_path / "out"
     with pytest.raises(OSError, match="went away"):
         run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
-    for table in TABLE_NAMES:
-        assert _visible_runs(out, table) == set(), table
-    assert not (out / "_staging").exists()
+    assert _night_rows(out) == {}
+    assert Output(str(out)).pending() == [] and Output(str(out)).last_committed_run() is None
+    monkeypatch.undo()
+    result = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    assert set(_night_rows(out)) == {result.run_id} and result.recovered == ()

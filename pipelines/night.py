@@ -1,0 +1,156 @@
+"""One night on the driver's side: what it keeps from the base run, the models, the one-row check, the commit.
+
+The driver writes only small rows itself: a ``files`` row per reused file, a
+``models`` row per model, the ``problems`` of the models it judged and the
+``runs`` row. Everything read this night was written by the workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gguf_audit.errors import GGUFAuditError
+from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.pipelines.collect import Collector, ScanResult, model_summaries, runs_row
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.discover import Listing
+from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.parts import PartFile, RunParts
+from gguf_audit.pipelines.reuse import (
+    ReusePlan,
+    carried_models,
+    reused_files,
+    reused_problem_tally,
+    reused_shard_facts,
+)
+from gguf_audit.tables.models import model_problems_to_table, models_to_table
+from gguf_audit.tables.schema import SCHEMAS, rows_to_table
+
+__all__ = ["DRIVER_TABLES", "CommitObserver", "Night", "RunError"]
+
+log = logging.getLogger(__name__)
+
+DRIVER_TABLES: Final = ("files", "models", "problems")
+"""The tables the driver writes rows of (reused files, models, model problems); ``runs`` apart."""
+
+
+class RunError(GGUFAuditError, RuntimeError):
+    """The run itself failed (listing, cluster, invariant, commit); nothing was committed."""
+
+
+CommitObserver = Callable[[str, int], None]
+"""Told ``(table, version)`` after each table's commit."""
+
+
+class Night:
+    """The driver's part of one run: reuse, models, checks and commit, around the workers' batches."""
+
+    def __init__(
+        self,
+        out: Output,
+        run_id: str,
+        listing: Listing,
+        groups: Mapping[str, Sequence[str]],
+        base_run_id: str | None,
+        plan: ReusePlan,
+    ) -> None:
+        self.out = out
+        self.run_id = run_id
+        self.groups = groups
+        self.base_run_id = base_run_id
+        self.plan = plan
+        self.urls = [f.url for f in listing.files]
+        self.model_ids = {u: mid for mid, members in groups.items() for u in members}
+        self.collector = Collector(frozenset(self.urls))
+        self.parts = RunParts(out.url, out.fsspec_options, run_id, "driver", DRIVER_TABLES)
+        self.carried = SCHEMAS["models"].empty_table()
+        self.summaries_judged = 0
+
+    def keep_reused(self) -> None:
+        """Write this night's ``files`` rows of the reused files and take the base run's models that stand."""
+        if self.base_run_id is None or not self.plan.reuse:
+            return
+        files = reused_files(self.out, self.base_run_id, self.plan.reuse, self.model_ids)
+        self.parts.write("files", files)
+        read = {f.url for f in self.plan.read}
+        carried, model_tally = carried_models(self.out, self.base_run_id, self.groups, read)
+        self.carried = carried
+        carried_ids = set(carried.column("model_id").to_pylist())
+        # Shards of sets judged again need their stored facts; those of carried sets do not.
+        pairs = zip(files.column("url").to_pylist(), files.column("model_id").to_pylist(), strict=True)
+        shard_rows = [i for i, (u, m) in enumerate(pairs) if m not in carried_ids and parse_shard_name(u) is not None]
+        facts = reused_shard_facts(self.out, files.take(pa.array(shard_rows, pa.int64())))
+        tally = reused_problem_tally(self.out, files)
+        tally.merge(model_tally)
+        self.collector.add_reused(files, tally, facts)
+
+    def judge_models(self) -> pa.Table:
+        """Write the models' rows (carried, or judged now with their problems); all of this night's models rows."""
+        carried_ids = set(self.carried.column("model_id").to_pylist())
+        judged = model_summaries(self.groups, self.collector, [m for m in self.groups if m not in carried_ids])
+        self.summaries_judged = len(judged)
+        models = models_to_table(judged, run_id=self.run_id)
+        carried = self.carried.select(models.schema.names).cast(models.schema)
+        everything = pa.concat_tables([carried, models])
+        self.parts.write("models", everything)
+        problems = model_problems_to_table(judged, run_id=self.run_id)
+        self.parts.write("problems", problems)
+        self.collector.tally.add_problems(problems)
+        return everything
+
+    def close_parts(self) -> None:
+        self.collector.add_parts(self.parts.close())
+
+    def abort(self) -> None:
+        self.parts.abort()
+
+    def check_one_row_per_file(self) -> int:
+        """Read the ``url`` column of every ``files`` data file of this night: every listed file exactly once."""
+        urls: list[str] = []
+        for part in self.collector.parts.get("files", []):
+            path = self.out.path("files", part.path)
+            urls.extend(pq.read_table(path, columns=["url"], filesystem=self.out.fs).column("url").to_pylist())
+        counts = Counter(urls)
+        expected = self.collector.expected
+        duplicated = sorted(u for u, n in counts.items() if n > 1)
+        missing = sorted(expected - counts.keys())
+        unexpected = sorted(counts.keys() - expected)
+        if duplicated or missing or unexpected:
+            raise RunError(
+                f"the files table does not hold exactly one row per listed file: {len(missing)} missing "
+                f"{missing[:3]}, {len(duplicated)} duplicated {duplicated[:3]}, {len(unexpected)} unexpected "
+                f"{unexpected[:3]}; nothing was committed"
+            )
+        return len(urls)
+
+    def commit(
+        self, config: ScanConfig, result: ScanResult, started: datetime, on_committed: CommitObserver | None = None
+    ) -> dict[str, int]:
+        """Commit every table, ``runs`` last with the versions the others reached."""
+
+        def runs_part(versions: Mapping[str, int]) -> PartFile:
+            writer = RunParts(self.out.url, self.out.fsspec_options, self.run_id, "driver", ("runs",))
+            writer.write("runs", rows_to_table("runs", [runs_row(config, result, started, versions)]))
+            [part] = writer.close()
+            return part
+
+        return self.out.commit(self.run_id, self.collector.parts, runs_part, on_committed=on_committed)
+
+    def discard(self) -> None:
+        """Best effort: remove the data files this night wrote (nothing names them; vacuum would anyway)."""
+        for parts in self.collector.parts.values():
+            for part in parts:
+                with contextlib.suppress(OSError):
+                    self.out.fs.rm_file(self.out.path(part.table, part.path))
+
+
+def parts_rows(parts: Mapping[str, Sequence[PartFile]]) -> dict[str, int]:
+    return {t: sum(p.rows for p in ps) for t, ps in parts.items()}
