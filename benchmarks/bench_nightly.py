@@ -49,7 +49,7 @@ from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from headers import SPECS, build_header  # noqa: E402  (benchmarks/ is not a package)
+from headers import SPECS, build_header
 
 CHURN: Final = {"new": 0.01, "rewritten": 0.001, "truncated": 0.001, "removed": 0.001}
 PROFILED_FILES: Final = 20

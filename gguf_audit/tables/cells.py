@@ -101,8 +101,7 @@ def digest(value: Value) -> str | None:
     elif isinstance(value, StringArray):
         lengths = value.lengths()
         h.update(np.asarray(lengths, dtype="<u8").tobytes())
-        for i in range(len(value)):
-            h.update(value.raw(i))
+        h.update(value.joined_bytes())
     elif isinstance(value, np.ndarray):
         h.update(np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")).tobytes())
     elif isinstance(value, list):

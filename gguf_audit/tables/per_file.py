@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pyarrow as pa
@@ -17,6 +17,7 @@ from gguf.constants import LlamaFileType
 
 from gguf_audit.audit import FileAudit
 from gguf_audit.checks.shards import SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT
+from gguf_audit.decode.stats import SampleRow
 from gguf_audit.findings import CODES, Finding, Severity
 from gguf_audit.format.model import Header, ValueType
 from gguf_audit.format.shard_names import parse_shard_name
@@ -256,15 +257,23 @@ def metadata_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
 
 
 def samples_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
-    """One ``samples`` row per sampled block (audits made with sampling on)."""
-    rows = [
-        {**row.as_dict(), "url": item.audit.url, "model_id": item.model_id, "source_run_id": run_id}
-        for item in items
-        for row in item.audit.samples
-    ]
-    for row in rows:
-        row["tensor"] = arrow_text(row["tensor"])
-    return rows_to_table("samples", rows)
+    """One ``samples`` row per sampled block (audits made with sampling on).
+
+    Built column by column: a file has about 2,000 sampled blocks, and a dict
+    per row cost more than the decoding that made them.
+    """
+    schema = stored_schema("samples")
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    row_fields = [f.name for f in fields(SampleRow)]
+    for item in items:
+        rows = item.audit.samples
+        for name in row_fields:
+            columns[name].extend([getattr(row, name) for row in rows])
+        columns["url"].extend([item.audit.url] * len(rows))
+        columns["model_id"].extend([item.model_id] * len(rows))
+        columns["source_run_id"].extend([run_id] * len(rows))
+    columns["tensor"] = [arrow_text(t) for t in columns["tensor"]]
+    return pa.Table.from_pydict(columns, schema=schema)
 
 
 def audits_to_tables(items: Sequence[AuditedFile], *, run_id: str) -> AuditTables:
