@@ -80,29 +80,20 @@ def row_stats(values: npt.NDArray[np.floating[Any]]) -> list[BlockStats]:
         var = np.where(finite, (x - mean[:, None]) ** 2, 0.0).sum(axis=1) / np.maximum(n_finite, 1)
         lo = np.where(finite, x, np.inf).min(axis=1)
         hi = np.where(finite, x, -np.inf).max(axis=1)
-    n_nan = nan.sum(axis=1)
-    n_inf = inf.sum(axis=1)
-    n_zero = (v == 0).sum(axis=1)
-    count = v.shape[1]
+    # Python numbers once per column (tolist), not one numpy scalar per cell.
+    n_nan = nan.sum(axis=1).tolist()
+    n_inf = inf.sum(axis=1).tolist()
+    n_zero = (v == 0).sum(axis=1).tolist()
+    count = int(v.shape[1])
+    std = np.sqrt(var).tolist()
     out = []
-    for i in range(v.shape[0]):
-        if n_finite[i] == 0:
-            out.append(BlockStats(count, None, None, None, None, None, int(n_nan[i]), int(n_inf[i]), int(n_zero[i])))
+    for i, (has, low, high, m) in enumerate(
+        zip(n_finite.tolist(), lo.tolist(), hi.tolist(), mean.tolist(), strict=True)
+    ):
+        if has == 0:
+            out.append(BlockStats(count, None, None, None, None, None, n_nan[i], n_inf[i], n_zero[i]))
             continue
-        low, high = float(lo[i]), float(hi[i])
-        out.append(
-            BlockStats(
-                count=count,
-                min=low,
-                max=high,
-                mean=float(mean[i]),
-                std=float(np.sqrt(var[i])),
-                max_abs=max(abs(low), abs(high)),
-                n_nan=int(n_nan[i]),
-                n_inf=int(n_inf[i]),
-                n_zero=int(n_zero[i]),
-            )
-        )
+        out.append(BlockStats(count, low, high, m, std[i], max(abs(low), abs(high)), n_nan[i], n_inf[i], n_zero[i]))
     return out
 
 
