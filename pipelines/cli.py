@@ -18,7 +18,6 @@ written (checked before anything is read), or the usage is wrong.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from typing import Any, Final, TextIO
 
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.pipelines.collect import ScanResult
-from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, check_no_credentials, load_config
+from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing
 from gguf_audit.pipelines.duck import connect
 from gguf_audit.pipelines.output import OutputError
@@ -90,14 +89,7 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
     config = load_config(args.config) if args.config else ScanConfig()
     options: dict[str, Any] | None = None
     if args.storage_options:
-        try:
-            parsed = json.loads(args.storage_options)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--storage-options is not valid JSON: {exc.msg}. Got {args.storage_options!r}.") from exc
-        if not isinstance(parsed, dict):
-            raise ConfigError(f"--storage-options must be a JSON object. Got {args.storage_options!r}.")
-        check_no_credentials(parsed, "--storage-options")
-        options = parsed
+        options = parse_storage_options_flag(args.storage_options)
     return config.replace(
         roots=tuple(args.roots) or None,
         manifests=tuple(args.manifest) if args.manifest else None,

@@ -231,6 +231,18 @@ def check_no_credentials(options: Mapping[str, Any], where: str = "storage_optio
             )
 
 
+def parse_storage_options_flag(text: str, flag: str = "--storage-options") -> dict[str, Any]:
+    """A ``--storage-options`` flag's JSON object, refused when it is not one or holds credentials."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{flag} is not valid JSON: {exc.msg}. Got {text!r}.") from exc
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"{flag} must be a JSON object. Got {text!r}.")
+    check_no_credentials(parsed, flag)
+    return parsed
+
+
 def _parse_options(name: str, value: object) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{name} must be a table of fsspec options. Got {value!r}.")

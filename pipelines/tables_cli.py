@@ -14,7 +14,6 @@ Exit status 0, or 2 when the output cannot be read or the usage is wrong.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -22,7 +21,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.pipelines.config import ConfigError, check_no_credentials
+from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.output import COMMIT_ORDER, Output
 from gguf_audit.pipelines.parts import is_local_fs
 from gguf_audit.pipelines.picture import night_row, picture
@@ -80,14 +79,7 @@ def add_tables_parser(sub: Any) -> argparse.ArgumentParser:
 def _output(args: argparse.Namespace) -> Output:
     options: dict[str, Any] = {}
     if args.storage_options:
-        try:
-            parsed = json.loads(args.storage_options)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--storage-options is not valid JSON: {exc.msg}. Got {args.storage_options!r}.") from exc
-        if not isinstance(parsed, dict):
-            raise ConfigError(f"--storage-options must be a JSON object. Got {args.storage_options!r}.")
-        check_no_credentials(parsed, "--storage-options")
-        options = parsed
+        options = parse_storage_options_flag(args.storage_options)
     return Output(args.out, options)
 
 
