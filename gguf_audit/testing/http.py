@@ -362,16 +362,6 @@ class RangeHTTPServer(LoopbackServer):
             self._ignore_range = value
 
     @property
-    def latency_s(self) -> float:
-        with self._lock:
-            return self._latency_s
-
-    @latency_s.setter
-    def latency_s(self, value: float) -> None:
-        with self._lock:
-            self._latency_s = float(value)
-
-    @property
     def fail_next(self) -> int:
         """Requests still to be failed with ``fail_status``."""
         with self._lock:

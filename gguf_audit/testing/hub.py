@@ -331,16 +331,6 @@ class LocalHub(LoopbackServer):
 
     # -- knobs
 
-    @property
-    def latency_s(self) -> float:
-        with self._lock:
-            return self._latency_s
-
-    @latency_s.setter
-    def latency_s(self, value: float) -> None:
-        with self._lock:
-            self._latency_s = float(value)
-
     def rate_limit(self, n_requests: int | None, window_s: int = 300, *, resource: Resource = "resolvers") -> None:
         """Allow ``n_requests`` per fixed ``window_s`` window on ``resource``; None lifts the limit.
 

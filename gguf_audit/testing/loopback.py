@@ -109,6 +109,7 @@ class LoopbackServer:
         self._bytes_sent = 0
         self._connections = 0
         self._closed = False
+        self._latency_s = 0.0
         self._server: ConnectionTracking | None = None
         self._thread: threading.Thread | None = None
 
@@ -128,6 +129,19 @@ class LoopbackServer:
         if self._server is None:
             raise RuntimeError(f"{type(self).__name__} is not serving yet.")
         return int(self._server.server_address[1])
+
+    # -- knobs
+
+    @property
+    def latency_s(self) -> float:
+        """Seconds each request waits before it is answered (safe to change while requests run)."""
+        with self._lock:
+            return self._latency_s
+
+    @latency_s.setter
+    def latency_s(self, value: float) -> None:
+        with self._lock:
+            self._latency_s = float(value)
 
     # -- accounting
 
