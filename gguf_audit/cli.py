@@ -1,13 +1,16 @@
 """The ``gguf-audit`` command. ``main(argv)`` returns the exit status, so tests call it in-process.
 
 Exit status: 0 when no problem is an error, 1 when one is, 2 for usage errors
-(and, for a run, when the run itself failed).
+(and, for a run, when the run itself failed), 141 when the reader of standard
+output went away (``gguf-audit codes | head -1``), as for a Unix tool that
+SIGPIPE ended, without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -27,6 +30,8 @@ from gguf_audit.samples import read_file_samples
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE: Final = 128 + 13
+"""What a shell reports for a tool that SIGPIPE ended: the reader of its output went away."""
 
 COMMANDS_GROUP: Final = "gguf_audit.commands"
 """The entry-point group of plugged-in subcommands: ``name = "module:add_parser"``."""
@@ -207,7 +212,28 @@ def _add_plugged_in_commands(sub: Any) -> None:
         add_parser(sub)
 
 
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush meets no closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout without a descriptor (a test's capture)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status. A closed output pipe ends it quietly (:data:`EXIT_BROKEN_PIPE`)."""
+    try:
+        status = _run(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    return status
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)

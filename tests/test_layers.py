@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("compare", ("gguf_audit.compare",)),
     ("report", ("gguf_audit.report",)),
     ("tables", ("gguf_audit.tables",)),
-    ("cli", ("gguf_audit.cli",)),
+    ("cli", ("gguf_audit.cli", "gguf_audit.__main__")),
     # Test support shipped with the package; the demo's sample collection is built with it.
     ("testing", ("gguf_audit.testing",)),
     ("pipelines", ("gguf_audit.pipelines",)),
