@@ -22,6 +22,7 @@ from gguf_audit.compare import compare_files
 from gguf_audit.errors import FormatError, SourceError
 from gguf_audit.findings import CODES, Severity
 from gguf_audit.format.safetensors import ReferenceFormatError
+from gguf_audit.io.protocols import ProtocolUnavailable, check_protocol, local_directory
 from gguf_audit.plan import SampleConfig, SelectionError
 from gguf_audit.report.json import audit_to_json, comparison_to_json, file_samples_to_json
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
@@ -53,6 +54,18 @@ def _parse_storage_options(text: str | None) -> dict[str, Any]:
     return value
 
 
+def _readable(url: str) -> str:
+    """The URL, once its protocol is known and installed and it is not a local directory."""
+    try:
+        check_protocol(url)
+    except ProtocolUnavailable as exc:
+        raise _UsageError(str(exc)) from None
+    directory = local_directory(url)
+    if directory is not None:
+        raise _UsageError(f"{directory!r} is a directory; audit a collection with: gguf-audit scan {directory} --out OUT")
+    return url
+
+
 def _sample_config(args: argparse.Namespace) -> SampleConfig:
     if args.sample_requests is None:
         return SampleConfig()
@@ -66,7 +79,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     options = _parse_storage_options(args.storage_options)
     sample_config = _sample_config(args)
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
-    audit = audit_file(args.url, storage_options=options, config=config)
+    audit = audit_file(_readable(args.url), storage_options=options, config=config)
     if args.json:
         out = audit_to_json(audit, full_arrays=args.full_arrays, samples=args.samples)
         json.dump(out, sys.stdout, ensure_ascii=False)
@@ -90,7 +103,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     blocks = _parse_blocks(args.blocks)
     try:
         samples = read_file_samples(
-            args.url, tensors=args.tensor, blocks=blocks, storage_options=options, config=_sample_config(args)
+            _readable(args.url), tensors=args.tensor, blocks=blocks, storage_options=options, config=_sample_config(args)
         )
     except SelectionError as exc:
         raise _UsageError(str(exc)) from exc
@@ -108,7 +121,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     options = _parse_storage_options(args.storage_options)
     try:
-        result = compare_files(args.quant, args.reference, storage_options=options)
+        result = compare_files(_readable(args.quant), _readable(args.reference), storage_options=options)
     except (FormatError, SourceError, ReferenceFormatError) as exc:
         print(f"gguf-audit: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS

@@ -1,0 +1,51 @@
+"""The user's mistakes are usage errors (exit 2, one line naming the fix), never ``internal.unexpected``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from corpus import corpus_dir
+
+from gguf_audit.cli import EXIT_USAGE, main
+
+
+@pytest.mark.parametrize("command", ["inspect", "sample"])
+def test_an_unknown_protocol_is_a_usage_error(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, "foo://bar/x.gguf"]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1
+    assert "unknown protocol 'foo'" in err
+    assert "internal.unexpected" not in err
+
+
+def test_compare_checks_both_urls(capsys: pytest.CaptureFixture[str]) -> None:
+    model = str(corpus_dir() / "models" / "tiny-llama-Q8_0.gguf")
+    assert main(["compare", model, "nope://x/ref.gguf"]) == EXIT_USAGE
+    assert "unknown protocol 'nope'" in capsys.readouterr().err
+
+
+def test_a_directory_points_at_scan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(tmp_path)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "is a directory" in err
+    assert f"gguf-audit scan {tmp_path}" in err
+
+
+def test_a_missing_extra_names_it() -> None:
+    # s3fs made unimportable in a fresh interpreter, as on a machine without the s3 extra.
+    code = (
+        "import sys; sys.modules['s3fs'] = None\n"
+        "from gguf_audit.cli import main\n"
+        "sys.exit(main(['inspect', 's3://bucket/model.gguf']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == EXIT_USAGE
+    assert done.stdout == ""
+    assert done.stderr.strip() == (
+        "gguf-audit: s3:// URLs need an extra that is not installed: pip install 'gguf-audit[s3]'"
+    )
