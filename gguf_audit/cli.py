@@ -62,7 +62,8 @@ def _readable(url: str) -> str:
         raise _UsageError(str(exc)) from None
     directory = local_directory(url)
     if directory is not None:
-        raise _UsageError(f"{directory!r} is a directory; audit a collection with: gguf-audit scan {directory} --out OUT")
+        hint = f"gguf-audit scan {directory} --out OUT"
+        raise _UsageError(f"{directory!r} is a directory; audit a collection with: {hint}")
     return url
 
 
@@ -102,8 +103,9 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     options = _parse_storage_options(args.storage_options)
     blocks = _parse_blocks(args.blocks)
     try:
+        url = _readable(args.url)
         samples = read_file_samples(
-            _readable(args.url), tensors=args.tensor, blocks=blocks, storage_options=options, config=_sample_config(args)
+            url, tensors=args.tensor, blocks=blocks, storage_options=options, config=_sample_config(args)
         )
     except SelectionError as exc:
         raise _UsageError(str(exc)) from exc
