@@ -1,6 +1,7 @@
 """The ``gguf-audit`` command. ``main(argv)`` returns the exit status, so tests call it in-process.
 
-Exit status: 0 when no problem is an error, 1 when one is, 2 for usage errors
+Exit status: 0 when no problem is an error, 1 when one is (or, for ``inspect``,
+when llama.cpp would refuse the file), 2 for usage errors
 (and, for a run, when the run itself failed), 141 when the reader of standard
 output went away (``gguf-audit codes | head -1``), as for a Unix tool that
 SIGPIPE ended, without a traceback.
@@ -87,7 +88,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(render_text(audit, samples=args.samples))
-    return EXIT_PROBLEMS if audit.errors else EXIT_OK
+    # A file llama.cpp refuses fails the command even when its findings are
+    # warnings (a big-endian file): "1" must mean "this will not load" too.
+    return EXIT_PROBLEMS if audit.errors or audit.loadable is False else EXIT_OK
 
 
 def _parse_blocks(text: str | None) -> list[int] | None:

@@ -51,8 +51,16 @@ def test_inspect_exit_status_follows_errors(tmp_path: Path, capsys: pytest.Captu
     assert "data.truncated" in text and "loadable by llama.cpp: NO" in text
     big = tmp_path / "be.gguf"
     big.write_bytes(build_gguf(kvs, tensors, big_endian=True))
-    assert main(["inspect", str(big)]) == 0  # a warning is not an error
+    # Its one finding is a warning, but llama.cpp refuses the file: inspect fails it.
+    assert main(["inspect", str(big)]) == 1
     assert "header.big_endian" in capsys.readouterr().out
+    # A warning on a file llama.cpp loads is not a failure.
+    odd = tmp_path / "odd.gguf"
+    renamed = [kv_str("general.name", "tiny\x1b[2J") if kv.key == "general.name" else kv for kv in kvs]
+    odd.write_bytes(build_gguf(renamed, tensors))
+    assert main(["inspect", str(odd)]) == 0
+    text = capsys.readouterr().out
+    assert "meta.control_characters" in text and "loadable by llama.cpp: yes" in text
 
 
 def test_control_characters_from_the_file_are_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

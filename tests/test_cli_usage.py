@@ -49,3 +49,12 @@ def test_a_missing_extra_names_it() -> None:
     assert done.stderr.strip() == (
         "gguf-audit: s3:// URLs need an extra that is not installed: pip install 'gguf-audit[s3]'"
     )
+
+
+def test_inspect_fails_a_file_llama_cpp_refuses_even_without_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    # A valid big-endian file: its findings are warnings, but llama.cpp refuses it on little-endian hosts.
+    path = corpus_dir() / "bigendian" / "tiny-llama-Q8_0-BE.gguf"
+    assert main(["inspect", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "header.big_endian" in out
+    assert "error" not in {line.split()[0] for line in out.splitlines() if line.startswith(("error", "warning"))}
