@@ -159,6 +159,18 @@ def _weights(tensors: Iterable[TensorInfo], allowed: frozenset[int]) -> list[Ten
     return out
 
 
+def _matrices(tensors: Iterable[TensorInfo]) -> list[TensorInfo]:
+    """The 2-D (or wider) weights llama-quantize quantizes: the blocks' matrices, else any matrix."""
+    tensors = list(tensors)
+    in_blocks = []
+    for t in tensors:
+        b = block_index(t.name)
+        if b is not None and t.name.endswith(".weight") and len(t.shape) >= 2:
+            if t.name[len(f"blk.{b}.") : -len(".weight")] in _WEIGHT_BASES:
+                in_blocks.append(t)
+    return in_blocks or [t for t in tensors if t.name.endswith(".weight") and len(t.shape) >= 2]
+
+
 def _block_elems(type_id: int) -> int:
     return max(ggml_type_info(type_id).block_elems, 1)
 
@@ -173,6 +185,17 @@ def _contradicts(f: HeaderFacts, ftype_name: str) -> str | None:
     allowed = _FTYPE_MAIN_TYPES.get(ftype_name)
     if allowed is None:
         return None
+    if not allowed & _FLOAT_TYPES:
+        # Rows that fit no block of the ftype's type fall back to another quantized
+        # type or F16 in llama-quantize, never F32: all-F32 matrices contradict any
+        # quantized ftype, whatever their width.
+        matrices = _matrices(f.header.tensors)
+        if matrices and all(t.type_id == Q.F32 for t in matrices):
+            wanted = "/".join(sorted(Q(t).name for t in allowed))
+            return (
+                f"no weight matrix is {wanted}; all {len(matrices)} are F32, "
+                "which llama-quantize never leaves a weight matrix at for a quantized type"
+            )
     weights = _weights(f.header.tensors, allowed)
     if not weights:
         return None

@@ -88,9 +88,42 @@ def parse_header(
         else:
             version, order = _detect(buf, file_size)
             cp = Checkpoint(version, order, -1, -1, 8, (), (), ())
+    except Short as short:
+        return NeedMore(short.needed, max(short.needed, 8), None)
+    try:
         return _parse_from(buf, file_size, cp, limits)
     except Short as short:
         return NeedMore(short.needed, max(short.needed, 8), None)
+    except FormatError as exc:
+        if cp.version != 1:
+            raise
+        raise _obsolete(buf, file_size, cp.byte_order, limits, exc) from exc
+
+
+def _obsolete(
+    buf: bytes | memoryview, file_size: int | None, order: ByteOrder, limits: Limits, failure: FormatError
+) -> FormatError:
+    """The error for a v1 file that does not decode: obsolete first, whatever else broke.
+
+    llama.cpp refuses version 1 before reading further, so that is the
+    verdict to report. Read with 32-bit counts, a body written in the v2/v3
+    layout yields garbage counts and dimensions; when the same bytes do read
+    as v3, the message says the version word is likely wrong instead of
+    quoting that garbage.
+    """
+    try:
+        as_v3 = _parse_from(buf, file_size, Checkpoint(3, order, -1, -1, 8, (), (), ()), limits)
+    except (FormatError, Short):
+        as_v3 = None
+    if as_v3 is not None:
+        detail = "its body reads as a v3 header (64-bit counts), so the version word is likely wrong"
+    else:
+        detail = f"read as v1 it also fails at offset {failure.offset} ({failure.code})"
+    return FormatError(
+        "header.obsolete_version",
+        f"version 1 (32-bit counts and lengths) is no longer read by llama.cpp; {detail}",
+        offset=4,
+    )
 
 
 def _parse_from(buf: bytes | memoryview, file_size: int | None, cp: Checkpoint, limits: Limits) -> Header | NeedMore:

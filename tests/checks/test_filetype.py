@@ -30,6 +30,19 @@ def test_file_type_allows_fallbacks_for_narrow_rows(audit: Callable[..., list[Fi
     assert audit(m) == []
 
 
+@pytest.mark.parametrize(("ftype", "name"), [(15, "MOSTLY_Q4_K_M"), (7, "MOSTLY_Q8_0"), (2, "MOSTLY_Q4_0")])
+def test_all_f32_matrices_contradict_any_quantized_type(
+    audit: Callable[..., list[Finding]], ftype: int, name: str
+) -> None:
+    # Rows of 32 fit no Q4_K block, yet llama-quantize's fallback would be another quantized type or F16.
+    found = audit(tiny(wtype=Q.F32).set("general.file_type", ftype, V.UINT32))
+    assert codes(found) == ["meta.file_type_mismatch"]
+    assert f"general.file_type is {ftype} ({name}) but no weight matrix is" in found[0].message
+    assert "are F32" in found[0].message
+    # F16 is a fallback llama-quantize does use for narrow rows: no finding for a type whose blocks do not fit.
+    assert audit(tiny(wtype=Q.F16).set("general.file_type", 15, V.UINT32)) == []
+
+
 def test_file_name_label(audit: Callable[..., list[Finding]]) -> None:
     assert audit(tiny(wtype=Q.Q8_0), name="tiny-Q8_0.gguf") == []
     found = audit(tiny(wtype=Q.Q8_0), name="tiny.Q4_K_M.gguf")

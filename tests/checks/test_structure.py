@@ -372,3 +372,26 @@ def test_replace_is_available() -> None:
     # dataclasses.replace works on the builder's frozen values (used by other tests).
     kvs, _ = tiny_llama_like()
     assert replace(kvs[0], key="x").key == "x"
+
+
+def test_a_v3_body_behind_a_v1_version_word_is_obsolete_not_garbage(tmp_path: Path) -> None:
+    kvs, tensors = tiny_llama_like()
+    data = bytearray(build_gguf(kvs, tensors, version=3))
+    struct.pack_into("<I", data, 4, 1)  # the version word says 1; the body stays in the v3 layout
+    audit = _audit(tmp_path, bytes(data), "v1-word.gguf")
+    assert _codes(audit) == ["header.obsolete_version"]
+    (only,) = audit.findings
+    assert only.offset == 4
+    assert "version word is likely wrong" in only.message
+    assert audit.loadable is False
+
+
+def test_a_v1_file_that_breaks_says_obsolete_first(tmp_path: Path) -> None:
+    kvs, tensors = tiny_llama_like()
+    data = bytearray(build_gguf(kvs, tensors, version=1))
+    # A tensor with five dimensions (more than ggml's four): the v1 parse stops there.
+    at = data.index(b"token_embd.weight") + len(b"token_embd.weight")
+    struct.pack_into("<I", data, at, 5)
+    audit = _audit(tmp_path, bytes(data), "v1-bad.gguf")
+    assert _codes(audit) == ["header.obsolete_version"]
+    assert "read as v1 it also fails at offset" in audit.findings[0].message
