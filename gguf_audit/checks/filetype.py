@@ -165,9 +165,9 @@ def _matrices(tensors: Iterable[TensorInfo]) -> list[TensorInfo]:
     in_blocks = []
     for t in tensors:
         b = block_index(t.name)
-        if b is not None and t.name.endswith(".weight") and len(t.shape) >= 2:
-            if t.name[len(f"blk.{b}.") : -len(".weight")] in _WEIGHT_BASES:
-                in_blocks.append(t)
+        matrix = b is not None and t.name.endswith(".weight") and len(t.shape) >= 2
+        if matrix and t.name[len(f"blk.{b}.") : -len(".weight")] in _WEIGHT_BASES:
+            in_blocks.append(t)
     return in_blocks or [t for t in tensors if t.name.endswith(".weight") and len(t.shape) >= 2]
 
 
