@@ -23,6 +23,7 @@ from gguf_audit.compare import compare_files
 from gguf_audit.errors import FormatError, SourceError
 from gguf_audit.findings import CODES, Severity
 from gguf_audit.format.safetensors import ReferenceFormatError
+from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.protocols import ProtocolUnavailable, check_protocol, local_directory
 from gguf_audit.plan import SampleConfig, SelectionError
 from gguf_audit.report.json import audit_to_json, comparison_to_json, file_samples_to_json
@@ -44,15 +45,11 @@ class _UsageError(Exception):
 
 
 def _parse_storage_options(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
+    """The flag's options under the one rule every command applies (no credentials, a JSON object)."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _UsageError(f"--storage-options is not valid JSON: {exc.msg}. Got {text!r}.") from exc
-    if not isinstance(value, dict):
-        raise _UsageError(f"--storage-options must be a JSON object. Got {text!r}.")
-    return value
+        return parse_storage_options(text)
+    except StorageOptionsError as exc:
+        raise _UsageError(str(exc)) from None
 
 
 def _readable(url: str) -> str:

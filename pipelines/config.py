@@ -30,6 +30,8 @@ from typing import Any, Final
 
 from gguf_audit.audit import AuditConfig
 from gguf_audit.errors import GGUFAuditError
+from gguf_audit.io.options import StorageOptionsError, parse_storage_options
+from gguf_audit.io.options import check_no_credentials as _check_no_credentials
 from gguf_audit.io.source import ReadConfig
 from gguf_audit.plan import SampleConfig
 
@@ -43,36 +45,6 @@ __all__ = [
 
 FAIL_ON: Final = ("error", "warning")
 CHECK_SETTINGS: Final = ("semantics", "templates", "samples", "sample_requests", "sample_budget_bytes")
-
-# Option names that carry secrets in s3fs/botocore, gcsfs, adlfs, huggingface_hub and HTTP.
-_CREDENTIAL_KEYS: Final = frozenset(
-    {
-        "key",
-        "secret",
-        "token",
-        "password",
-        "passwd",
-        "access_key",
-        "secret_key",
-        "access_key_id",
-        "secret_access_key",
-        "aws_access_key_id",
-        "aws_secret_access_key",
-        "aws_session_token",
-        "session_token",
-        "security_token",
-        "client_secret",
-        "account_key",
-        "sas_token",
-        "connection_string",
-        "credentials",
-        "hf_token",
-        "api_key",
-        "authorization",
-        "cookie",
-        "auth",
-    }
-)
 
 
 class ConfigError(GGUFAuditError, ValueError):
@@ -217,30 +189,19 @@ def _parse_out(value: object) -> str:
 
 
 def check_no_credentials(options: Mapping[str, Any], where: str = "storage_options") -> None:
-    """Refuse storage options that carry a secret (at any depth), naming the option but never its value."""
-    for key, value in options.items():
-        path = f"{where}.{key}"
-        if isinstance(value, Mapping):
-            check_no_credentials(value, path)
-            continue
-        if str(key).lower() in _CREDENTIAL_KEYS and value not in (None, False, True, ""):
-            raise ConfigError(
-                f"{path} looks like a credential; gguf-audit takes credentials only from the environment "
-                "and profiles (AWS_* variables or ~/.aws, HF_TOKEN or the huggingface login, "
-                f"GOOGLE_APPLICATION_CREDENTIALS), never from a config or a flag. Got {path!r}."
-            )
+    """Refuse storage options that carry a secret (the library's one rule, :mod:`gguf_audit.io.options`)."""
+    try:
+        _check_no_credentials(options, where)
+    except StorageOptionsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_storage_options_flag(text: str, flag: str = "--storage-options") -> dict[str, Any]:
     """A ``--storage-options`` flag's JSON object, refused when it is not one or holds credentials."""
     try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{flag} is not valid JSON: {exc.msg}. Got {text!r}.") from exc
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"{flag} must be a JSON object. Got {text!r}.")
-    check_no_credentials(parsed, flag)
-    return parsed
+        return parse_storage_options(text, flag)
+    except StorageOptionsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _parse_options(name: str, value: object) -> dict[str, Any]:
