@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any, Final
@@ -20,7 +22,7 @@ from typing import Any, Final
 from gguf_audit import __version__
 from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, audit_file
 from gguf_audit.compare import compare_files
-from gguf_audit.errors import FormatError, SourceError
+from gguf_audit.errors import FormatError, GGUFAuditError, SourceError, Terminated, describe_exception
 from gguf_audit.findings import CODES, Severity
 from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
@@ -35,6 +37,10 @@ __all__ = ["main"]
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE: Final = 128 + 13
 """What a shell reports for a tool that SIGPIPE ended: the reader of its output went away."""
+EXIT_INTERRUPTED: Final = 128 + signal.SIGINT
+EXIT_TERMINATED: Final = 128 + signal.SIGTERM
+TRACEBACK_ENV: Final = "GGUF_AUDIT_TRACEBACK"
+"""Set to 1 to see the traceback of a failure the command otherwise reports in one line."""
 
 COMMANDS_GROUP: Final = "gguf_audit.commands"
 """The entry-point group of plugged-in subcommands: ``name = "module:add_parser"``."""
@@ -237,14 +243,37 @@ def _silence_stdout() -> None:
         pass
 
 
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; its exit status. A closed output pipe ends it quietly (:data:`EXIT_BROKEN_PIPE`)."""
+    """Run one command; its exit status, whatever happens.
+
+    A closed output pipe ends it quietly (:data:`EXIT_BROKEN_PIPE`); Ctrl-C and
+    SIGTERM unwind it like an exception, so clusters, child processes and
+    pending commits are cleaned up on the way out, and end it with one line
+    and 130 or 143; any other failure is one line and exit 2
+    (:data:`TRACEBACK_ENV` shows the traceback).
+    """
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         status = _run(argv)
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except Terminated:
+        print("gguf-audit: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
+    except KeyboardInterrupt:
+        print("gguf-audit: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return status
 
 
@@ -258,6 +287,19 @@ def _run(argv: Sequence[str] | None) -> int:
         return int(args.func(args))
     except _UsageError as exc:
         print(f"gguf-audit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        raise  # main's to end quietly
+    except (GGUFAuditError, OSError) as exc:
+        print(f"gguf-audit: {args.command} failed: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        if os.environ.get(TRACEBACK_ENV) == "1":
+            raise
+        print(
+            f"gguf-audit: {args.command} failed: {describe_exception(exc)} (set {TRACEBACK_ENV}=1 for the traceback)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
 
 

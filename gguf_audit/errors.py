@@ -50,3 +50,12 @@ def describe_exception(exc: BaseException) -> str:
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
     return f"{type(exc).__name__}: {exc}{at}"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what cron, systemd and Kubernetes send to stop a job), raised like Ctrl-C so every
+    ``finally`` and context manager on the way out runs; ``signum`` is the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum

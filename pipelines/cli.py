@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, Final, TextIO
 
-from gguf_audit.errors import GGUFAuditError
+from gguf_audit.errors import GGUFAuditError, Terminated
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing
@@ -250,9 +251,10 @@ def cmd_scan(args: argparse.Namespace) -> int:
     progress = _Progress(enabled=not args.no_progress, stream=sys.stderr)
     try:
         result = run_scan(config, observer=progress)
-    except KeyboardInterrupt:
-        print("gguf-audit scan: interrupted; nothing was committed", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through gguf_audit.cli (Terminated)
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        print(f"gguf-audit scan: {signal.Signals(signum).name} received; nothing was committed", file=sys.stderr)
+        return 128 + signum
     except OutputError as exc:
         print(f"gguf-audit scan: {exc}", file=sys.stderr)
         return EXIT_FAILED
