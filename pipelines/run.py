@@ -44,6 +44,7 @@ from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch, 
 from gguf_audit.pipelines.night import CommitObserver, Night, RunError
 from gguf_audit.pipelines.output import Output, OutputError, new_run_id
 from gguf_audit.pipelines.reuse import base_run, plan_reuse
+from gguf_audit.pipelines.workers import worker_problems
 
 __all__ = ["RunError", "ScanObserver", "run_scan"]
 
@@ -95,6 +96,10 @@ def _cluster(config: ScanConfig, client: Any) -> Iterator[tuple[Any, str, str | 
                 raise RunError(
                     f"no dask worker joined the scheduler at {config.scheduler!r} within {WORKER_WAIT_S:.0f} s"
                 ) from exc
+            problems = worker_problems(owned)
+            if problems:
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise RunError(f"{problems[0]}{more}; nothing was submitted")
             yield owned, config.scheduler, _dashboard(owned), len(owned.nthreads())
         return
     n_workers = config.workers or max(1, os.cpu_count() or 1)

@@ -29,9 +29,35 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(20)
 
 
+# A worker that cannot import gguf_audit, as on a cluster where the package was never installed:
+# the import system forgets how this environment finds it, then the ordinary worker starts.
+_WORKER_WITHOUT_GGUF_AUDIT = (
+    "import sys\n"
+    "sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, '__module__', '').startswith('__editable__')]\n"
+    "sys.path[:] = [p for p in sys.path if p not in ('', '.', sys.argv[1])]\n"
+    "for name in [m for m in sys.modules if m == 'gguf_audit' or m.startswith('gguf_audit.')]:\n"
+    "    del sys.modules[name]\n"
+    "from distributed.cli.dask_worker import main\n"
+    "sys.argv = ['dask-worker', *sys.argv[2:]]\n"
+    "main()\n"
+)
+
+
 @pytest.fixture
 def external_scheduler(tmp_path: Path, aws_env: None) -> Iterator[str]:
     """A ``dask scheduler`` and one ``dask worker`` (two threads), as separate processes on 127.0.0.1."""
+    yield from _external(tmp_path, [PYTHON, "-m", "distributed.cli.dask_worker"])
+
+
+@pytest.fixture
+def scheduler_without_gguf_audit(tmp_path: Path, aws_env: None) -> Iterator[str]:
+    """The same, but the worker's Python cannot import gguf_audit."""
+    repo = str(Path(__file__).resolve().parents[2])
+    # No nanny: the worker runs in this very process (a nanny's child would start a fresh interpreter).
+    yield from _external(tmp_path, [PYTHON, "-c", _WORKER_WITHOUT_GGUF_AUDIT, repo, "--no-nanny"])
+
+
+def _external(tmp_path: Path, worker_command: list[str]) -> Iterator[str]:
     scheduler_file = tmp_path / "scheduler.json"
     common = ["--no-dashboard"]
     scheduler = subprocess.Popen(
@@ -48,9 +74,9 @@ def external_scheduler(tmp_path: Path, aws_env: None) -> Iterator[str]:
             time.sleep(0.05)
         address = json.loads(scheduler_file.read_text())["address"]
         worker = subprocess.Popen(
-            [PYTHON, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file),
+            [*worker_command, "--scheduler-file", str(scheduler_file),
              "--host", "127.0.0.1", "--nthreads", "2", "--nworkers", "1", *common],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy(), cwd=tmp_path,
         )  # fmt: skip
         yield str(address)
     finally:
@@ -74,3 +100,21 @@ def test_scan_with_scheduler_flag(
     files = read_dataset(out, "files")
     assert files.num_rows == len(set(files.column("url").to_pylist())) == SAMPLE_COUNT
     assert pc.sum(files.column("bytes_read")).as_py() > 0
+
+
+def test_workers_without_the_package_are_refused_before_submitting(
+    scheduler_without_gguf_audit: str, local_collection: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = ["scan", str(local_collection), "--out", str(out), "--scheduler", scheduler_without_gguf_audit]
+    status = gguf_audit_main([*argv, "--no-progress"])
+    captured = capsys.readouterr()
+    assert status == 2, captured.err
+    failure = [line for line in captured.err.splitlines() if "lacks" in line]
+    assert len(failure) == 1, captured.err
+    assert "lacks gguf-audit: pip install 'gguf-audit[pipeline]==" in failure[0]
+    assert "nothing was submitted" in failure[0]
+    assert "Traceback" not in captured.err
+    # Nothing was audited, so nothing was written or committed.
+    assert list(out.glob("*/_delta_log/*.json")) == []
+    assert list(out.rglob("*.parquet")) == []
