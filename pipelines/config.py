@@ -23,6 +23,7 @@ import dataclasses
 import json
 import math
 import tomllib
+from importlib import resources
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,15 +276,39 @@ def _convert(key: str, value: object) -> Any:
     raise ConfigError(f"unknown key {key!r}. Got {key!r}.")  # pragma: no cover - _SECTIONS guards
 
 
+def shipped_configs() -> dict[str, str]:
+    """The configs that ship with the package (``configs/`` as ``gguf_audit.configs``): name -> TOML text."""
+    root = resources.files("gguf_audit.configs")
+    return {
+        entry.name.removesuffix(".toml"): entry.read_text(encoding="utf-8")
+        for entry in sorted(root.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(".toml")
+    }
+
+
+def config_text(path_or_name: str | Path) -> tuple[str, str]:
+    """A config's TOML text and where it came from: a file, else a shipped config by name (``hf-mirror``)."""
+    p = Path(path_or_name)
+    # A file wins; otherwise a bare name, or the repository's own spelling (configs/NAME.toml), is
+    # looked up among the shipped configs, so the README's commands work outside a checkout.
+    if p.is_file() or p.parent not in (Path("."), Path("configs")) or p.suffix not in ("", ".toml"):
+        try:
+            return p.read_text(encoding="utf-8"), str(p)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {str(p)!r}: {exc.strerror or exc}. Got {str(p)!r}.") from exc
+    shipped = shipped_configs()
+    name = p.name.removesuffix(".toml")
+    if name not in shipped:
+        names = ", ".join(sorted(shipped))
+        raise ConfigError(f"no config file {str(p)!r}, nor a shipped config of that name ({names}). Got {str(p)!r}.")
+    return shipped[name], f"gguf_audit.configs/{name}.toml"
+
+
 def load_config(path: str | Path) -> ScanConfig:
-    """Read a TOML config file."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {str(p)!r}: {exc.strerror or exc}. Got {str(p)!r}.") from exc
+    """Read a TOML config: a file, or a shipped one by name (``gguf-audit config list``)."""
+    text, source = config_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}. Got {str(p)!r}.") from exc
-    return parse_config(data, source=str(p))
+        raise ConfigError(f"{source}: not valid TOML: {exc}. Got {source!r}.") from exc
+    return parse_config(data, source=source)

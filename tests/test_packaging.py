@@ -43,8 +43,18 @@ def _library_modules() -> list[Path]:
 def test_every_package_is_listed() -> None:
     """find cannot see through package-dir, so the packages are listed: a new folder must be added."""
     expected = _package_dirs(LIBRARY, "gguf_audit") | _package_dirs(PIPELINES, "gguf_audit.pipelines")
-    assert set(SETUPTOOLS["packages"]) == expected
-    assert SETUPTOOLS["package-dir"] == {"gguf_audit.pipelines": "pipelines"}
+    assert set(SETUPTOOLS["packages"]) == expected | {"gguf_audit.configs"}
+    assert SETUPTOOLS["package-dir"] == {"gguf_audit.pipelines": "pipelines", "gguf_audit.configs": "configs"}
+
+
+def test_every_config_ships() -> None:
+    """configs/ installs as gguf_audit.configs with its TOML files as package data."""
+    assert (REPO / "configs" / "__init__.py").is_file()
+    assert SETUPTOOLS["package-data"]["gguf_audit.configs"] == ["*.toml"]
+    from importlib.resources import files
+
+    shipped = sorted(e.name for e in files("gguf_audit.configs").iterdir() if e.name.endswith(".toml"))
+    assert shipped == sorted(p.name for p in (REPO / "configs").glob("*.toml"))
 
 
 def test_py_typed_ships() -> None:
@@ -62,6 +72,7 @@ def test_checkout_sees_the_pipelines_under_their_installed_name() -> None:
 def test_pipeline_commands_are_entry_points() -> None:
     declared = PYPROJECT["project"]["entry-points"]["gguf_audit.commands"]
     assert declared == {
+        "config": "gguf_audit.pipelines.config_cli:add_config_parser",
         "demo": "gguf_audit.pipelines.demo:add_demo_parser",
         "scan": "gguf_audit.pipelines.cli:add_scan_parser",
         "snapshot": "gguf_audit.pipelines.tables_cli:add_snapshot_parser",

@@ -1,0 +1,58 @@
+"""``gguf-audit config``: the run configs that ship with the package.
+
+    gguf-audit config list          their names and first comment line
+    gguf-audit config show NAME     one config's TOML, to copy and edit
+
+``scan --config NAME`` takes the same names, so the configs work outside a
+checkout. Exit status 0, or 2 for a name that is not shipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gguf_audit.pipelines.config import ConfigError, config_text, shipped_configs
+
+__all__ = ["add_config_parser"]
+
+EXIT_OK = 0
+EXIT_FAILED = 2
+
+
+def add_config_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``config`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "config",
+        help="list or print the run configs that ship with gguf-audit",
+        description="The shipped run configs; scan --config NAME takes these names. Exit status 0, or 2.",
+    )
+    actions = parser.add_subparsers(dest="config_action", required=True)
+    actions.add_parser("list", help="the shipped configs' names")
+    show = actions.add_parser("show", help="print one shipped config")
+    show.add_argument("name", metavar="NAME", help="a name from `gguf-audit config list` (local, nightly-s3, ...)")
+    parser.set_defaults(func=_cmd_config)
+    return parser
+
+
+def _summary(text: str) -> str:
+    """The first comment line after the title line: what the config is for."""
+    comments = [line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")]
+    return comments[0] if comments else ""
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    if args.config_action == "list":
+        shipped = shipped_configs()
+        width = max(map(len, shipped), default=0)
+        for name, text in shipped.items():
+            print(f"{name:{width}}  {_summary(text)}")
+        return EXIT_OK
+    try:
+        text, _ = config_text(args.name)
+    except ConfigError as exc:
+        print(f"gguf-audit config: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    sys.stdout.write(text)
+    return EXIT_OK
