@@ -23,9 +23,9 @@ import dataclasses
 import json
 import math
 import tomllib
-from importlib import resources
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
