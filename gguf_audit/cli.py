@@ -26,7 +26,7 @@ from gguf_audit.errors import FormatError, GGUFAuditError, SourceError, Terminat
 from gguf_audit.findings import CODES, Severity
 from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
-from gguf_audit.io.protocols import ProtocolUnavailable, check_protocol, local_directory
+from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
 from gguf_audit.plan import SampleConfig, SelectionError
 from gguf_audit.report.json import audit_to_json, comparison_to_json, file_samples_to_json
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
@@ -228,9 +228,32 @@ def _add_plugged_in_commands(sub: Any) -> None:
     for plugin in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         try:
             add_parser = plugin.load()
-        except ImportError:
+        except ImportError as exc:
+            _add_missing_command(sub, plugin.name, exc)
             continue
         add_parser(sub)
+
+
+def _extra_for(exc: ImportError) -> str:
+    """The pip command that brings the module an import failed on."""
+    top = (exc.name or "").split(".")[0]
+    extra = _PIPELINE_MODULES.get(top) or EXTRAS.get(top.removesuffix("fs"))
+    return f"pip install 'gguf-audit[{extra or 'pipeline'}]'"
+
+
+_PIPELINE_MODULES: Final = dict.fromkeys(("dask", "distributed", "deltalake", "duckdb", "tqdm", "bokeh"), "pipeline")
+
+
+def _add_missing_command(sub: Any, name: str, exc: ImportError) -> None:
+    """A command whose module cannot be imported still answers, with what to install, before doing anything."""
+    hint = _extra_for(exc)
+    parser = sub.add_parser(name, help=f"(not installed: {hint})", add_help=False)
+    parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def missing(args: argparse.Namespace) -> int:
+        raise _UsageError(f"{name} needs an extra that is not installed ({exc.name or exc}): {hint}")
+
+    parser.set_defaults(func=missing)
 
 
 def _silence_stdout() -> None:

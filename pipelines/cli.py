@@ -31,6 +31,7 @@ from gguf_audit.pipelines.discover import Listing
 from gguf_audit.pipelines.duck import connect
 from gguf_audit.pipelines.output import OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
+from gguf_audit.pipelines.workers import missing_pipeline_module
 from gguf_audit.report.format import escape, fmt_bytes
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PROBLEMS", "add_scan_parser", "cmd_scan", "main"]
@@ -234,8 +235,22 @@ def _duckdb_block(result: ScanResult) -> str:
     return "\n".join(lines)
 
 
+def needs_pipeline_extra(command: str) -> bool:
+    """Say so (one line, nothing written yet) when the ``pipeline`` extra is not installed."""
+    missing = missing_pipeline_module()
+    if missing is None:
+        return False
+    print(
+        f"gguf-audit: {command} needs an extra that is not installed ({missing}): pip install 'gguf-audit[pipeline]'",
+        file=sys.stderr,
+    )
+    return True
+
+
 def cmd_scan(args: argparse.Namespace) -> int:
     """Run ``scan`` from parsed arguments; returns the exit status."""
+    if needs_pipeline_extra("scan"):
+        return EXIT_FAILED
     try:
         config = _config_from_args(args)
     except ConfigError as exc:

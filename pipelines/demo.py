@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gguf_audit.pipelines.cli import EXIT_FAILED, EXIT_PROBLEMS
+from gguf_audit.pipelines.cli import EXIT_FAILED, EXIT_PROBLEMS, needs_pipeline_extra
 from gguf_audit.pipelines.cli import main as scan_main
 from gguf_audit.pipelines.sample_collection import build_sample_collection
 
@@ -38,6 +38,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def run_demo(directory: str, out: str, *, workers: int | None = None, progress: bool = True) -> int:
     """Write the sample collection to ``directory``, scan it into ``out``; 0 when the scan committed."""
+    if needs_pipeline_extra("demo"):
+        return EXIT_FAILED
     urls = build_sample_collection(directory)
     print(f"sample collection: {len(urls)} files under {directory}/")
     argv = [directory, "--out", out]

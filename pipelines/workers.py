@@ -15,11 +15,12 @@ not be unpickled at all.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
-__all__ = ["NEEDED", "worker_problems"]
+__all__ = ["NEEDED", "PIPELINE_MODULES", "missing_pipeline_module", "worker_problems"]
 
 NEEDED: Final = ("gguf-audit", "gguf", "numpy", "pyarrow", "fsspec", "deltalake", "jinja2")
 """Distributions a worker imports to audit a batch and write its rows (import name in :data:`_MODULES`)."""
@@ -32,6 +33,20 @@ _PROBE: Final = (
     "if __import__('importlib.util').util.find_spec(modules.get(n, n)) is not None else None"
     ") for n in names}})({names!r}, {modules!r})"
 )
+
+
+PIPELINE_MODULES: Final = ("dask", "distributed", "deltalake", "duckdb")
+"""What the ``pipeline`` extra brings that a scan, the demo and the tables commands import lazily."""
+
+
+def missing_pipeline_module() -> str | None:
+    """The first module of the ``pipeline`` extra this Python cannot import, checked before anything is written."""
+    for name in PIPELINE_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return name
+    return None
 
 
 def _probe_expression(names: Sequence[str]) -> str:

@@ -58,3 +58,21 @@ def test_inspect_fails_a_file_llama_cpp_refuses_even_without_errors(capsys: pyte
     out = capsys.readouterr().out
     assert "header.big_endian" in out
     assert "error" not in {line.split()[0] for line in out.splitlines() if line.startswith(("error", "warning"))}
+
+
+@pytest.mark.parametrize("command", ["demo", "scan"])
+def test_a_pipeline_command_without_its_extra_names_it(command: str, tmp_path: Path) -> None:
+    # dask and distributed made unimportable in a fresh interpreter, as without the pipeline extra.
+    code = (
+        "import sys\n"
+        "for name in ('dask', 'distributed'):\n"
+        "    sys.modules[name] = None\n"
+        "from gguf_audit.cli import main\n"
+        f"sys.exit(main([{command!r}, '--out', 'x']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr.strip() == (
+        f"gguf-audit: {command} needs an extra that is not installed (dask): pip install 'gguf-audit[pipeline]'"
+    )
+    assert list(tmp_path.iterdir()) == []  # nothing written before saying so
