@@ -21,13 +21,13 @@ import argparse
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, TextIO
 
 from gguf_audit.errors import GGUFAuditError, Terminated
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
-from gguf_audit.pipelines.discover import Listing
+from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.duck import connect
 from gguf_audit.pipelines.output import OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
@@ -212,9 +212,34 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
     return "\n".join(lines)
 
 
-def _duckdb_block(result: ScanResult) -> str:
+def s3_duckdb_setup(out: str, out_options: Mapping[str, Any]) -> list[str]:
+    """What DuckDB needs before ``delta_scan`` reads tables on S3: its extensions and a secret.
+
+    The secret takes credentials from the same chain a scan does (environment,
+    profiles), never inline; an S3-compatible store's endpoint from ``--out``'s
+    own options is spelt out.
+    """
+    if not out.startswith(("s3://", "s3a://")):
+        return []
+    endpoint = out_options.get("endpoint_url") or (out_options.get("client_kwargs") or {}).get("endpoint_url")
+    extra = ""
+    if isinstance(endpoint, str) and "://" in endpoint:
+        scheme, host = endpoint.split("://", 1)
+        ssl = "true" if scheme == "https" else "false"
+        extra = f", ENDPOINT '{host.rstrip('/')}', URL_STYLE 'path', USE_SSL {ssl}"
+    return [
+        "  -- first, for s3:// (offline: pip install duckdb-ext-httpfs duckdb-ext-aws, and LOAD their files);",
+        "  -- credentials come from the environment or profiles, as for the scan:",
+        "  INSTALL httpfs; LOAD httpfs; INSTALL aws; LOAD aws;",
+        f"  CREATE SECRET (TYPE s3, PROVIDER credential_chain{extra});",
+    ]
+
+
+def _duckdb_block(result: ScanResult, out_options: Mapping[str, Any]) -> str:
     query = example_query(result)
-    lines = ["", "query it with DuckDB (its delta extension: pip install duckdb-ext-delta):", f"  {query};"]
+    lines = ["", "query it with DuckDB (its delta extension: pip install duckdb-ext-delta):"]
+    lines += s3_duckdb_setup(result.out, out_options)
+    lines.append(f"  {query};")
     if not _is_local(result.out):
         return "\n".join(lines)
     try:
@@ -283,7 +308,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         progress.close()
         logger.removeHandler(handler)
     print(render_summary(result, config.fail_on))
-    print(_duckdb_block(result))
+    print(_duckdb_block(result, options_for(config.out, config.out_storage_options or config.storage_options)))
     return EXIT_PROBLEMS if result.reaches(config.fail_on) else EXIT_OK
 
 
