@@ -28,7 +28,7 @@ from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
 from gguf_audit.plan import SampleConfig, SelectionError
-from gguf_audit.report.json import audit_to_json, comparison_to_json, file_samples_to_json
+from gguf_audit.report.json import audit_to_json, comparison_to_json, dumps, file_samples_to_json
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
 from gguf_audit.samples import read_file_samples
 
@@ -87,8 +87,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     audit = audit_file(_readable(args.url), storage_options=options, config=config)
     if args.json:
         out = audit_to_json(audit, full_arrays=args.full_arrays, samples=args.samples)
-        json.dump(out, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(dumps(out) + "\n")
     else:
         print(render_text(audit, samples=args.samples))
     # A file llama.cpp refuses fails the command even when its findings are
@@ -119,8 +118,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         print(f"gguf-audit: {args.url}: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
     if args.json:
-        json.dump(file_samples_to_json(samples), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(dumps(file_samples_to_json(samples)) + "\n")
     else:
         print(render_file_samples(samples))
     return EXIT_PROBLEMS if any(f.severity is Severity.ERROR for f in samples.read.findings) else EXIT_OK
@@ -134,8 +132,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"gguf-audit: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
     if args.json:
-        json.dump(comparison_to_json(result), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(dumps(comparison_to_json(result)) + "\n")
     else:
         print(render_comparison(result))
     return EXIT_PROBLEMS if any(f.severity is Severity.ERROR for f in result.findings) else EXIT_OK

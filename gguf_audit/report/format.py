@@ -14,23 +14,27 @@ from typing import Final
 
 from gguf_audit.findings import Finding
 
-__all__ = ["INSPECT_CODE_WIDTH", "MEASURE_CODE_WIDTH", "escape", "finding_line", "fmt_bytes", "fmt_stat"]
+__all__ = ["INSPECT_CODE_WIDTH", "MEASURE_CODE_WIDTH", "UNSAFE", "escape", "finding_line", "fmt_bytes", "fmt_stat"]
 
 INSPECT_CODE_WIDTH: Final = 32
 """The code column of ``inspect``'s problem lines."""
 MEASURE_CODE_WIDTH: Final = 24
 """The code column of ``sample``'s and ``compare``'s problem lines (their codes are shorter)."""
 
-# C0 and C1 controls, DEL, and the Unicode format characters that reorder or
-# hide text (bidi embeddings and isolates, zero-width marks, BOM).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# C0 and C1 controls (0x9B is the 8-bit CSI that starts a terminal escape), DEL,
+# the line and paragraph separators (JavaScript and some viewers end lines there),
+# and the Unicode format characters that reorder or hide text (bidi embeddings and
+# isolates, zero-width marks, BOM, the invisible tag characters).
+UNSAFE: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\U000e0000-\U000e007f]"
+)
 
 
 def escape(text: str, limit: int | None = None) -> str:
     """``text`` with every unsafe character shown as an escape, cut to ``limit``."""
     if limit is not None and len(text) > limit:
         text = text[:limit] + "…"
-    return _UNSAFE.sub(_escape_char, text)
+    return UNSAFE.sub(_escape_char, text)
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -40,7 +44,9 @@ def _escape_char(match: re.Match[str]) -> str:
         return "\\n"
     if ch == "\t":
         return "\\t"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def finding_line(f: Finding, *, code_width: int = INSPECT_CODE_WIDTH, place: bool = True) -> str:

@@ -6,6 +6,8 @@ JSON-safe data only: non-finite floats follow
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import numpy as np
@@ -15,9 +17,30 @@ from gguf_audit.compare import Comparison
 from gguf_audit.decode.sampled import DecodedBlock
 from gguf_audit.decode.stats import combine_stats
 from gguf_audit.format.model import KV, StringArray, Value, ValueType, json_scalar
+from gguf_audit.report.format import UNSAFE
 from gguf_audit.samples import FileSamples
 
-__all__ = ["audit_to_json", "comparison_to_json", "file_samples_to_json", "value_to_json"]
+__all__ = ["audit_to_json", "comparison_to_json", "dumps", "file_samples_to_json", "value_to_json"]
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    high, low = divmod(code - 0x10000, 0x400)  # UTF-16 surrogate pair, as JSON spells astral characters
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """JSON text that keeps readable Unicode but escapes every character the text report escapes.
+
+    ``json.dumps(ensure_ascii=False)`` writes C1 controls (0x9B, the 8-bit CSI),
+    bidi overrides, U+2028/2029 and tag characters raw: a file's strings could
+    drive a terminal or reorder what a viewer shows. Outside strings JSON text
+    holds ASCII only, so each such character is inside a string, where its
+    ``\\uXXXX`` escape means the same character to every JSON reader.
+    """
+    return UNSAFE.sub(_json_escape, json.dumps(value, ensure_ascii=False, **kwargs))
 
 
 def value_to_json(value: Value) -> Any:
