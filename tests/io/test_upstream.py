@@ -182,3 +182,21 @@ def test_inspect_reads_no_upstream_unless_asked(server: RangeHTTPServer) -> None
         server.put(f"repo/{name}", data)
     assert main(["inspect", server.url_for("repo/m.gguf")]) == 0
     assert not [r for r in server.requests if r.path.endswith(".json")]
+
+
+def test_base_model_repo_url_on_the_local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gguf_audit.testing.hub import LocalHub
+
+    with LocalHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        hub.add_org("meta")
+        hub.create_repo("meta/base")
+        hub.add_files("meta/base", {**_files(eos_token_id=[2, 9]), "generation_config.json": b'{"eos_token_id": 2}'})
+        page = f"{hub.endpoint}/meta/base"  # as convert_hf_to_gguf.py writes general.base_model.0.repo_url
+        linked = _model(kv_u32("general.base_model.count", 1), kv_str("general.base_model.0.repo_url", page))
+        _write(tmp_path, {"m.gguf": linked})
+        audit = audit_file(str(tmp_path / "m.gguf"), config=UPSTREAM)
+        assert audit.upstream_url == f"{page}/resolve/main"
+        # config.json stops on 9 too (a byte token here), which the GGUF does not end on.
+        assert _codes(audit) == ["upstream.stop_not_eog"]
+        assert hub.resolve_requests >= 2

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
+import pytest
 from corpus import corpus_dir
 from pipeline_helpers import read_dataset
 
-from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.io.upstream import UpstreamConfig
+from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
+from gguf_audit.pipelines.config import ConfigError, ScanConfig, parse_config
 from gguf_audit.pipelines.run import run_scan
 from gguf_audit.testing.builder import build_gguf, kv_str, tiny_llama_like
 
@@ -80,3 +84,18 @@ def test_scan_records_upstream_url_and_upstream_problems(client: Any, tmp_path: 
         ]
     assert upstream == sorted(expected)
     assert by_name["repo/m-Q4_K_M.gguf"]["status"] == "error" and by_name["lone/x.gguf"]["status"] == "ok"
+
+
+def test_upstream_settings_from_the_config_and_the_flags(tmp_path: Path) -> None:
+    config = parse_config({"checks": {"upstream": True, "upstream_location": "s3://b/up"}})
+    assert config.audit_config.upstream == UpstreamConfig(location="s3://b/up")
+    assert ScanConfig().audit_config.upstream is None and "upstream" in ScanConfig().checks()
+    with pytest.raises(ConfigError):
+        parse_config({"checks": {"upstream": "yes"}})
+    parser = argparse.ArgumentParser()
+    _add_arguments(parser)
+    flagged = _config_from_args(parser.parse_args(["root", "--upstream", str(tmp_path)]))
+    assert flagged.upstream and flagged.audit_config.upstream == UpstreamConfig(location=str(tmp_path))
+    auto = _config_from_args(parser.parse_args(["root", "--upstream-auto"]))
+    assert auto.audit_config.upstream == UpstreamConfig()
+    assert _config_from_args(parser.parse_args(["root"])).audit_config.upstream is None
