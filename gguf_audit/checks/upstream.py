@@ -35,9 +35,12 @@ and value and the upstream file, key and value; its offset is the GGUF key's.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import numpy as np
 
 from gguf_audit.checks.facts import HeaderFacts
 from gguf_audit.checks.tokenizer import _LLAMA_EOG_TEXTS, _TokenLookup
@@ -138,7 +141,7 @@ class _Vocab:
         if isinstance(decoder, Mapping):
             for key, item in decoder.items():
                 text = _token_text(item)
-                if text is not None and str(key).isdigit():
+                if text is not None and str(key).isascii() and str(key).isdigit():
                     self.upstream_text[int(key)] = text
         self.upstream_id = {text: tid for tid, text in self.upstream_text.items()}
 
@@ -288,7 +291,7 @@ def _float_of(value: object) -> float | None:
 
 def _gguf_float(facts: HeaderFacts, key: str) -> float | None:
     value = facts.header.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) else None
 
 
 def _close(a: float, b: float) -> bool:

@@ -101,7 +101,7 @@ def diff_summary(ours: str, theirs: str) -> str:
     line_no = ours.count("\n", 0, at) + 1
     start = max(0, at - SNIPPET // 2)
     return (
-        f"+{added}/-{removed} lines (upstream against GGUF); first difference at line {line_no}, char {at}: "
+        f"+{added}/-{removed} lines (+ upstream, - GGUF); first difference at line {line_no}, char {at}: "
         f"GGUF {_snip(ours, start)} vs upstream {_snip(theirs, start)}"
     )
 
