@@ -15,7 +15,9 @@ from typing import Any
 
 import fsspec
 
+from gguf_audit.checks.facts import header_facts
 from gguf_audit.checks.header import check_header
+from gguf_audit.checks.upstream import check_upstream
 from gguf_audit.decode.stats import SampleRow
 from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_loadable
@@ -24,6 +26,7 @@ from gguf_audit.format.wire import Limits
 from gguf_audit.io.errors import classify_error
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, IOStats, ReadConfig, open_source
+from gguf_audit.io.upstream import UpstreamCache, UpstreamConfig, locate_upstream
 from gguf_audit.plan import SampleConfig
 from gguf_audit.samples import SampleRead, sample_file
 from gguf_audit.templates.audit import (
@@ -54,6 +57,8 @@ class AuditConfig:
     """Architecture, tokenizer and declared-type checks (header only)."""
     templates: bool = True
     """Inspect and render chat templates (in a sandboxed child process)."""
+    upstream: UpstreamConfig | None = None
+    """Compare with the upstream config.json and tokenizer files (``upstream.*``); None skips it."""
 
 
 DEFAULT_AUDIT_CONFIG = AuditConfig()
@@ -81,6 +86,8 @@ class FileAudit:
     sampled_strata: int | None = None
     """Which sixteenths of the data section the blocks read touch, bit ``k`` for the
     ``k``-th (0xFFFF: all); None when sampling was off."""
+    upstream_url: str | None = None
+    """Where the upstream configuration compared with came from; None when none was found or looked for."""
 
     @property
     def loadable(self) -> bool | None:
@@ -114,11 +121,13 @@ def audit_file(
     fs: fsspec.AbstractFileSystem | None = None,
     config: AuditConfig = DEFAULT_AUDIT_CONFIG,
     template_cache: TemplateCache = DEFAULT_TEMPLATE_CACHE,
+    upstream_cache: UpstreamCache | None = None,
 ) -> FileAudit:
     """Read ``url``'s header, judge it, and return every finding. Never raises.
 
     ``template_cache`` audits each distinct set of chat templates once (shared
-    by every thread that audits files with it).
+    by every thread that audits files with it); ``upstream_cache`` reads each
+    upstream place once for the files that share it (a batch's).
     """
     begun = time.perf_counter()
     stats = IOStats()
@@ -128,6 +137,7 @@ def audit_file(
     fingerprint: str | None = None
     templates: list[TemplateAudit] = []
     sampled: SampleRead | None = None
+    upstream_url: str | None = None
     source = None
     try:
         source = open_source(url, storage_options=storage_options, size=size, fs=fs, config=config.read)
@@ -150,6 +160,8 @@ def audit_file(
             sampled = sample_file(source, read, config=config.samples).read
             findings.extend(sampled.findings)
             rows, fingerprint = list(sampled.rows), sampled.fingerprint
+        if config.upstream is not None:
+            upstream_url = _check_upstream(url, header, config, storage_options, stats, upstream_cache, findings)
     except FormatError as exc:
         findings.append(finding(exc.code, exc.message, offset=exc.offset))
     except SourceError as exc:
@@ -175,7 +187,30 @@ def audit_file(
         templates=templates,
         sampled_tensors=sampled.sampled_tensors if sampled is not None else None,
         sampled_strata=sampled.sampled_strata if sampled is not None else None,
+        upstream_url=upstream_url,
     )
+
+
+def _check_upstream(
+    url: str,
+    header: Header,
+    config: AuditConfig,
+    storage_options: Mapping[str, Any] | None,
+    stats: IOStats,
+    cache: UpstreamCache | None,
+    findings: list[Finding],
+) -> str | None:
+    """Compare a model's metadata-carrying file with its upstream; where that was, or None."""
+    facts = header_facts(header, url)
+    if facts.continuation or not facts.model or config.upstream is None:
+        return None
+    upstream = locate_upstream(
+        url, header, config=config.upstream, stats=stats, storage_options=storage_options, read=config.read, cache=cache
+    )
+    if upstream is None:
+        return None
+    findings.extend(check_upstream(facts, upstream))
+    return upstream.url
 
 
 def _check_templates(

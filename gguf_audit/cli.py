@@ -10,6 +10,7 @@ SIGPIPE ended, without a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ from gguf_audit.findings import CODES, Severity
 from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
+from gguf_audit.io.upstream import UpstreamConfig
 from gguf_audit.plan import SampleConfig, SelectionError
 from gguf_audit.report.json import audit_to_json, comparison_to_json, dumps, file_samples_to_json
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
@@ -84,6 +86,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     options = _parse_storage_options(args.storage_options)
     sample_config = _sample_config(args)
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
+    config = _with_upstream(config, args)
     audit = audit_file(_readable(args.url), storage_options=options, config=config)
     if args.json:
         out = audit_to_json(audit, full_arrays=args.full_arrays, samples=args.samples)
@@ -93,6 +96,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     # A file llama.cpp refuses fails the command even when its findings are
     # warnings (a big-endian file): "1" must mean "this will not load" too.
     return EXIT_PROBLEMS if audit.errors or audit.loadable is False else EXIT_OK
+
+
+def _with_upstream(config: AuditConfig, args: argparse.Namespace) -> AuditConfig:
+    """``--upstream LOCATION`` compares with that place only; ``--upstream-auto`` looks beside the file,
+    then where its header points. Neither: no upstream requests (the default)."""
+    if args.upstream is not None:
+        return dataclasses.replace(config, upstream=UpstreamConfig(location=args.upstream))
+    if args.upstream_auto:
+        return dataclasses.replace(config, upstream=UpstreamConfig())
+    return config
 
 
 def _parse_blocks(text: str | None) -> list[int] | None:
@@ -184,6 +197,16 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--samples", action="store_true", help="also read sampled tensor blocks and check their data")
     inspect.add_argument(
         "--sample-requests", type=int, metavar="N", help="range requests for samples at most, with --samples (32)"
+    )
+    inspect.add_argument(
+        "--upstream",
+        metavar="DIR_OR_URL",
+        help="compare with the config.json, tokenizer_config.json, generation_config.json there (upstream.*)",
+    )
+    inspect.add_argument(
+        "--upstream-auto",
+        action="store_true",
+        help="compare with the upstream found beside the file or in the repository its header names",
     )
     inspect.set_defaults(func=_cmd_inspect)
 

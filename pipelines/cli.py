@@ -83,6 +83,15 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
     scan.add_argument(
         "--sample-requests", type=int, metavar="N", help="range requests per file for samples at most (default 32)"
     )
+    scan.add_argument(
+        "--upstream-auto",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compare each model with its upstream config.json and tokenizer files, beside it or linked (upstream.*)",
+    )
+    scan.add_argument(
+        "--upstream", metavar="DIR_OR_URL", help="compare every model with the upstream there (implies --upstream-auto)"
+    )
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
     scan.add_argument("--no-dashboard", action="store_true", help="start the local cluster without its dashboard")
 
@@ -108,6 +117,8 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
         dashboard=False if args.no_dashboard else None,
         samples=args.samples,
         sample_requests=args.sample_requests,
+        upstream=True if args.upstream else args.upstream_auto,
+        upstream_location=args.upstream,
     )
 
 

@@ -5,7 +5,7 @@ A config has four tables::
     [scan]      roots, manifests, include, exclude, out, incremental, fail_on
     [cluster]   scheduler, workers, threads_per_worker, dashboard
     [io]        batch_size, threads, retries, backoff_s, timeout_s, initial_bytes
-    [checks]    semantics, templates, samples, sample_requests, sample_budget_bytes
+    [checks]    semantics, templates, samples, sample_requests, sample_budget_bytes, upstream, upstream_location
     [storage_options]      fsspec options, flat or one table per protocol ([storage_options.s3])
     [out_storage_options]  options for --out when it needs its own
 
@@ -34,6 +34,7 @@ from gguf_audit.errors import GGUFAuditError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.options import check_no_credentials as _check_no_credentials
 from gguf_audit.io.source import ReadConfig
+from gguf_audit.io.upstream import UpstreamConfig
 from gguf_audit.plan import SampleConfig
 
 __all__ = [
@@ -45,7 +46,15 @@ __all__ = [
 ]
 
 FAIL_ON: Final = ("error", "warning")
-CHECK_SETTINGS: Final = ("semantics", "templates", "samples", "sample_requests", "sample_budget_bytes")
+CHECK_SETTINGS: Final = (
+    "semantics",
+    "templates",
+    "samples",
+    "sample_requests",
+    "sample_budget_bytes",
+    "upstream",
+    "upstream_location",
+)
 
 
 class ConfigError(GGUFAuditError, ValueError):
@@ -89,6 +98,11 @@ class ScanConfig:
     """Range requests per file for samples at most, when sampling (the header's are apart)."""
     sample_budget_bytes: int = 1 << 20
     """Bytes of tensor data read per file at most, when sampling."""
+    upstream: bool = False
+    """Compare each model with its upstream config.json and tokenizer files (``upstream.*``), found beside
+    it or where its header points; two to five requests per directory and batch."""
+    upstream_location: str = ""
+    """With ``upstream``, compare every model with the upstream here only (a path or URL); empty looks per model."""
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     out_storage_options: Mapping[str, Any] | None = None
 
@@ -122,6 +136,7 @@ class ScanConfig:
             ),
             semantics=self.semantics,
             templates=self.templates,
+            upstream=UpstreamConfig(location=self.upstream_location or None) if self.upstream else None,
         )
 
     def checks(self) -> dict[str, Any]:
@@ -257,7 +272,7 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> ScanConf
 def _convert(key: str, value: object) -> Any:
     if key in ("roots", "manifests", "include", "exclude"):
         return _parse_str_list(key, value)
-    if key in ("incremental", "dashboard", "semantics", "templates", "samples"):
+    if key in ("incremental", "dashboard", "semantics", "templates", "samples", "upstream"):
         return _parse_bool(key, value)
     if key in ("workers", "threads_per_worker", "batch_size", "threads", "retries", "initial_bytes"):
         return _parse_int(key, value, 0)
@@ -265,6 +280,10 @@ def _convert(key: str, value: object) -> Any:
         return _parse_int(key, value, 1)
     if key in ("backoff_s", "timeout_s"):
         return _parse_float(key, value, 0.0)
+    if key == "upstream_location":
+        if not isinstance(value, str):
+            raise ConfigError(f"upstream_location must be a path or URL string (empty: per model). Got {value!r}.")
+        return value
     if key == "fail_on":
         return _parse_fail_on(value)
     if key == "out":

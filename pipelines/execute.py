@@ -33,6 +33,7 @@ from gguf_audit.errors import describe_exception
 from gguf_audit.findings import finding
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.source import IOStats
+from gguf_audit.io.upstream import UpstreamCache
 from gguf_audit.pipelines.batches import Batch
 from gguf_audit.pipelines.discover import options_for
 from gguf_audit.pipelines.parts import PartFile, RunParts
@@ -130,7 +131,7 @@ def _failed_audit(listed: ListedFile, code: str, message: str, io_stats: IOStats
     )
 
 
-def _audit_one(listed: ListedFile, options: TaskOptions) -> FileAudit:
+def _audit_one(listed: ListedFile, options: TaskOptions, upstream: UpstreamCache | None = None) -> FileAudit:
     try:
         return audit_file(
             listed.url,
@@ -138,6 +139,7 @@ def _audit_one(listed: ListedFile, options: TaskOptions) -> FileAudit:
             etag=listed.etag,
             storage_options=options_for(listed.url, options.storage_options),
             config=options.audit,
+            upstream_cache=upstream,
         )
     except Exception as exc:  # noqa: BLE001 - audit_file never raises; this guards the guard
         return _failed_audit(listed, "internal.unexpected", describe_exception(exc))
@@ -210,6 +212,7 @@ def lost_result(batch: Batch, options: TaskOptions, code: str, message: str) -> 
 def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
     """Audit the batch's files on the shared pool, writing each file's rows as soon as its audit is done."""
     pool = WORKER_POOLS.pool(options.threads)
+    upstream = UpstreamCache()  # a batch reads each directory's upstream once
     pending: dict[Future[FileAudit], int] = {}
     files = list(enumerate(batch.files))
     next_file = 0
@@ -217,7 +220,7 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
     while next_file < len(files) or pending:
         while next_file < len(files) and len(pending) < options.threads:
             i, listed = files[next_file]
-            pending[pool.submit(_audit_one, listed, options)] = i
+            pending[pool.submit(_audit_one, listed, options, upstream)] = i
             next_file += 1
         done, _ = wait(pending, return_when=FIRST_COMPLETED)
         for future in done:

@@ -94,6 +94,8 @@ def audit_to_json(audit: FileAudit, *, full_arrays: bool = False, samples: bool 
         "problems": [f.as_dict() for f in audit.findings],
         "io": {"requests": audit.io.requests, "bytes_read": audit.io.bytes_read},
     }
+    if audit.upstream_url is not None:
+        out["upstream_url"] = audit.upstream_url
     if samples:
         out["samples"] = [row.as_dict() for row in audit.samples]
         out["fingerprint"] = audit.fingerprint

@@ -76,6 +76,8 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = Fals
     else:
         lines.append("problems: none")
     lines.append("")
+    if audit.upstream_url is not None:
+        lines.append(f"upstream: {audit.upstream_url}")
     lines.append(
         f"io: {audit.io.requests} requests, {fmt_bytes(audit.io.bytes_read, exact=True)} read"
         + (f" ({audit.io.bytes_read / audit.size:.2%} of the file)" if audit.size else "")

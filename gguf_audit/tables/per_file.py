@@ -137,6 +137,7 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
         "reused": False,
         "sampled_tensors": audit.sampled_tensors,
         "sampled_strata": audit.sampled_strata,
+        "upstream_url": audit.upstream_url,
     }
     if h is not None:
         arch = _str_value(h, "general.architecture")

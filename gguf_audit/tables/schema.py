@@ -144,6 +144,8 @@ _FILES: Final = [
     # what sampling looked at (null without sampling)
     _f("sampled_tensors", pa.int32()),
     _f("sampled_strata", pa.int32()),
+    # the upstream config compared with (null when off or none found)
+    _f("upstream_url", pa.string()),
 ]
 
 _MODELS: Final = [
