@@ -433,6 +433,16 @@ _code(
     "The quantized file and the reference share no tensor with the same name and shape.",
 )
 
+# --- lineage: families of files across a collection (scans) ---
+_code(
+    "lineage.no_full_precision",
+    I,
+    False,
+    "A family of quantized files (same architecture, tensor names and shapes, base model or name) has no "
+    "full-precision (F32, F16 or BF16) GGUF in the collection, nor a safetensors file beside it: nothing to "
+    "re-quantize from or to compare against.",
+)
+
 # --- I/O, the run and the audit itself ---
 _code("io.not_found", E, True, "The file does not exist at the URL.")
 _code("io.permission_denied", E, True, "The credentials in use may not read the file.")

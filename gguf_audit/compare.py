@@ -36,13 +36,16 @@ from gguf_audit.format.safetensors import ReferenceFormatError, ReferenceTensor,
 from gguf_audit.io.blocks import read_ranges_into
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
-from gguf_audit.plan import DEFAULT_SAMPLE_CONFIG, ByteRange, merge_ranges, plan_spread
+from gguf_audit.plan import DEFAULT_SAMPLE_CONFIG, ByteRange, SamplePlan, merge_ranges, plan_blocks, plan_spread
+from gguf_audit.plan.explicit import spread_indices
+from gguf_audit.plan.model import tensor_geometry
 from gguf_audit.samples import read_samples
 
 __all__ = [
     "COMPARE_BLOCKS_PER_TENSOR",
     "LAYOUT_SUSPECT",
     "NO_COMMON_TENSORS",
+    "CompareBudget",
     "Comparison",
     "Reference",
     "Skipped",
@@ -186,17 +189,71 @@ def _reference_range(ref: ReferenceTensor, first: int, count: int) -> tuple[Byte
     return ByteRange(start, ref.data_offset + hi * info.block_bytes), first - lo * info.block_elems
 
 
+@dataclass(frozen=True, slots=True)
+class CompareBudget:
+    """A bound on one comparison (scans): at most ``max_tensors`` tensors, and per file at most
+    ``max_requests`` sampled ranges and ``budget_bytes`` bytes of sampled blocks, as sampling has."""
+
+    max_tensors: int = 8
+    max_requests: int = DEFAULT_SAMPLE_CONFIG.max_requests
+    budget_bytes: int = DEFAULT_SAMPLE_CONFIG.budget_bytes
+
+
+def _chosen_tensors(header: Header, reference: Reference, common: Sequence[str], limit: int) -> list[str]:
+    """At most ``limit`` of ``common``, spread over the file: the ones stored in another type than the
+    reference's first (a tensor copied as it is tells nothing of the quantization)."""
+    types = {t.name: t.type_name for t in header.tensors}
+    changed = [n for n in common if types.get(n) != reference.tensors[n].dtype]
+    pool = changed or list(common)
+    return [pool[i] for i in spread_indices(len(pool), limit)]
+
+
+def _budget_plan(
+    header: Header,
+    reference: Reference,
+    names: Sequence[str],
+    blocks_per_tensor: int,
+    budget: CompareBudget,
+    file_size: int | None,
+) -> SamplePlan:
+    """Runs of consecutive blocks spread through each of ``names``, within ``budget`` on either file."""
+    by_name = {t.name: t for t in reversed(header.tensors)}
+    windows = max(1, budget.max_requests // max(1, len(names)))
+    selection: dict[str, list[int]] = {}
+    for name in names:
+        tensor = by_name[name]
+        geo = tensor_geometry(tensor)
+        if geo is None:
+            continue
+        ref = reference.tensors[name]
+        ref_info = ggml_type_info(ref.type_id if ref.type_id is not None else -1)
+        ref_bytes = -(-geo.block_elems * ref_info.block_bytes // max(1, ref_info.block_elems))
+        cost = max(geo.block_bytes, ref_bytes)
+        affordable = max(1, budget.budget_bytes // max(1, cost * len(names)))
+        count = min(blocks_per_tensor, affordable, geo.n_blocks)
+        run = -(-count // windows)
+        starts = spread_indices(max(1, geo.n_blocks - run + 1), max(1, -(-count // run)))
+        indices = sorted({i for start in starts for i in range(start, min(start + run, geo.n_blocks))})
+        selection[name] = indices[:count] if len(indices) > count else indices
+    max_gap = DEFAULT_SAMPLE_CONFIG.max_gap_bytes
+    return plan_blocks(header, selection, file_size=file_size, max_gap_bytes=max_gap)
+
+
 def compare_files(
     quant_url: str,
     reference_url: str,
     *,
     blocks_per_tensor: int = COMPARE_BLOCKS_PER_TENSOR,
+    budget: CompareBudget | None = None,
     storage_options: Mapping[str, Any] | None = None,
     reference_storage_options: Mapping[str, Any] | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
     read_config: ReadConfig = DEFAULT_READ_CONFIG,
 ) -> Comparison:
     """Compare ``quant_url``'s sampled blocks with the same elements of ``reference_url``.
+
+    Without ``budget`` every common tensor is measured at ``blocks_per_tensor``
+    spread blocks; with one, only the tensors and blocks it affords (scans).
 
     Raises FormatError or SourceError when the quantized file's header cannot
     be read, ReferenceFormatError (or those) for the reference's.
@@ -229,7 +286,13 @@ def compare_files(
             r_source.stats,
         )
     max_gap = DEFAULT_SAMPLE_CONFIG.max_gap_bytes
-    plan = plan_spread(header, blocks_per_tensor, tensors=set(common), file_size=q_source.size, max_gap_bytes=max_gap)
+    if budget is None:
+        plan = plan_spread(
+            header, blocks_per_tensor, tensors=set(common), file_size=q_source.size, max_gap_bytes=max_gap
+        )
+    else:
+        common = _chosen_tensors(header, reference, common, budget.max_tensors)
+        plan = _budget_plan(header, reference, common, blocks_per_tensor, budget, q_source.size)
     q_read = read_samples(q_source, header, plan, held=q_head.buffer, max_gap_bytes=max_gap)
     findings.extend(q_read.findings)
 

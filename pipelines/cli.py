@@ -81,6 +81,12 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
     scan.add_argument(
         "--sample-requests", type=int, metavar="N", help="range requests per file for samples at most (default 32)"
     )
+    scan.add_argument(
+        "--compare",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compare quantized files with their family's full-precision file (default; --no-compare skips)",
+    )
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
     scan.add_argument("--no-dashboard", action="store_true", help="start the local cluster without its dashboard")
 
@@ -106,6 +112,7 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
         dashboard=False if args.no_dashboard else None,
         samples=args.samples,
         sample_requests=args.sample_requests,
+        compare=args.compare,
     )
 
 

@@ -5,7 +5,7 @@ A config has four tables::
     [scan]      roots, manifests, include, exclude, out, incremental, fail_on
     [cluster]   scheduler, workers, threads_per_worker, dashboard
     [io]        batch_size, threads, retries, backoff_s, timeout_s, initial_bytes
-    [checks]    semantics, templates, samples, sample_requests, sample_budget_bytes
+    [checks]    semantics, templates, samples, sample_requests, sample_budget_bytes, compare, compare_tensors
     [storage_options]      fsspec options, flat or one table per protocol ([storage_options.s3])
     [out_storage_options]  options for --out when it needs its own
 
@@ -42,7 +42,15 @@ __all__ = [
 ]
 
 FAIL_ON: Final = ("error", "warning")
-CHECK_SETTINGS: Final = ("semantics", "templates", "samples", "sample_requests", "sample_budget_bytes")
+CHECK_SETTINGS: Final = (
+    "semantics",
+    "templates",
+    "samples",
+    "sample_requests",
+    "sample_budget_bytes",
+    "compare",
+    "compare_tensors",
+)
 
 # Option names that carry secrets in s3fs/botocore, gcsfs, adlfs, huggingface_hub and HTTP.
 _CREDENTIAL_KEYS: Final = frozenset(
@@ -116,6 +124,11 @@ class ScanConfig:
     """Range requests per file for samples at most, when sampling (the header's are apart)."""
     sample_budget_bytes: int = 1 << 20
     """Bytes of tensor data read per file at most, when sampling."""
+    compare: bool = True
+    """Compare each quantized file against its family's full-precision file (the ``compare`` table),
+    within ``compare_tensors`` tensors and the sampling budget per file."""
+    compare_tensors: int = 8
+    """Tensors compared per quantized file at most."""
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     out_storage_options: Mapping[str, Any] | None = None
 
@@ -262,6 +275,7 @@ def _validated(config: ScanConfig) -> ScanConfig:
     _parse_int("initial_bytes", config.initial_bytes, 8)
     _parse_int("sample_requests", config.sample_requests, 1)
     _parse_int("sample_budget_bytes", config.sample_budget_bytes, 1)
+    _parse_int("compare_tensors", config.compare_tensors, 1)
     _parse_float("backoff_s", config.backoff_s, 0.0)
     _parse_float("timeout_s", config.timeout_s, 0.001)
     check_no_credentials(config.storage_options)
@@ -295,11 +309,11 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> ScanConf
 def _convert(key: str, value: object) -> Any:
     if key in ("roots", "manifests", "include", "exclude"):
         return _parse_str_list(key, value)
-    if key in ("incremental", "dashboard", "semantics", "templates", "samples"):
+    if key in ("incremental", "dashboard", "semantics", "templates", "samples", "compare"):
         return _parse_bool(key, value)
     if key in ("workers", "threads_per_worker", "batch_size", "threads", "retries", "initial_bytes"):
         return _parse_int(key, value, 0)
-    if key in ("sample_requests", "sample_budget_bytes"):
+    if key in ("sample_requests", "sample_budget_bytes", "compare_tensors"):
         return _parse_int(key, value, 1)
     if key in ("backoff_s", "timeout_s"):
         return _parse_float(key, value, 0.0)

@@ -22,6 +22,7 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.collect import Collector, ScanResult, model_summaries, runs_row
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing
+from gguf_audit.pipelines.lineage import Lineage, judge_lineage
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.pipelines.reuse import (
@@ -92,16 +93,29 @@ class Night:
         tally.merge(model_tally)
         self.collector.add_reused(files, tally, facts)
 
-    def judge_models(self) -> pa.Table:
-        """Write the models' rows (carried, or judged now with their problems); all of this night's models rows."""
-        carried_ids = set(self.carried.column("model_id").to_pylist())
+    def lineage(self, config: ScanConfig) -> Lineage:
+        """This night's families, lineage findings and compare pairs, once every file has its rows."""
+        read = (f.url for f in self.plan.read)
+        return judge_lineage(self.out, config, self.groups, self.collector, self.carried, read)
+
+    def judge_models(self, lineage: Lineage | None = None) -> pa.Table:
+        """Write the models' rows (carried, or judged now with their problems); all of this night's models rows.
+
+        ``lineage`` adds the family columns and lineage and compare problems, and may judge carried models again.
+        """
+        kept = self.carried if lineage is None else lineage.keep_carried(self.carried)
+        carried_ids = set(kept.column("model_id").to_pylist())
         judged = model_summaries(self.groups, self.collector, [m for m in self.groups if m not in carried_ids])
+        if lineage is not None:
+            judged = lineage.apply(judged)
         self.summaries_judged = len(judged)
         models = models_to_table(judged, run_id=self.run_id)
-        carried = self.carried.select(models.schema.names).cast(models.schema)
+        carried = kept.select(models.schema.names).cast(models.schema)
         everything = pa.concat_tables([carried, models])
         self.parts.write("models", everything)
         problems = model_problems_to_table(judged, run_id=self.run_id)
+        if lineage is not None:
+            problems = pa.concat_tables([problems, lineage.pair_problems(self.run_id)])
         self.parts.write("problems", problems)
         self.collector.tally.add_problems(problems)
         return everything

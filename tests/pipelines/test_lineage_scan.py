@@ -1,0 +1,171 @@
+"""Lineage in scans: families, lineage.no_full_precision, the compare table and provenance, on a real cluster.
+
+The collection is the corpus' tiny llama: its F32 file with quantized
+siblings (one of them with its blocks scrambled), a family of quantized files
+without any full-precision file, and one whose directory holds a safetensors
+file. Read back through deltalake, DuckDB's delta extension and polars.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from corpus import corpus_dir
+from pipeline_helpers import read_dataset
+
+from gguf_audit.io.header import read_header
+from gguf_audit.io.source import open_source
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.duck import connect
+from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.picture import picture_table
+from gguf_audit.pipelines.run import run_scan
+
+MODELS = corpus_dir() / "models"
+Q4_0 = 2
+NAME = b"tiny-llama-random"
+
+
+def _scramble_q4_0(src: Path, dst: Path) -> None:
+    """The Q4_0 file with each Q4_0 tensor's blocks in reverse order (a wrong layout, same sizes)."""
+    data = bytearray(src.read_bytes())
+    for t in read_header(open_source(str(src))).header.tensors:
+        if t.type_id != Q4_0:
+            continue
+        blocks = np.frombuffer(data, np.uint8, t.n_bytes, t.data_offset).reshape(-1, 18)
+        data[t.data_offset : t.data_offset + t.n_bytes] = blocks[::-1].tobytes()
+    dst.write_bytes(bytes(data))
+
+
+def _renamed(src: Path, dst: Path, name: bytes) -> None:
+    """A copy whose general.name is ``name`` (same length: the header keeps its layout)."""
+    data = src.read_bytes()
+    assert len(name) == len(NAME) and data.count(NAME) == 1
+    dst.write_bytes(data.replace(NAME, name))
+
+
+@pytest.fixture
+def lineage_collection(tmp_path: Path) -> Path:
+    root = tmp_path / "collection"
+    family = root / "family"
+    family.mkdir(parents=True)
+    for quant in ("F32", "Q8_0", "IQ2_XXS"):
+        shutil.copy(MODELS / f"tiny-llama-{quant}.gguf", family)
+    _scramble_q4_0(MODELS / "tiny-llama-Q4_0.gguf", family / "tiny-llama-Q4_0.gguf")
+    orphans = root / "orphans"
+    orphans.mkdir()
+    _renamed(MODELS / "tiny-llama-Q8_0.gguf", orphans / "orphan-Q8_0.gguf", b"tiny-llama-orphan")
+    _renamed(MODELS / "tiny-llama-Q4_K_M.gguf", orphans / "orphan-Q4_K_M.gguf", b"tiny-llama-orphan")
+    upstream = root / "upstream"
+    upstream.mkdir()
+    _renamed(MODELS / "tiny-llama-Q4_0.gguf", upstream / "up-Q4_0.gguf", b"tiny-llama-upstrm")
+    (upstream / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    return root
+
+
+def _url(root: Path, rel: str) -> str:
+    return f"file://{root / rel}"
+
+
+def test_families_compare_rows_and_provenance(client: Any, lineage_collection: Path, tmp_path: Path) -> None:
+    root = lineage_collection
+    out = tmp_path / "audit-out"
+    config = ScanConfig(roots=(str(root),), out=str(out), compare_tensors=4)
+    first = run_scan(config, client=client)
+
+    files = {r["url"]: r for r in read_dataset(out, "files").to_pylist()}
+    f32, q4_0, q8_0 = (_url(root, f"family/tiny-llama-{q}.gguf") for q in ("F32", "Q4_0", "Q8_0"))
+    iq2 = _url(root, "family/tiny-llama-IQ2_XXS.gguf")
+    assert set(files) >= {f32, q4_0, q8_0, iq2}
+    assert files[f32]["full_precision"] is True and files[q8_0]["full_precision"] is False
+    # Provenance of the imatrix quantization, and none invented for the others.
+    p = files[iq2]
+    assert (p["imatrix_file"], p["imatrix_dataset"], p["imatrix_entries_count"], p["imatrix_chunks_count"]) == (
+        "imatrix.dat",
+        "calib.txt",
+        14,
+        40,
+    )
+    assert p["quantization_version"] == 2 and files[q8_0]["imatrix_file"] is None
+    assert len({files[u]["tensor_set_digest"] for u in (f32, q4_0, q8_0, iq2)}) == 1
+
+    models = {r["urls"][0]: r for r in read_dataset(out, "models").to_pylist()}
+    assert len({models[u]["family_key"] for u in (f32, q4_0, q8_0, iq2)}) == 1
+    assert {models[u]["reference_url"] for u in (q4_0, q8_0, iq2)} == {f32} and models[f32]["reference_url"] is None
+
+    # The compare rows: each quantized sibling against the F32 file, at most compare_tensors tensors.
+    compare = read_dataset(out, "compare").to_pylist()
+    by_url: dict[str, list[dict[str, Any]]] = {}
+    for row in compare:
+        by_url.setdefault(row["url"], []).append(row)
+    assert set(by_url) == {q4_0, q8_0, iq2}
+    assert all(0 < len(rows) <= 4 for rows in by_url.values())
+    assert all(r["reference_url"] == f32 and r["n_values"] > 0 for r in compare)
+    assert all(r["verdict"] == "ok" for u in (q8_0, iq2) for r in by_url[u])
+    assert all(r["max_error_steps"] < 0.6 for r in by_url[q8_0])  # rounding to the nearest of a uniform grid
+    scrambled = [r for r in by_url[q4_0] if r["type"] == "Q4_0"]
+    assert scrambled and all(r["verdict"] == "layout_suspect" for r in scrambled)
+    assert all(r["over_step_fraction"] > 0.2 and r["relative_rmse"] > 0.5 for r in scrambled)
+
+    problems = read_dataset(out, "problems").to_pylist()
+    suspect = [p for p in problems if p["code"] == "compare.layout_suspect"]
+    assert {p["url"] for p in suspect} == {q4_0} and len(suspect) == len(scrambled)
+    assert all(p["scope"] == "model" and p["severity"] == "error" for p in suspect)
+    assert models[q4_0]["status"] == "error" and "compare.layout_suspect" in models[q4_0]["codes"]
+    lineage = [p for p in problems if p["code"] == "lineage.no_full_precision"]
+    # One row for the orphans' family (its first model); the upstream family has its safetensors file.
+    assert [p["model_id"] for p in lineage] == [_url(root, "orphans/orphan-Q4_K_M")]
+    assert lineage[0]["severity"] == "info" and "2 quantized model(s)" in lineage[0]["message"]
+    assert first.problem_codes["compare.layout_suspect"] == len(scrambled)
+
+    [run] = read_dataset(out, "runs").to_pylist()
+    assert run["compare_rows"] == len(compare) and run["compare_version"] == 0
+
+    # DuckDB (the delta extension) and polars read the compare table.
+    con = connect()
+    try:
+        duck = con.execute(
+            f"SELECT url, count(*) FROM delta_scan('{out}/compare') WHERE verdict = 'layout_suspect' GROUP BY url"
+        ).fetchall()
+    finally:
+        con.close()
+    assert duck == [(q4_0, len(scrambled))]
+    frame = pl.read_delta(str(out / "compare"))
+    assert frame.height == len(compare) and frame.filter(pl.col("verdict") == "ok").height == len(compare) - len(
+        scrambled
+    )
+
+    # An incremental night with nothing changed compares nothing again and keeps the same picture.
+    again = run_scan(config.replace(incremental=True), client=client)
+    assert again.n_read == 0 and again.rows_written.get("compare", 0) == 0
+    assert again.problem_codes["compare.layout_suspect"] == len(scrambled)
+    picture = picture_table(Output(str(out)), "compare", again.run_id)
+    assert picture.num_rows == len(compare)
+    night_problems = picture_table(Output(str(out)), "problems", again.run_id).to_pylist()
+    assert sum(p["code"] == "lineage.no_full_precision" for p in night_problems) == 1
+
+    # The F32 file goes: its family's quantized models are judged again, now without a source.
+    (root / "family" / "tiny-llama-F32.gguf").unlink()
+    third = run_scan(config.replace(incremental=True), client=client)
+    assert third.rows_written.get("compare", 0) == 0
+    assert third.problem_codes.get("compare.layout_suspect", 0) == 0
+    night_problems = picture_table(Output(str(out)), "problems", third.run_id).to_pylist()
+    lineage_ids = sorted(p["model_id"] for p in night_problems if p["code"] == "lineage.no_full_precision")
+    assert lineage_ids == [_url(root, "family/tiny-llama-IQ2_XXS"), _url(root, "orphans/orphan-Q4_K_M")]
+    assert picture_table(Output(str(out)), "compare", third.run_id).num_rows == 0
+
+
+def test_compare_can_be_turned_off(client: Any, lineage_collection: Path, tmp_path: Path) -> None:
+    out = tmp_path / "audit-out"
+    result = run_scan(
+        ScanConfig(roots=(str(lineage_collection / "family"),), out=str(out), compare=False, samples=False),
+        client=client,
+    )
+    assert read_dataset(out, "compare").num_rows == 0 and "compare.layout_suspect" not in result.problem_codes
+    models = read_dataset(out, "models").to_pylist()
+    assert {m["full_precision"] for m in models} == {True, False}  # the families are still judged
