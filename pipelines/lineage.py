@@ -8,7 +8,9 @@ tables' rows. A family with quantized models and no full-precision source
 gets one ``lineage.no_full_precision`` problem, filed under its first
 quantized model. A source is a full-precision GGUF in the collection, or a
 ``*.safetensors`` file in the directory of one of the family's files (the
-directory is listed once: scans list only ``*.gguf``). Safetensors sources
+directory is listed once, and only for families without a full-precision
+GGUF: scans list only ``*.gguf``; HTTP directories are not listed, as for
+manifests). Safetensors sources
 silence the finding but are not compared (their tensors have the upstream
 names, not GGUF's).
 
@@ -68,10 +70,17 @@ PAIRS_PER_TASK = 8
 """Pairs compared per dask task (each reads two headers and a few KiB of blocks per tensor)."""
 
 
+UNLISTED = ("http://", "https://")
+"""Where no directory is listed for safetensors: HTTP servers cannot list (manifests name their files)."""
+
+
 def safetensors_dirs(dirs: Iterable[str], storage_options: Mapping[str, Any]) -> set[str]:
-    """Those of ``dirs`` that hold a ``*.safetensors`` file (one listing each; a failed listing holds none)."""
+    """Those of ``dirs`` that hold a ``*.safetensors`` file (one listing each; a failed listing holds none,
+    an HTTP directory is not listed)."""
     found: set[str] = set()
     for d in sorted(set(dirs)):
+        if d.startswith(UNLISTED):
+            continue
         try:
             fs, path = url_to_fs(d, **options_for(d, storage_options))
             if fs.glob(f"{path.rstrip('/')}/*.safetensors"):
