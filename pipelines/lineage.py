@@ -47,11 +47,13 @@ from gguf_audit.checks.lineage import FamilyVerdict, Pair, families, judge_famil
 from gguf_audit.compare import CompareBudget
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
+from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.collect import Collector
 from gguf_audit.pipelines.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import options_for
 from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.reuse import reused_shard_facts
 from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, model_lineage_cells, pair_problems_to_table
 from gguf_audit.tables.models import ModelSummary
 
@@ -60,6 +62,7 @@ __all__ = [
     "Lineage",
     "compare_options",
     "judge_lineage",
+    "reload_shard_facts",
     "run_compare",
     "safetensors_dirs",
 ]
@@ -175,6 +178,18 @@ def _uncount(out: Output, carried: pa.Table, ids: set[str], collector: Collector
         collector.tally.severities.subtract(problems.column("severity").to_pylist())
     collector.tally.codes = +collector.tally.codes  # drop the zero counts
     collector.tally.severities = +collector.tally.severities
+
+
+def reload_shard_facts(
+    out: Output, base_run_id: str | None, groups: Mapping[str, Sequence[str]], ids: Iterable[str], collector: Collector
+) -> None:
+    """The stored shard facts of the shard sets among ``ids`` (carried models judged again): their shards
+    were not read, and the facts of carried sets are not loaded when the reused files are."""
+    urls = [u for mid in ids for u in groups.get(mid, ()) if parse_shard_name(u) and u not in collector.shard_facts]
+    if not urls or base_run_id is None:
+        return
+    for fact in reused_shard_facts(out, out.read("files", [base_run_id], urls=urls)):
+        collector.shard_facts[fact.url] = fact
 
 
 def compare_options(config: ScanConfig, run_id: str, out: Output) -> CompareOptions:

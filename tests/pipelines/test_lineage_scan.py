@@ -8,7 +8,9 @@ file. Read back through deltalake, DuckDB's delta extension and polars.
 
 from __future__ import annotations
 
+import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,25 @@ def lineage_collection(tmp_path: Path) -> Path:
     _renamed(MODELS / "tiny-llama-Q4_0.gguf", upstream / "up-Q4_0.gguf", b"tiny-llama-upstrm")
     (upstream / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
     return root
+
+
+def _documented(out: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """docs/tables.md's DuckDB views and queries on ``out``: each query's rows, by the statement's text."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "tables.md").read_text()
+    [sql] = re.findall(r"```sql\n(-- the latest night.*?)```", docs, re.S)
+    statements = [s.strip() for s in sql.replace("audit-out", str(out)).split(";") if s.strip()]
+    con = connect()
+    try:
+        results = {s: [tuple(r.values()) for r in con.execute(s).fetch_arrow_table().to_pylist()] for s in statements}
+    finally:
+        con.close()
+
+    class ByMarker(dict[str, list[tuple[Any, ...]]]):
+        def __missing__(self, marker: str) -> list[tuple[Any, ...]]:
+            [hit] = [rows for s, rows in results.items() if marker in s]
+            return hit
+
+    return ByMarker()
 
 
 def _url(root: Path, rel: str) -> str:
@@ -140,6 +161,16 @@ def test_families_compare_rows_and_provenance(client: Any, lineage_collection: P
         scrambled
     )
 
+    # The queries docs/tables.md gives for lineage, on this night.
+    docs = _documented(out)
+    [(family, n_models, types, arch, name)] = docs["HAVING NOT bool_or(full_precision)"]
+    assert (n_models, types, arch, name) == (2, ["Q4_K_M", "Q8_0"], "llama", "tiny-llama-orphan")
+    assert family == models[_url(root, "orphans/orphan-Q8_0.gguf")]["family_key"]
+    assert docs["code = 'lineage.no_full_precision'"] == [(_url(root, "orphans/orphan-Q4_K_M"), lineage[0]["message"])]
+    suspects = docs["verdict = 'layout_suspect'"]
+    assert {r[0] for r in suspects} == {q4_0} and len(suspects) == len(scrambled)
+    assert [r[0] for r in docs["WHERE imatrix_file IS NOT NULL"]] == [iq2]
+
     # An incremental night with nothing changed compares nothing again and keeps the same picture.
     again = run_scan(config.replace(incremental=True), client=client)
     assert again.n_read == 0 and again.rows_written.get("compare", 0) == 0
@@ -169,3 +200,44 @@ def test_compare_can_be_turned_off(client: Any, lineage_collection: Path, tmp_pa
     assert read_dataset(out, "compare").num_rows == 0 and "compare.layout_suspect" not in result.problem_codes
     models = read_dataset(out, "models").to_pylist()
     assert {m["full_precision"] for m in models} == {True, False}  # the families are still judged
+
+
+def _judged(codes: Mapping[str, int]) -> dict[str, int]:
+    """The codes of the judgements across files (the corpus files' own are tokenizer.double_bos, info)."""
+    return {c: n for c, n in codes.items() if c.startswith(("lineage.", "compare.", "shard."))}
+
+
+def test_a_shard_set_is_one_member_and_is_judged_again_when_its_family_gains_a_source(
+    client: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "collection"
+    root.mkdir()
+    shards = sorted((corpus_dir() / "split").glob("*.gguf"))
+    for shard in shards:
+        shutil.copy(shard, root)
+    out = tmp_path / "audit-out"
+    config = ScanConfig(roots=(str(root),), out=str(out), compare_tensors=2, incremental=True)
+    first = run_scan(config, client=client)
+    split_id = _url(root, "tiny-llama-Q4_K_M")
+    assert _judged(first.problem_codes) == {"lineage.no_full_precision": 1}
+    [lineage] = [p for p in read_dataset(out, "problems").to_pylist() if p["code"] == "lineage.no_full_precision"]
+    assert lineage["model_id"] == split_id and "1 quantized model(s) (Q4_K_M)" in lineage["message"]
+
+    # The F32 file arrives: the shard set, none of its shards read, is judged again from its stored facts
+    # (still complete, no shard problem) and each shard is compared with the F32 file.
+    shutil.copy(MODELS / "tiny-llama-F32.gguf", root)
+    second = run_scan(config, client=client)
+    assert (second.n_read, second.n_reused) == (1, 4)
+    assert _judged(second.problem_codes) == {}
+    [model] = [m for m in Output(str(out)).read("models", [second.run_id]).to_pylist() if m["model_id"] == split_id]
+    assert (model["source_run_id"], model["complete"], model["loadable"], model["status"]) == (
+        second.run_id,
+        True,
+        True,
+        "ok",
+    )
+    assert model["reference_url"] == _url(root, "tiny-llama-F32.gguf") and model["family_has_source"] is True
+    compare = picture_table(Output(str(out)), "compare", second.run_id).to_pylist()
+    assert {r["url"] for r in compare} == {_url(root, s.name) for s in shards}
+    assert all(r["verdict"] == "ok" and r["model_id"] == split_id for r in compare)
+    assert all(len([r for r in compare if r["url"] == u]) <= 2 for u in {r["url"] for r in compare})
