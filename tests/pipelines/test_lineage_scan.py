@@ -8,6 +8,7 @@ file. Read back through deltalake, DuckDB's delta extension and polars.
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
 from collections.abc import Mapping
@@ -22,7 +23,8 @@ from pipeline_helpers import read_dataset
 
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import open_source
-from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
+from gguf_audit.pipelines.config import ConfigError, ScanConfig, load_config
 from gguf_audit.pipelines.duck import connect
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.picture import picture_table
@@ -241,3 +243,19 @@ def test_a_shard_set_is_one_member_and_is_judged_again_when_its_family_gains_a_s
     assert {r["url"] for r in compare} == {_url(root, s.name) for s in shards}
     assert all(r["verdict"] == "ok" and r["model_id"] == split_id for r in compare)
     assert all(len([r for r in compare if r["url"] == u]) <= 2 for u in {r["url"] for r in compare})
+
+
+def test_the_compare_settings_from_config_and_flags(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    _add_arguments(parser)
+    path = tmp_path / "c.toml"
+    path.write_text("[checks]\ncompare = false\ncompare_tensors = 3\n")
+    config = _config_from_args(parser.parse_args(["--config", str(path), "/data"]))
+    assert (config.compare, config.compare_tensors) == (False, 3)
+    assert config.checks()["compare"] is False  # a night compared otherwise is not built on
+    assert _config_from_args(parser.parse_args(["--config", str(path), "/data", "--compare"])).compare is True
+    assert _config_from_args(parser.parse_args(["/data", "--no-compare"])).compare is False
+    assert ScanConfig().compare is True and ScanConfig().compare_tensors == 8
+    path.write_text("[checks]\ncompare_tensors = 0\n")
+    with pytest.raises(ConfigError, match="compare_tensors"):
+        load_config(path)
