@@ -28,6 +28,7 @@ from gguf_audit.pipelines.config import ConfigError, ScanConfig, load_config
 from gguf_audit.pipelines.duck import connect
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.picture import picture_table
+from gguf_audit.pipelines.retention import vacuum_nights
 from gguf_audit.pipelines.run import run_scan
 
 MODELS = corpus_dir() / "models"
@@ -191,6 +192,12 @@ def test_families_compare_rows_and_provenance(client: Any, lineage_collection: P
     lineage_ids = sorted(p["model_id"] for p in night_problems if p["code"] == "lineage.no_full_precision")
     assert lineage_ids == [_url(root, "family/tiny-llama-IQ2_XXS"), _url(root, "orphans/orphan-Q4_K_M")]
     assert picture_table(Output(str(out)), "compare", third.run_id).num_rows == 0
+
+    # Retention keeps the compare rows a kept night points at (through its models): none are left.
+    vacuum_nights(Output(str(out)), keep_nights=1, min_age_hours=0)
+    assert read_dataset(out, "compare").num_rows == 0
+    kept = [p for p in read_dataset(out, "problems").to_pylist() if p["code"] == "lineage.no_full_precision"]
+    assert sorted(p["model_id"] for p in kept) == lineage_ids  # the orphans' is the first night's, still in use
 
 
 def test_compare_can_be_turned_off(client: Any, lineage_collection: Path, tmp_path: Path) -> None:
