@@ -36,7 +36,7 @@ import logging
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,6 +56,7 @@ from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.reuse import reused_shard_facts
 from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, model_lineage_cells, pair_problems_to_table
 from gguf_audit.tables.models import ModelSummary
+from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
 
 __all__ = [
     "PAIRS_PER_TASK",
@@ -127,8 +128,24 @@ class Lineage:
         return pair_problems_to_table(self.found, run_id=run_id)
 
 
-def _rows_by_model(collector: Collector, groups: Mapping[str, Sequence[str]]) -> dict[str, list[dict[str, Any]]]:
-    return collector.members(groups)
+_LINEAGE_INPUT: Final = (
+    "url",
+    "model_id",
+    "architecture",
+    "name",
+    "file_type_name",
+    "shard_index",
+    *LINEAGE_FACT_COLUMNS,
+)
+"""The facts columns lineage reads (a quiet night reads them for every file: no more than these)."""
+
+
+def _rows_by_model(collector: Collector) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for facts in collector.facts:
+        for row in facts.select(list(_LINEAGE_INPUT)).to_pylist():
+            out.setdefault(row["model_id"], []).append(row)
+    return out
 
 
 def judge_lineage(
@@ -141,7 +158,7 @@ def judge_lineage(
 ) -> Lineage:
     """Families, findings and pairs of this night; the carried models whose family changed are judged again
     (and their problems, counted when carried, uncounted)."""
-    members = _rows_by_model(collector, groups)
+    members = _rows_by_model(collector)
     models = [model_lineage(mid, members.get(mid, [])) for mid in groups]
     grouped = families(models)
     lacking = [f for f in grouped if f.quantized and not f.full]
