@@ -9,8 +9,10 @@ gets one ``lineage.no_full_precision`` problem, filed under its first
 quantized model. A source is a full-precision GGUF in the collection, or a
 ``*.safetensors`` file in the directory of one of the family's files (the
 directory is listed once, and only for families without a full-precision
-GGUF: scans list only ``*.gguf``; HTTP directories are not listed, as for
-manifests). Safetensors sources
+GGUF one of whose models is judged this night: scans list only ``*.gguf``;
+a family all of whose models are carried keeps its stored answer, so a quiet
+night lists nothing; HTTP directories are not listed, as for manifests).
+Safetensors sources
 silence the finding but are not compared (their tensors have the upstream
 names, not GGUF's).
 
@@ -43,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from fsspec.core import url_to_fs
 
-from gguf_audit.checks.lineage import FamilyVerdict, Pair, families, judge_family, model_lineage
+from gguf_audit.checks.lineage import Family, FamilyVerdict, Pair, families, judge_family, model_lineage
 from gguf_audit.compare import CompareBudget
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
@@ -161,23 +163,37 @@ def judge_lineage(
     members = _rows_by_model(collector)
     models = [model_lineage(mid, members.get(mid, [])) for mid in groups]
     grouped = families(models)
-    lacking = [f for f in grouped if f.quantized and not f.full]
-    dirs = (
-        safetensors_dirs((m.directory for f in lacking for m in f.models), config.storage_options) if lacking else set()
-    )
+    stored = {str(r["model_id"]): r for r in carried.select(["model_id", *ModelLineageCells().columns()]).to_pylist()}
+    dirs = _with_safetensors([f for f in grouped if f.quantized and not f.full], stored, config.storage_options)
     verdicts = [judge_family(f, dirs) for f in grouped]
     cells = model_lineage_cells(verdicts)
     read = set(read_urls)
     rejudge: set[str] = set()
-    for row in carried.select(["model_id", *ModelLineageCells().columns()]).to_pylist():
-        now = cells.get(str(row["model_id"]), ModelLineageCells())
+    for model_id, row in stored.items():
+        now = cells.get(model_id, ModelLineageCells())
         if not now.same_columns(row) or (now.reference_url is not None and now.reference_url in read):
-            rejudge.add(str(row["model_id"]))
+            rejudge.add(model_id)
     if rejudge:
         _uncount(out, carried, rejudge, collector)
     carried_ids = set(carried.column("model_id").to_pylist()) - rejudge
     pairs = [p for v in verdicts for p in v.pairs if p.model_id not in carried_ids] if config.compare else []
     return Lineage(verdicts, cells, rejudge, pairs)
+
+
+def _with_safetensors(
+    lacking: Sequence[Family], stored: Mapping[str, Mapping[str, Any]], storage_options: Mapping[str, Any]
+) -> set[str]:
+    """The directories of ``lacking``'s members that hold safetensors: listed for a family with a model judged
+    this night, the stored answer for one all of whose models are carried (a quiet night lists nothing)."""
+    known: set[str] = set()
+    to_list: set[str] = set()
+    for family in lacking:
+        if all(m.model_id in stored for m in family.models):
+            if any(stored[m.model_id].get("family_source") == "safetensors" for m in family.models):
+                known.update(m.directory for m in family.models)
+        else:
+            to_list.update(m.directory for m in family.models)
+    return known | (safetensors_dirs(to_list, storage_options) if to_list else set())
 
 
 def _uncount(out: Output, carried: pa.Table, ids: set[str], collector: Collector) -> None:

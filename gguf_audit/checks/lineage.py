@@ -203,8 +203,9 @@ class FamilyVerdict:
     """What lineage says of one family."""
 
     family: Family
-    has_source: bool
-    """A full-precision GGUF, or a safetensors file beside a member, is in the collection."""
+    source: str | None
+    """``gguf`` (a full-precision GGUF in the collection), ``safetensors`` (a safetensors file beside a
+    member) or None."""
     findings: tuple[Finding, ...]
     """Filed under :attr:`Family.anchor`."""
     pairs: tuple[Pair, ...]
@@ -220,9 +221,9 @@ def judge_family(family: Family, safetensors_dirs: Collection[str] = ()) -> Fami
     quantized = family.quantized
     reference = family.reference()
     beside = any(m.directory in safetensors_dirs for m in family.models)
-    has_source = bool(family.full) or beside
+    source = "gguf" if family.full else ("safetensors" if beside else None)
     findings: list[Finding] = []
-    if quantized and not has_source:
+    if quantized and source is None:
         names = ", ".join(sorted({m.file_type_name or "?" for m in quantized}))
         arch = quantized[0].architecture or "unknown architecture"
         findings.append(
@@ -237,4 +238,4 @@ def judge_family(family: Family, safetensors_dirs: Collection[str] = ()) -> Fami
         ref_url = reference.urls[0]
         for m in quantized:
             pairs.extend(Pair(url, ref_url, m.model_id, family.key) for url in m.urls)
-    return FamilyVerdict(family, has_source, tuple(findings), tuple(pairs))
+    return FamilyVerdict(family, source, tuple(findings), tuple(pairs))

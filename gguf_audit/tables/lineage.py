@@ -76,7 +76,7 @@ class ModelLineageCells:
     family_key: str | None = None
     full_precision: bool | None = None
     family_anchor: str | None = None
-    family_has_source: bool | None = None
+    family_source: str | None = None
     reference_url: str | None = None
     findings: tuple[Finding, ...] = field(default=())
 
@@ -85,7 +85,7 @@ class ModelLineageCells:
             "family_key": self.family_key,
             "full_precision": self.full_precision,
             "family_anchor": self.family_anchor,
-            "family_has_source": self.family_has_source,
+            "family_source": self.family_source,
             "reference_url": self.reference_url,
         }
 
@@ -105,7 +105,7 @@ def model_lineage_cells(verdicts: Iterable[FamilyVerdict]) -> dict[str, ModelLin
                 family_key=family.key,
                 full_precision=m.full_precision,
                 family_anchor=family.anchor,
-                family_has_source=v.has_source,
+                family_source=v.source,
                 reference_url=reference.urls[0] if reference is not None and m.full_precision is False else None,
                 findings=v.findings if m.model_id == family.anchor else (),
             )

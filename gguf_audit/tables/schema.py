@@ -169,7 +169,7 @@ _MODELS_LINEAGE: Final = [
     _f("family_key", pa.string()),
     _f("full_precision", pa.bool_()),
     _f("family_anchor", pa.string()),
-    _f("family_has_source", pa.bool_()),
+    _f("family_source", pa.string()),
     _f("reference_url", pa.string()),
 ]
 

@@ -66,7 +66,7 @@ def test_the_shards_of_a_model_add_up_to_the_whole_tensor_set() -> None:
     [family] = families([split, f32])
     assert family.quantized == (split,) and family.full == (f32,)
     verdict = judge_family(family)
-    assert verdict.findings == () and verdict.has_source
+    assert verdict.findings == () and verdict.source == "gguf"
     assert [(p.quant_url, p.reference_url) for p in verdict.pairs] == [(r["url"], f32.urls[0]) for r in rows]
 
 
@@ -83,7 +83,7 @@ def test_a_quantized_family_without_full_precision_gets_one_finding() -> None:
     assert main.anchor == "IQ2_XXS"
     # A safetensors file beside a member is a source: no finding, nothing to compare.
     beside = judge_family(main, {quants[0].directory})
-    assert beside.findings == () and beside.has_source and beside.pairs == ()
+    assert beside.findings == () and beside.source == "safetensors" and beside.pairs == ()
 
 
 def test_a_base_model_refines_the_family_and_unreadable_files_have_none() -> None:

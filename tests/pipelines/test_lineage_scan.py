@@ -21,11 +21,13 @@ import pytest
 from corpus import corpus_dir
 from pipeline_helpers import read_dataset
 
+from gguf_audit.checks.lineage import families, model_lineage
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import open_source
 from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
 from gguf_audit.pipelines.config import ConfigError, ScanConfig, load_config
 from gguf_audit.pipelines.duck import connect
+from gguf_audit.pipelines.lineage import _with_safetensors, safetensors_dirs
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.picture import picture_table
 from gguf_audit.pipelines.retention import vacuum_nights
@@ -245,7 +247,7 @@ def test_a_shard_set_is_one_member_and_is_judged_again_when_its_family_gains_a_s
         True,
         "ok",
     )
-    assert model["reference_url"] == _url(root, "tiny-llama-F32.gguf") and model["family_has_source"] is True
+    assert model["reference_url"] == _url(root, "tiny-llama-F32.gguf") and model["family_source"] == "gguf"
     compare = picture_table(Output(str(out)), "compare", second.run_id).to_pylist()
     assert {r["url"] for r in compare} == {_url(root, s.name) for s in shards}
     assert all(r["verdict"] == "ok" and r["model_id"] == split_id for r in compare)
@@ -266,3 +268,19 @@ def test_the_compare_settings_from_config_and_flags(tmp_path: Path) -> None:
     path.write_text("[checks]\ncompare_tensors = 0\n")
     with pytest.raises(ConfigError, match="compare_tensors"):
         load_config(path)
+
+
+def test_safetensors_directories_are_listed_only_for_families_judged_this_night(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "model.safetensors").write_bytes(b"{}")
+    (tmp_path / "b").mkdir()
+    row = {"url": "", "architecture": "llama", "name": "x", "tensor_set_digest": "0" * 32, "full_precision": False}
+    judged = model_lineage("a/m", [{**row, "url": f"{tmp_path}/a/m.gguf"}])
+    carried = model_lineage("b/m", [{**row, "name": "y", "url": f"{tmp_path}/b/m.gguf"}])
+    [fa] = families([judged])
+    [fb] = families([carried])
+    # b holds no safetensors file, but its family is carried with the stored answer: not listed again.
+    stored = {"b/m": {"family_source": "safetensors"}}
+    assert _with_safetensors([fa, fb], stored, {}) == {f"{tmp_path}/a", f"{tmp_path}/b"}
+    assert _with_safetensors([fb], {"b/m": {"family_source": None}}, {}) == set()
+    assert safetensors_dirs([f"{tmp_path}/b", "http://127.0.0.1:9/x", f"{tmp_path}/missing"], {}) == set()
