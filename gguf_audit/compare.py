@@ -31,7 +31,8 @@ from gguf_audit.decode.kernels import NoDecoder, decode_blocks, has_decoder
 from gguf_audit.decode.sampled import DecodedBlock, SampleStatus
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import ggml_type_info
-from gguf_audit.format.model import Header
+from gguf_audit.format.model import Header, NeedMore
+from gguf_audit.format.parser import parse_header
 from gguf_audit.format.safetensors import ReferenceFormatError, ReferenceTensor, parse_safetensors_header
 from gguf_audit.io.blocks import read_ranges_into
 from gguf_audit.io.header import read_header
@@ -81,16 +82,20 @@ def read_reference(source: FsspecSource, *, config: ReadConfig = DEFAULT_READ_CO
     Raises ReferenceFormatError, FormatError for a broken GGUF header, SourceError
     when reads fail.
     """
-    buf = source.read(0, _SNIFF_BYTES if source.size is None else min(_SNIFF_BYTES, source.size))
+    sniff = max(_SNIFF_BYTES, config.initial_bytes)  # a GGUF header as big as a header read's first request
+    buf = source.read(0, sniff if source.size is None else min(sniff, source.size))
     # HTTP learns the size from this first answer; a short read is the end of the file.
-    size = source.size if source.size is not None else (len(buf) if len(buf) < _SNIFF_BYTES else None)
+    size = source.size if source.size is not None else (len(buf) if len(buf) < sniff else None)
     if buf[:4] == b"GGUF":
-        head = read_header(source, config=config)
+        parsed = parse_header(buf, size)  # most headers are whole in the sniff: no second request
+        if isinstance(parsed, NeedMore):
+            head = read_header(source, config=config)
+            parsed, buf = head.header, head.buffer
         tensors: dict[str, ReferenceTensor] = {}
-        for t in head.header.tensors:
+        for t in parsed.tensors:
             if t.name not in tensors:
                 tensors[t.name] = ReferenceTensor(t.name, t.shape, t.type_id, t.type_name, t.data_offset, t.n_bytes)
-        return Reference("gguf", tensors, head.header.byte_order == "big", head.buffer)
+        return Reference("gguf", tensors, parsed.byte_order == "big", buf)
     result = parse_safetensors_header(buf, size)
     if isinstance(result, int):
         buf = buf + source.read(len(buf), result)
