@@ -277,7 +277,7 @@ def run_scan(
                 run_compare(dask_client, lineage, compare_options(config, run_id, out), collector)
         else:
             lineage = night.lineage(config)
-            if lineage.pairs:  # a model whose family changed without a file read (a file went)
+            if lineage.pairs:  # a model judged again with no file read: its family lost a member (reference, anchor)
                 with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
                     run_compare(dask_client, lineage, compare_options(config, run_id, out), collector)
 
