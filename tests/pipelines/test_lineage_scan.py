@@ -284,3 +284,25 @@ def test_safetensors_directories_are_listed_only_for_families_judged_this_night(
     assert _with_safetensors([fa, fb], stored, {}) == {f"{tmp_path}/a", f"{tmp_path}/b"}
     assert _with_safetensors([fb], {"b/m": {"family_source": None}}, {}) == set()
     assert safetensors_dirs([f"{tmp_path}/b", "http://127.0.0.1:9/x", f"{tmp_path}/missing"], {}) == set()
+
+
+def test_a_night_that_reads_nothing_compares_against_the_next_reference(client: Any, tmp_path: Path) -> None:
+    root = tmp_path / "collection"
+    root.mkdir()
+    for quant in ("F32", "F16", "Q8_0"):
+        shutil.copy(MODELS / f"tiny-llama-{quant}.gguf", root)
+    out = tmp_path / "audit-out"
+    config = ScanConfig(roots=(str(root),), out=str(out), compare_tensors=2, incremental=True)
+    first = run_scan(config, client=client)
+    output = Output(str(out))
+    assert {r["reference_url"] for r in picture_table(output, "compare", first.run_id).to_pylist()} == {
+        _url(root, "tiny-llama-F32.gguf")
+    }
+    (root / "tiny-llama-F32.gguf").unlink()  # the F16 file becomes the reference; nothing is read
+    second = run_scan(config, client=client)
+    assert (second.n_read, second.rows_written.get("compare", 0) > 0) == (0, True)
+    rows = picture_table(output, "compare", second.run_id).to_pylist()
+    assert {(r["url"], r["reference_url"], r["source_run_id"]) for r in rows} == {
+        (_url(root, "tiny-llama-Q8_0.gguf"), _url(root, "tiny-llama-F16.gguf"), second.run_id)
+    }
+    assert all(r["verdict"] == "ok" and r["reference_type"] == "F16" for r in rows)
