@@ -87,8 +87,8 @@ def test_a_quantized_family_without_full_precision_gets_one_finding() -> None:
 
 
 def test_a_base_model_refines_the_family_and_unreadable_files_have_none() -> None:
-    a = model_lineage("a", [_row(MODELS / "tiny-llama-Q8_0.gguf", base_model_repo_url="https://hf.co/org/x")])
-    b = model_lineage("b", [_row(MODELS / "tiny-llama-F32.gguf", base_model_repo_url="https://hf.co/org/y")])
+    a = model_lineage("a", [_row(MODELS / "tiny-llama-Q8_0.gguf", base_model_repo_url="https://example.org/org/x")])
+    b = model_lineage("b", [_row(MODELS / "tiny-llama-F32.gguf", base_model_repo_url="https://example.org/org/y")])
     assert a.key != b.key and len(families([a, b])) == 2
     broken = model_lineage("c", [{"url": "file:///c.gguf", "tensor_set_digest": None, "full_precision": None}])
     assert broken.key is None and families([broken]) == []
