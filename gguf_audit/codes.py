@@ -16,6 +16,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
+from gguf_audit.codes_collection import COLLECTION_CODES
+
 __all__ = ["CODES", "CORE_CODES", "CodeInfo", "Severity"]
 
 
@@ -379,129 +381,10 @@ _code(
     "The file has no tokenizer.chat_template; runtimes fall back to a built-in or guessed format.",
 )
 
-# --- upstream: against the upstream config.json, tokenizer_config.json, generation_config.json (checks/upstream.py).
-# llama.cpp never reads those files, so it loads every such file; the severity says what the difference does.
-for _name, _severity, _doc in (
-    (
-        "unreadable",
-        W,
-        "An upstream file (config.json, tokenizer_config.json, generation_config.json, chat_template.jinja, "
-        "tokenizer.json) exists but is not valid JSON, not an object, larger than the read limit, or failed to read.",
-    ),
-    (
-        "template_differs",
-        W,
-        "The chat template differs in substance from the upstream's (tokenizer_config.json or "
-        "chat_template.jinja): prompts are not formatted the way the model was trained.",
-    ),
-    (
-        "template_whitespace",
-        I,
-        "The chat template differs from the upstream's in whitespace only (after normalising line ends and trimming).",
-    ),
-    (
-        "template_missing",
-        W,
-        "The upstream has a chat template the GGUF lacks (info for a named template): runtimes guess the format.",
-    ),
-    (
-        "eos_not_stop",
-        E,
-        "The GGUF's EOS token is none of the upstream's stop tokens (config.json and "
-        "generation_config.json eos_token_id, tokenizer_config.json eos_token): generation runs on past the end of "
-        "the turn or stops early.",
-    ),
-    (
-        "stop_not_eog",
-        W,
-        "A stop token of the upstream is not an end-of-generation token in the GGUF (not its EOS, EOT "
-        "or EOM, nor a text llama.cpp adds to that set): generation may run on past it.",
-    ),
-    ("bos_mismatch", W, "The GGUF's BOS token id differs from the upstream's."),
-    ("pad_mismatch", I, "The GGUF's padding token id differs from the upstream's (batching only)."),
-    ("special_text", W, "A special token id's text in the GGUF differs from the upstream's token of that id."),
-    (
-        "hparam_mismatch",
-        E,
-        "Head count, KV head count, block count or embedding length differs from config.json: the "
-        "file is not a conversion of this upstream, or its metadata gives garbage output.",
-    ),
-    (
-        "context_length",
-        W,
-        "{arch}.context_length differs from config.json max_position_embeddings: too short wastes "
-        "the model's context, too long degrades output past the trained length.",
-    ),
-    ("rope_freq_base", E, "{arch}.rope.freq_base differs from config.json rope_theta: every position is wrong."),
-    (
-        "rope_scaling",
-        W,
-        "Rope scaling (type, factor, original context length, YaRN betas, llama3 frequency factors) "
-        "differs from config.json rope_scaling: long contexts degrade.",
-    ),
-    (
-        "vocab_size",
-        W,
-        "The token count differs from config.json vocab_size: a warning when the GGUF has more tokens, "
-        "or fewer than the upstream tokenizer's; info when it lacks only the padding rows checkpoints commonly add.",
-    ),
-):
-    _code(f"upstream.{_name}", _severity, False, _doc)
-del _name, _severity, _doc
-
-# --- shard sets (llama_model_loader over split files) ---
-_code(
-    "shard.missing",
-    E,
-    True,
-    "A shard set lacks one or more of its numbered files; llama.cpp cannot open the model.",
-)
-_code(
-    "shard.bad_index",
-    E,
-    True,
-    "A shard's split.no (counted from 0) disagrees with the number in its file name, or is absent or not a uint16.",
-)
-_code(
-    "shard.count_mismatch",
-    E,
-    True,
-    "split.count disagrees with the -of-MMMMM in the file names, or the shards disagree with each other.",
-)
-_code(
-    "shard.tensor_count_mismatch",
-    E,
-    True,
-    "The shards' tensors do not add up to split.tensors.count ('N tensors expected but M found').",
-)
-_code(
-    "shard.duplicate_tensor",
-    E,
-    True,
-    "The same tensor name appears in two shards of one set ('tensor is duplicated').",
-)
-_code(
-    "shard.inconsistent",
-    W,
-    False,
-    "The shards disagree on the GGUF version, byte order, or a declared general.alignment, "
-    "architecture or file type: likely assembled from different conversions.",
-)
-
-# --- quantization error against a reference (gguf-audit compare) ---
-_code(
-    "compare.layout_suspect",
-    E,
-    False,
-    "Against its reference, a tensor's errors reach whole quantization steps or its signs flip "
-    "systematically: the symptom of a wrong block layout, not of rounding.",
-)
-_code(
-    "compare.no_common_tensors",
-    W,
-    False,
-    "The quantized file and the reference share no tensor with the same name and shape.",
-)
+# --- collection-level codes: upstream configs, shard sets, compare, lineage (codes_collection.py) ---
+for _entry in COLLECTION_CODES:
+    _code(_entry[0], Severity(_entry[1]), _entry[2], _entry[3])
+del _entry
 
 # --- I/O, the run and the audit itself ---
 _code("io.not_found", E, True, "The file does not exist at the URL.")

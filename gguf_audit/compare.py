@@ -31,18 +31,22 @@ from gguf_audit.decode.kernels import NoDecoder, decode_blocks, has_decoder
 from gguf_audit.decode.sampled import DecodedBlock, SampleStatus
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import ggml_type_info
-from gguf_audit.format.model import Header
+from gguf_audit.format.model import Header, NeedMore
+from gguf_audit.format.parser import parse_header
 from gguf_audit.format.safetensors import ReferenceFormatError, ReferenceTensor, parse_safetensors_header
 from gguf_audit.io.blocks import read_ranges_into
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
-from gguf_audit.plan import DEFAULT_SAMPLE_CONFIG, ByteRange, merge_ranges, plan_spread
+from gguf_audit.plan import DEFAULT_SAMPLE_CONFIG, ByteRange, SamplePlan, merge_ranges, plan_blocks, plan_spread
+from gguf_audit.plan.explicit import spread_indices
+from gguf_audit.plan.model import tensor_geometry
 from gguf_audit.samples import read_samples
 
 __all__ = [
     "COMPARE_BLOCKS_PER_TENSOR",
     "LAYOUT_SUSPECT",
     "NO_COMMON_TENSORS",
+    "CompareBudget",
     "Comparison",
     "Reference",
     "Skipped",
@@ -78,16 +82,20 @@ def read_reference(source: FsspecSource, *, config: ReadConfig = DEFAULT_READ_CO
     Raises ReferenceFormatError, FormatError for a broken GGUF header, SourceError
     when reads fail.
     """
-    buf = source.read(0, _SNIFF_BYTES if source.size is None else min(_SNIFF_BYTES, source.size))
+    sniff = max(_SNIFF_BYTES, config.initial_bytes)  # a GGUF header as big as a header read's first request
+    buf = source.read(0, sniff if source.size is None else min(sniff, source.size))
     # HTTP learns the size from this first answer; a short read is the end of the file.
-    size = source.size if source.size is not None else (len(buf) if len(buf) < _SNIFF_BYTES else None)
+    size = source.size if source.size is not None else (len(buf) if len(buf) < sniff else None)
     if buf[:4] == b"GGUF":
-        head = read_header(source, config=config)
+        parsed = parse_header(buf, size)  # most headers are whole in the sniff: no second request
+        if isinstance(parsed, NeedMore):
+            head = read_header(source, config=config)
+            parsed, buf = head.header, head.buffer
         tensors: dict[str, ReferenceTensor] = {}
-        for t in head.header.tensors:
+        for t in parsed.tensors:
             if t.name not in tensors:
                 tensors[t.name] = ReferenceTensor(t.name, t.shape, t.type_id, t.type_name, t.data_offset, t.n_bytes)
-        return Reference("gguf", tensors, head.header.byte_order == "big", head.buffer)
+        return Reference("gguf", tensors, parsed.byte_order == "big", buf)
     result = parse_safetensors_header(buf, size)
     if isinstance(result, int):
         buf = buf + source.read(len(buf), result)
@@ -186,17 +194,71 @@ def _reference_range(ref: ReferenceTensor, first: int, count: int) -> tuple[Byte
     return ByteRange(start, ref.data_offset + hi * info.block_bytes), first - lo * info.block_elems
 
 
+@dataclass(frozen=True, slots=True)
+class CompareBudget:
+    """A bound on one comparison (scans): at most ``max_tensors`` tensors, and per file at most
+    ``max_requests`` sampled ranges and ``budget_bytes`` bytes of sampled blocks, as sampling has."""
+
+    max_tensors: int = 8
+    max_requests: int = DEFAULT_SAMPLE_CONFIG.max_requests
+    budget_bytes: int = DEFAULT_SAMPLE_CONFIG.budget_bytes
+
+
+def _chosen_tensors(header: Header, reference: Reference, common: Sequence[str], limit: int) -> list[str]:
+    """At most ``limit`` of ``common``, spread over the file: the ones stored in another type than the
+    reference's first (a tensor copied as it is tells nothing of the quantization)."""
+    types = {t.name: t.type_name for t in header.tensors}
+    changed = [n for n in common if types.get(n) != reference.tensors[n].dtype]
+    pool = changed or list(common)
+    return [pool[i] for i in spread_indices(len(pool), limit)]
+
+
+def _budget_plan(
+    header: Header,
+    reference: Reference,
+    names: Sequence[str],
+    blocks_per_tensor: int,
+    budget: CompareBudget,
+    file_size: int | None,
+) -> SamplePlan:
+    """Runs of consecutive blocks spread through each of ``names``, within ``budget`` on either file."""
+    by_name = {t.name: t for t in reversed(header.tensors)}
+    windows = max(1, budget.max_requests // max(1, len(names)))
+    selection: dict[str, list[int]] = {}
+    for name in names:
+        tensor = by_name[name]
+        geo = tensor_geometry(tensor)
+        if geo is None:
+            continue
+        ref = reference.tensors[name]
+        ref_info = ggml_type_info(ref.type_id if ref.type_id is not None else -1)
+        ref_bytes = -(-geo.block_elems * ref_info.block_bytes // max(1, ref_info.block_elems))
+        cost = max(geo.block_bytes, ref_bytes)
+        affordable = max(1, budget.budget_bytes // max(1, cost * len(names)))
+        count = min(blocks_per_tensor, affordable, geo.n_blocks)
+        run = -(-count // windows)
+        starts = spread_indices(max(1, geo.n_blocks - run + 1), max(1, -(-count // run)))
+        indices = sorted({i for start in starts for i in range(start, min(start + run, geo.n_blocks))})
+        selection[name] = indices[:count] if len(indices) > count else indices
+    max_gap = DEFAULT_SAMPLE_CONFIG.max_gap_bytes
+    return plan_blocks(header, selection, file_size=file_size, max_gap_bytes=max_gap)
+
+
 def compare_files(
     quant_url: str,
     reference_url: str,
     *,
     blocks_per_tensor: int = COMPARE_BLOCKS_PER_TENSOR,
+    budget: CompareBudget | None = None,
     storage_options: Mapping[str, Any] | None = None,
     reference_storage_options: Mapping[str, Any] | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
     read_config: ReadConfig = DEFAULT_READ_CONFIG,
 ) -> Comparison:
     """Compare ``quant_url``'s sampled blocks with the same elements of ``reference_url``.
+
+    Without ``budget`` every common tensor is measured at ``blocks_per_tensor``
+    spread blocks; with one, only the tensors and blocks it affords (scans).
 
     Raises FormatError or SourceError when the quantized file's header cannot
     be read, ReferenceFormatError (or those) for the reference's.
@@ -229,7 +291,13 @@ def compare_files(
             r_source.stats,
         )
     max_gap = DEFAULT_SAMPLE_CONFIG.max_gap_bytes
-    plan = plan_spread(header, blocks_per_tensor, tensors=set(common), file_size=q_source.size, max_gap_bytes=max_gap)
+    if budget is None:
+        plan = plan_spread(
+            header, blocks_per_tensor, tensors=set(common), file_size=q_source.size, max_gap_bytes=max_gap
+        )
+    else:
+        common = _chosen_tensors(header, reference, common, budget.max_tensors)
+        plan = _budget_plan(header, reference, common, blocks_per_tensor, budget, q_source.size)
     q_read = read_samples(q_source, header, plan, held=q_head.buffer, max_gap_bytes=max_gap)
     findings.extend(q_read.findings)
 

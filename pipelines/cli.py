@@ -92,6 +92,12 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
     scan.add_argument(
         "--upstream", metavar="DIR_OR_URL", help="compare every model with the upstream there (implies --upstream-auto)"
     )
+    scan.add_argument(
+        "--compare",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compare quantized files with their family's full-precision file (default; --no-compare skips)",
+    )
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
     scan.add_argument("--no-dashboard", action="store_true", help="start the local cluster without its dashboard")
 
@@ -119,6 +125,7 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
         sample_requests=args.sample_requests,
         upstream=True if args.upstream else args.upstream_auto,
         upstream_location=args.upstream,
+        compare=args.compare,
     )
 
 

@@ -5,7 +5,8 @@ A config has four tables::
     [scan]      roots, manifests, include, exclude, out, incremental, fail_on
     [cluster]   scheduler, workers, threads_per_worker, dashboard
     [io]        batch_size, threads, retries, backoff_s, timeout_s, initial_bytes
-    [checks]    semantics, templates, samples, sample_requests, sample_budget_bytes, upstream, upstream_location
+    [checks]    semantics, templates, samples, sample_requests, sample_budget_bytes, upstream, upstream_location,
+                compare, compare_tensors
     [storage_options]      fsspec options, flat or one table per protocol ([storage_options.s3])
     [out_storage_options]  options for --out when it needs its own
 
@@ -54,6 +55,8 @@ CHECK_SETTINGS: Final = (
     "sample_budget_bytes",
     "upstream",
     "upstream_location",
+    "compare",
+    "compare_tensors",
 )
 
 
@@ -103,6 +106,11 @@ class ScanConfig:
     it or where its header points; two to five requests per directory and batch."""
     upstream_location: str = ""
     """With ``upstream``, compare every model with the upstream here only (a path or URL); empty looks per model."""
+    compare: bool = True
+    """Compare each quantized file against its family's full-precision file (the ``compare`` table),
+    within ``compare_tensors`` tensors and the sampling budget per file."""
+    compare_tensors: int = 8
+    """Tensors compared per quantized file at most."""
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     out_storage_options: Mapping[str, Any] | None = None
 
@@ -239,6 +247,7 @@ def _validated(config: ScanConfig) -> ScanConfig:
     _parse_int("initial_bytes", config.initial_bytes, 8)
     _parse_int("sample_requests", config.sample_requests, 1)
     _parse_int("sample_budget_bytes", config.sample_budget_bytes, 1)
+    _parse_int("compare_tensors", config.compare_tensors, 1)
     _parse_float("backoff_s", config.backoff_s, 0.0)
     _parse_float("timeout_s", config.timeout_s, 0.001)
     check_no_credentials(config.storage_options)
@@ -272,11 +281,11 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> ScanConf
 def _convert(key: str, value: object) -> Any:
     if key in ("roots", "manifests", "include", "exclude"):
         return _parse_str_list(key, value)
-    if key in ("incremental", "dashboard", "semantics", "templates", "samples", "upstream"):
+    if key in ("incremental", "dashboard", "semantics", "templates", "samples", "upstream", "compare"):
         return _parse_bool(key, value)
     if key in ("workers", "threads_per_worker", "batch_size", "threads", "retries", "initial_bytes"):
         return _parse_int(key, value, 0)
-    if key in ("sample_requests", "sample_budget_bytes"):
+    if key in ("sample_requests", "sample_budget_bytes", "compare_tensors"):
         return _parse_int(key, value, 1)
     if key in ("backoff_s", "timeout_s"):
         return _parse_float(key, value, 0.0)

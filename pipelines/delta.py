@@ -84,7 +84,7 @@ def _add_action(part: PartFile) -> AddAction:
 
 
 class DeltaTables:
-    """The seven Delta tables under one output URL."""
+    """The eight Delta tables under one output URL."""
 
     def __init__(self, out_url: str, storage_options: Mapping[str, str] | None = None) -> None:
         self.out_url = out_url

@@ -17,11 +17,12 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gguf_audit.errors import GGUFAuditError
+from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.collect import Collector, ScanResult, model_summaries, runs_row
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing
+from gguf_audit.pipelines.lineage import Lineage, judge_lineage, reload_shard_facts
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.pipelines.reuse import (
@@ -92,16 +93,38 @@ class Night:
         tally.merge(model_tally)
         self.collector.add_reused(files, tally, facts)
 
-    def judge_models(self) -> pa.Table:
-        """Write the models' rows (carried, or judged now with their problems); all of this night's models rows."""
-        carried_ids = set(self.carried.column("model_id").to_pylist())
+    def lineage(self, config: ScanConfig) -> Lineage:
+        """This night's families, lineage findings and compare pairs, once every file has its rows.
+
+        Never fails the night: should lineage fail, the models are judged without it (and logged).
+        """
+        read = (f.url for f in self.plan.read)
+        try:
+            lineage = judge_lineage(self.out, config, self.groups, self.collector, self.carried, read)
+            reload_shard_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
+        except Exception as exc:  # noqa: BLE001 - lineage is a judgement across files, never worth the night
+            log.warning("lineage failed, models judged without it: %s", describe_exception(exc))
+            return Lineage([], {}, set(), [])
+        return lineage
+
+    def judge_models(self, lineage: Lineage | None = None) -> pa.Table:
+        """Write the models' rows (carried, or judged now with their problems); all of this night's models rows.
+
+        ``lineage`` adds the family columns and lineage and compare problems, and may judge carried models again.
+        """
+        kept = self.carried if lineage is None else lineage.keep_carried(self.carried)
+        carried_ids = set(kept.column("model_id").to_pylist())
         judged = model_summaries(self.groups, self.collector, [m for m in self.groups if m not in carried_ids])
+        if lineage is not None:
+            judged = lineage.apply(judged)
         self.summaries_judged = len(judged)
         models = models_to_table(judged, run_id=self.run_id)
-        carried = self.carried.select(models.schema.names).cast(models.schema)
+        carried = kept.select(models.schema.names).cast(models.schema)
         everything = pa.concat_tables([carried, models])
         self.parts.write("models", everything)
         problems = model_problems_to_table(judged, run_id=self.run_id)
+        if lineage is not None:
+            problems = pa.concat_tables([problems, lineage.pair_problems(self.run_id)])
         self.parts.write("problems", problems)
         self.collector.tally.add_problems(problems)
         return everything

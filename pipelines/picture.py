@@ -82,6 +82,9 @@ def picture(out: Output, table: str, run_id: str | None = None) -> Iterator[pa.R
             if batch.num_rows:
                 yield _stamped(batch, table, night, None)
         return
+    if table == "compare":  # written by the night that judged the quantized file's model, as model problems
+        yield from _of_models(out, table, night, None)
+        return
     files = out.read("files", [night], columns=["url", "model_id", "source_run_id"])
     model_ids = dict(zip(files["url"].to_pylist(), files["model_id"].to_pylist(), strict=True))
     scope = ds.field("scope") == "file" if table == "problems" else None
@@ -92,16 +95,21 @@ def picture(out: Output, table: str, run_id: str | None = None) -> Iterator[pa.R
                 yield _stamped(batch, table, night, model_ids)
     if table != "problems":
         return
+    yield from _of_models(out, "problems", night, ds.field("scope") == "model")
+
+
+def _of_models(out: Output, table: str, night: str, scope: ds.Expression | None) -> Iterator[pa.RecordBatch]:
+    """Rows whose ``(model_id, run_id)`` is a ``(model_id, source_run_id)`` of the night's models rows."""
     models = out.read("models", [night], columns=["model_id", "source_run_id"])
     sources = pc.fill_null(models["source_run_id"], night).to_pylist()
     by_source: dict[str, list[str]] = {}
     for model_id, source in zip(models["model_id"].to_pylist(), sources, strict=True):
         by_source.setdefault(str(source), []).append(str(model_id))
     for source, ids in by_source.items():
-        where = (ds.field("scope") == "model") & ds.field("model_id").isin(pa.array(ids, pa.string()))
-        for batch in _scan(out, "problems", [source], where):
+        where = ds.field("model_id").isin(pa.array(ids, pa.string()))
+        for batch in _scan(out, table, [source], where if scope is None else scope & where):
             if batch.num_rows:
-                yield _stamped(batch, "problems", night, None)
+                yield _stamped(batch, table, night, None)
 
 
 def picture_table(out: Output, table: str, run_id: str | None = None) -> pa.Table:

@@ -70,6 +70,8 @@ def _rows(out: Output, table: str, run_id: str) -> int:
 
 
 def _keep_mask(data: pa.Table, table: str, urls: set[str], model_ids: set[str]) -> pa.Array:
+    if table == "compare":  # the rows of the night that judged the model, as its problems
+        return pc.fill_null(pc.is_in(data["model_id"], value_set=pa.array(sorted(model_ids), pa.string())), False)
     in_urls = pc.is_in(data["url"], value_set=pa.array(sorted(urls), pa.string()))
     in_urls = pc.fill_null(in_urls, False)
     if table != "problems":
@@ -134,8 +136,8 @@ def vacuum_nights(out: Output, keep_nights: int, *, min_age_hours: int = DEFAULT
             out.delta.delete_runs(table, gone)
     if report.kept:
         urls_of, models_of = _references(out, report.kept)
-        for table in (*DETAIL_TABLES, "problems"):
-            _trim_detail(out, table, urls_of, models_of if table == "problems" else {}, report)
+        for table in (*DETAIL_TABLES, "problems", "compare"):
+            _trim_detail(out, table, urls_of, models_of if table in ("problems", "compare") else {}, report)
     for table in COMMIT_ORDER:
         dt = out.delta.open(table)
         if dt is None:

@@ -41,6 +41,7 @@ from gguf_audit.pipelines.collect import ScanResult, incomplete_models
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing, discover, options_for
 from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch, lost_result
+from gguf_audit.pipelines.lineage import compare_options, run_compare
 from gguf_audit.pipelines.night import CommitObserver, Night, RunError
 from gguf_audit.pipelines.output import Output, OutputError, new_run_id
 from gguf_audit.pipelines.reuse import base_run, plan_reuse
@@ -277,8 +278,15 @@ def run_scan(
 
                 _run_batches(dask_client, batches, options, on_result)
                 audit_seconds = time.perf_counter() - audit_begun
+                lineage = night.lineage(config)
+                run_compare(dask_client, lineage, compare_options(config, run_id, out), collector)
+        else:
+            lineage = night.lineage(config)
+            if lineage.pairs:  # a model judged again with no file read: its family lost a member (reference, anchor)
+                with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
+                    run_compare(dask_client, lineage, compare_options(config, run_id, out), collector)
 
-        models = night.judge_models()
+        models = night.judge_models(lineage)
         night.close_parts()
         rows_checked = night.check_one_row_per_file()
         tally = collector.tally

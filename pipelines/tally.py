@@ -16,11 +16,13 @@ import pyarrow.compute as pc
 
 from gguf_audit.findings import SEVERITY_RANK, Severity
 from gguf_audit.tables.models import MODEL_INPUT_COLUMNS
+from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
 
 __all__ = ["FACT_COLUMNS", "Tally", "facts_of"]
 
-FACT_COLUMNS: Final = (*MODEL_INPUT_COLUMNS, "model_id")
-"""The ``files`` columns the driver keeps per file: what :func:`~gguf_audit.tables.models.summarise_model` reads."""
+FACT_COLUMNS: Final = (*MODEL_INPUT_COLUMNS, "model_id", *LINEAGE_FACT_COLUMNS)
+"""The ``files`` columns the driver keeps per file: what :func:`~gguf_audit.tables.models.summarise_model`
+and the lineage of :mod:`~gguf_audit.pipelines.lineage` read."""
 
 
 def facts_of(files: pa.Table) -> pa.Table:

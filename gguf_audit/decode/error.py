@@ -124,6 +124,8 @@ class TensorError:
     rmse_steps: float
     """RMSE in quantization steps (about 0.29 for uniform rounding)."""
     layout_suspect: bool
+    max_error_steps: float = 0.0
+    """The largest error in quantization steps (about 0.5 for rounding to the nearest level)."""
 
     @property
     def sign_flip_fraction(self) -> float:
@@ -150,6 +152,7 @@ class TensorError:
             "over_step_fraction": self.over_step_fraction,
             "rmse_steps": self.rmse_steps,
             "layout_suspect": self.layout_suspect,
+            "max_error_steps": self.max_error_steps,
         }
 
 
@@ -202,4 +205,5 @@ def compare_values(
         over_step_fraction=over_fraction,
         rmse_steps=float(np.sqrt(np.mean((err / s) ** 2))) if n else 0.0,
         layout_suspect=bool(suspect),
+        max_error_steps=float(np.max(np.abs(err) / s)) if n else 0.0,
     )

@@ -23,6 +23,7 @@ from gguf_audit.format.model import Header, ValueType
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.tables.cells import arrow_text, digest, fits_int64, i64, value_cells
 from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.provenance import lineage_cells
 from gguf_audit.tables.schema import rows_to_table, stored_schema
 
 __all__ = [
@@ -166,6 +167,7 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
             split_count=_int_value(h, SPLIT_COUNT),
             split_tensors_count=_int_value(h, SPLIT_TENSORS_COUNT),
         )
+        row.update(lineage_cells(h))
     return row
 
 

@@ -1,7 +1,7 @@
 """The Arrow schemas of every audit table, with one schema version.
 
-A scan writes seven Delta tables under its ``--out``: ``runs``, ``files``,
-``models``, ``tensors``, ``metadata``, ``problems`` and ``samples``, each
+A scan writes eight Delta tables under its ``--out``: ``runs``, ``files``,
+``models``, ``tensors``, ``metadata``, ``problems``, ``samples`` and ``compare``, each
 partitioned by ``run_id`` (``<out>/<table>/run_id=<run_id>/part-*.parquet``
 plus ``<out>/<table>/_delta_log/``). ``run_id`` is the partition column: it
 lives in the commit's partition values, not in the Parquet files, and every
@@ -148,6 +148,59 @@ _FILES: Final = [
     _f("upstream_url", pa.string()),
 ]
 
+_FILES_LINEAGE: Final = [
+    # lineage (gguf_audit.checks.lineage) and provenance, from the header
+    _f("tensor_set_digest", pa.string()),
+    _f("full_precision", pa.bool_()),
+    _f("quantized_by", pa.string()),
+    _f("imatrix_file", pa.string()),
+    _f("imatrix_dataset", pa.string()),
+    _f("imatrix_entries_count", pa.int64()),
+    _f("imatrix_chunks_count", pa.int64()),
+    _f("source_url", pa.string()),
+    _f("source_repo_url", pa.string()),
+    _f("source_hf_repository", pa.string()),
+    _f("base_model_count", pa.int64()),
+    _f("base_model_name", pa.string()),
+    _f("base_model_organization", pa.string()),
+    _f("base_model_repo_url", pa.string()),
+]
+
+_MODELS_LINEAGE: Final = [
+    # the model's family (gguf_audit.checks.lineage), judged by the driver
+    _f("family_key", pa.string()),
+    _f("full_precision", pa.bool_()),
+    _f("family_anchor", pa.string()),
+    _f("family_source", pa.string()),
+    _f("reference_url", pa.string()),
+]
+
+_RUNS_LINEAGE: Final = [
+    _f("compare_version", pa.int64()),
+    _f("compare_rows", pa.int64()),
+]
+
+_COMPARE: Final = [
+    _f("url", pa.string(), False),
+    _f("model_id", pa.string(), False),
+    _f("reference_url", pa.string(), False),
+    _f("family_key", pa.string()),
+    _f("tensor", pa.string(), False),
+    _f("type", pa.string()),
+    _f("reference_type", pa.string()),
+    _f("n_blocks", pa.int64()),
+    _f("n_values", pa.int64()),
+    _f("relative_rmse", pa.float64()),
+    _f("rmse", pa.float64()),
+    _f("max_abs_error", pa.float64()),
+    _f("max_error_steps", pa.float64()),
+    _f("rmse_steps", pa.float64()),
+    _f("over_step_fraction", pa.float64()),
+    _f("sign_flip_fraction", pa.float64()),
+    _f("verdict", pa.string(), False),
+    _f("source_run_id", pa.string(), False),
+]
+
 _MODELS: Final = [
     _f("model_id", pa.string(), False),
     _f("sharded", pa.bool_(), False),
@@ -234,13 +287,14 @@ _SAMPLES: Final = [
 ]
 
 _FIELDS: Final = {
-    "runs": _RUNS,
-    "files": _FILES,
-    "models": _MODELS,
+    "runs": [*_RUNS, *_RUNS_LINEAGE],
+    "files": [*_FILES, *_FILES_LINEAGE],
+    "models": [*_MODELS, *_MODELS_LINEAGE],
     "tensors": _TENSORS,
     "metadata": _METADATA,
     "problems": _PROBLEMS,
     "samples": _SAMPLES,
+    "compare": _COMPARE,
 }
 
 TABLE_NAMES: Final = tuple(_FIELDS)

@@ -102,7 +102,14 @@ def test_s3_collection(client: Any, moto: MotoS3Server, bucket: str, tmp_path: P
 
     problems = read_dataset(out, "problems").to_pylist()
     model_codes = {(p["model_id"].rsplit("/models/", 1)[1], p["code"]) for p in problems if p["scope"] == "model"}
-    assert model_codes == {("sharded/llama-split", "shard.missing"), ("sharded/misnumbered", "shard.bad_index")}
+    assert model_codes == {
+        ("sharded/llama-split", "shard.missing"),
+        ("sharded/misnumbered", "shard.bad_index"),
+        # every file is quantized: the Q4_K_M family (filed under its first model) and the incomplete
+        # set (it lacks a shard's tensors, so it is a family of its own) have no full-precision source
+        ("downloads/tiny-llama-Q4_K_M", "lineage.no_full_precision"),
+        ("sharded/llama-split", "lineage.no_full_precision"),
+    }
     missing = next(p for p in problems if p["code"] == "shard.missing")
     assert missing["url"] is None and "00002" in missing["message"]
     file_codes = {(p["url"].rsplit("/models/", 1)[1], p["code"]) for p in problems if p["scope"] == "file"}
@@ -347,6 +354,9 @@ def test_a_shard_set_with_one_changed_shard_is_judged_from_stored_facts(
     assert by_model == {
         ("misnumbered", "shard.bad_index", second.run_id),
         ("llama-split", "shard.missing", first.run_id),
+        # the lineage of the families not touched stays the first night's (downloads/ anchors Q4_K_M's)
+        ("llama-split", "lineage.no_full_precision", first.run_id),
+        ("tiny-llama-Q4_K_M", "lineage.no_full_precision", first.run_id),
     }
     assert second.problem_codes == first.problem_codes
 

@@ -1,0 +1,276 @@
+"""Lineage on the driver: families from the per-file facts, ``lineage.no_full_precision``, and the compare phase.
+
+Once every file has its rows, the driver groups the models into families
+(:mod:`gguf_audit.checks.lineage`) from the small facts rows it holds (the
+workers' and the reused files' alike: a tensor-set digest, whether the file
+is full precision, architecture, name and base model), never from the
+tables' rows. A family with quantized models and no full-precision source
+gets one ``lineage.no_full_precision`` problem, filed under its first
+quantized model. A source is a full-precision GGUF in the collection, or a
+``*.safetensors`` file in the directory of one of the family's files (the
+directory is listed once, and only for families without a full-precision
+GGUF one of whose models is judged this night: scans list only ``*.gguf``;
+a family all of whose models are carried keeps its stored answer, so a quiet
+night lists nothing; HTTP directories are not listed, as for manifests).
+Safetensors sources
+silence the finding but are not compared (their tensors have the upstream
+names, not GGUF's).
+
+The compare phase (``[checks] compare``, on by default) then sends each
+quantized file of a judged model with its family's full-precision single
+file to the workers (:func:`~gguf_audit.pipelines.compare_task.compare_batch`),
+which write the ``compare`` rows; their findings (``compare.layout_suspect``)
+become ``problems`` of scope ``model`` with the quantized file's ``url``.
+
+Incremental nights: the ``compare`` rows and lineage problems of a model are
+written by the night that judged it, and read through ``models.source_run_id``
+like the models' other problems. A model is judged again (and its pairs
+compared again) when one of its files was read, when its family columns
+changed (family, anchor, whether the family has a source, the reference
+chosen) or when its reference file was read this night; otherwise it is
+carried with its rows, and its pairs are not compared again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from fsspec.core import url_to_fs
+
+from gguf_audit.checks.lineage import Family, FamilyVerdict, Pair, families, judge_family, model_lineage
+from gguf_audit.compare import CompareBudget
+from gguf_audit.errors import describe_exception
+from gguf_audit.findings import Finding
+from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.pipelines.collect import Collector
+from gguf_audit.pipelines.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.discover import options_for
+from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.reuse import reused_shard_facts
+from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, model_lineage_cells, pair_problems_to_table
+from gguf_audit.tables.models import ModelSummary
+from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
+
+__all__ = [
+    "PAIRS_PER_TASK",
+    "Lineage",
+    "compare_options",
+    "judge_lineage",
+    "reload_shard_facts",
+    "run_compare",
+    "safetensors_dirs",
+]
+
+log = logging.getLogger(__name__)
+
+PAIRS_PER_TASK = 8
+"""Pairs compared per dask task (each reads two headers and a few KiB of blocks per tensor)."""
+
+
+UNLISTED = ("http://", "https://")
+"""Where no directory is listed for safetensors: HTTP servers cannot list (manifests name their files)."""
+
+
+def safetensors_dirs(dirs: Iterable[str], storage_options: Mapping[str, Any]) -> set[str]:
+    """Those of ``dirs`` that hold a ``*.safetensors`` file (one listing each; a failed listing holds none,
+    an HTTP directory is not listed)."""
+    found: set[str] = set()
+    for d in sorted(set(dirs)):
+        if d.startswith(UNLISTED):
+            continue
+        try:
+            fs, path = url_to_fs(d, **options_for(d, storage_options))
+            if fs.glob(f"{path.rstrip('/')}/*.safetensors"):
+                found.add(d)
+        except Exception as exc:  # noqa: BLE001 - a directory that cannot be listed has no safetensors we know of
+            log.info("lineage: cannot list %s for safetensors: %s", d, describe_exception(exc))
+    return found
+
+
+@dataclass
+class Lineage:
+    """This night's lineage: family columns per model, the models judged again, the pairs, their findings."""
+
+    verdicts: list[FamilyVerdict]
+    cells: dict[str, ModelLineageCells]
+    rejudge: set[str]
+    """Carried models judged again this night (their family changed, or their reference was read)."""
+    pairs: list[Pair]
+    found: list[tuple[str, str, Finding]] = field(default_factory=list)
+    """``(quant url, model id, finding)`` from the compare phase."""
+    failures: list[str] = field(default_factory=list)
+
+    def keep_carried(self, carried: pa.Table) -> pa.Table:
+        """The carried ``models`` rows that stay carried."""
+        if not self.rejudge or carried.num_rows == 0:
+            return carried
+        wanted = pa.array(sorted(self.rejudge), pa.string())
+        return carried.filter(pc.invert(pc.is_in(carried.column("model_id"), value_set=wanted)))
+
+    def apply(self, summaries: Sequence[ModelSummary]) -> list[ModelSummary]:
+        """The judged models' summaries with their family columns and findings."""
+        extra: dict[str, list[Finding]] = {}
+        for _, model_id, f in self.found:
+            extra.setdefault(model_id, []).append(f)
+        return [
+            apply_lineage(s, self.cells.get(str(s.row["model_id"])), extra.get(str(s.row["model_id"]), ()))
+            for s in summaries
+        ]
+
+    def pair_problems(self, run_id: str) -> pa.Table:
+        return pair_problems_to_table(self.found, run_id=run_id)
+
+
+_LINEAGE_INPUT: Final = (
+    "url",
+    "model_id",
+    "architecture",
+    "name",
+    "file_type_name",
+    "shard_index",
+    *LINEAGE_FACT_COLUMNS,
+)
+"""The facts columns lineage reads (a quiet night reads them for every file: no more than these)."""
+
+
+def _rows_by_model(collector: Collector) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for facts in collector.facts:
+        for row in facts.select(list(_LINEAGE_INPUT)).to_pylist():
+            out.setdefault(row["model_id"], []).append(row)
+    return out
+
+
+def judge_lineage(
+    out: Output,
+    config: ScanConfig,
+    groups: Mapping[str, Sequence[str]],
+    collector: Collector,
+    carried: pa.Table,
+    read_urls: Iterable[str],
+) -> Lineage:
+    """Families, findings and pairs of this night; the carried models whose family changed are judged again
+    (and their problems, counted when carried, uncounted)."""
+    members = _rows_by_model(collector)
+    models = [model_lineage(mid, members.get(mid, [])) for mid in groups]
+    grouped = families(models)
+    stored = {str(r["model_id"]): r for r in carried.select(["model_id", *ModelLineageCells().columns()]).to_pylist()}
+    dirs = _with_safetensors([f for f in grouped if f.quantized and not f.full], stored, config.storage_options)
+    verdicts = [judge_family(f, dirs) for f in grouped]
+    cells = model_lineage_cells(verdicts)
+    read = set(read_urls)
+    rejudge: set[str] = set()
+    for model_id, row in stored.items():
+        now = cells.get(model_id, ModelLineageCells())
+        if not now.same_columns(row) or (now.reference_url is not None and now.reference_url in read):
+            rejudge.add(model_id)
+    if rejudge:
+        _uncount(out, carried, rejudge, collector)
+    carried_ids = set(carried.column("model_id").to_pylist()) - rejudge
+    pairs = [p for v in verdicts for p in v.pairs if p.model_id not in carried_ids] if config.compare else []
+    return Lineage(verdicts, cells, rejudge, pairs)
+
+
+def _with_safetensors(
+    lacking: Sequence[Family], stored: Mapping[str, Mapping[str, Any]], storage_options: Mapping[str, Any]
+) -> set[str]:
+    """The directories of ``lacking``'s members that hold safetensors: listed for a family with a model judged
+    this night, the stored answer for one all of whose models are carried (a quiet night lists nothing)."""
+    known: set[str] = set()
+    to_list: set[str] = set()
+    for family in lacking:
+        if all(m.model_id in stored for m in family.models):
+            if any(stored[m.model_id].get("family_source") == "safetensors" for m in family.models):
+                known.update(m.directory for m in family.models)
+        else:
+            to_list.update(m.directory for m in family.models)
+    return known | (safetensors_dirs(to_list, storage_options) if to_list else set())
+
+
+def _uncount(out: Output, carried: pa.Table, ids: set[str], collector: Collector) -> None:
+    """Take the problems of carried models judged again out of the tally (they were counted as carried)."""
+    rows = carried.filter(pc.is_in(carried.column("model_id"), value_set=pa.array(sorted(ids), pa.string())))
+    by_source: dict[str, list[str]] = {}
+    for model_id, source in zip(
+        rows.column("model_id").to_pylist(), rows.column("source_run_id").to_pylist(), strict=True
+    ):
+        by_source.setdefault(str(source), []).append(str(model_id))
+    for source, model_ids in by_source.items():
+        where = (ds.field("scope") == "model") & ds.field("model_id").isin(pa.array(model_ids, pa.string()))
+        problems = out.read("problems", [source], columns=["code", "severity"], where=where)
+        collector.tally.codes.subtract(problems.column("code").to_pylist())
+        collector.tally.severities.subtract(problems.column("severity").to_pylist())
+    collector.tally.codes = +collector.tally.codes  # drop the zero counts
+    collector.tally.severities = +collector.tally.severities
+
+
+def reload_shard_facts(
+    out: Output, base_run_id: str | None, groups: Mapping[str, Sequence[str]], ids: Iterable[str], collector: Collector
+) -> None:
+    """The stored shard facts of the shard sets among ``ids`` (carried models judged again): their shards
+    were not read, and the facts of carried sets are not loaded when the reused files are."""
+    urls = [u for mid in ids for u in groups.get(mid, ()) if parse_shard_name(u) and u not in collector.shard_facts]
+    if not urls or base_run_id is None:
+        return
+    for fact in reused_shard_facts(out, out.read("files", [base_run_id], urls=urls)):
+        collector.shard_facts[fact.url] = fact
+
+
+def compare_options(config: ScanConfig, run_id: str, out: Output) -> CompareOptions:
+    return CompareOptions(
+        run_id=run_id,
+        storage_options=dict(config.storage_options),
+        read=config.read_config,
+        budget=CompareBudget(config.compare_tensors, config.sample_requests, config.sample_budget_bytes),
+        threads=config.threads,
+        out=out.url,
+        out_storage_options=out.fsspec_options,
+    )
+
+
+def run_compare(client: Any, lineage: Lineage, options: CompareOptions, collector: Collector) -> None:
+    """Compare ``lineage.pairs`` on the workers; their data files, I/O and findings go to ``collector`` and
+    ``lineage``. A task that fails is logged and its pairs get no rows (the scan goes on)."""
+    if not lineage.pairs:
+        return
+    as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs
+
+    batches = [
+        CompareBatch(f"{i // PAIRS_PER_TASK}", tuple(lineage.pairs[i : i + PAIRS_PER_TASK]))
+        for i in range(0, len(lineage.pairs), PAIRS_PER_TASK)
+    ]
+    futures = [
+        client.submit(
+            compare_batch,
+            b,
+            options,
+            key=f"gguf-audit-compare-{options.run_id}-{b.batch_id}-{secrets.token_hex(3)}",
+            pure=False,
+        )
+        for b in batches
+    ]
+    for future in as_completed(futures):
+        try:
+            result = future.result()
+            if not isinstance(result, CompareResult):
+                raise TypeError(f"a compare task returned {type(result).__name__}")
+        except Exception as exc:  # noqa: BLE001 - a lost compare task loses its rows, never the night
+            message = f"compare task failed: {describe_exception(exc)}"
+            log.warning("%s", message)
+            lineage.failures.append(message)
+            continue
+        finally:
+            future.release()
+        collector.add_parts(result.parts)
+        collector.tally.bytes_read += result.bytes_read
+        collector.tally.requests += result.requests
+        lineage.found.extend(result.findings)
