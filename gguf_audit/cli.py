@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from gguf_audit import __version__
 from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, audit_file
-from gguf_audit.compare import compare_files
+from gguf_audit.compare import CompareUsageError, compare_files
 from gguf_audit.errors import FormatError, GGUFAuditError, SourceError, Terminated, describe_exception
 from gguf_audit.findings import CODES, Severity
 from gguf_audit.format.safetensors import ReferenceFormatError
@@ -141,6 +141,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     options = _parse_storage_options(args.storage_options)
     try:
         result = compare_files(_readable(args.quant), _readable(args.reference), storage_options=options)
+    except CompareUsageError as exc:
+        raise _UsageError(str(exc)) from None
     except (FormatError, SourceError, ReferenceFormatError) as exc:
         print(f"gguf-audit: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS

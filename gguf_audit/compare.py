@@ -18,6 +18,7 @@ tensor whose errors reach whole quantization steps is reported as
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -47,12 +48,18 @@ __all__ = [
     "LAYOUT_SUSPECT",
     "NO_COMMON_TENSORS",
     "CompareBudget",
+    "CompareUsageError",
     "Comparison",
     "Reference",
     "Skipped",
     "compare_files",
     "read_reference",
 ]
+
+
+class CompareUsageError(ReferenceFormatError):
+    """The two files cannot be compared as asked: a file against itself, or a quantized reference."""
+
 
 LAYOUT_SUSPECT: Final = "compare.layout_suspect"
 NO_COMMON_TENSORS: Final = "compare.no_common_tensors"
@@ -244,6 +251,17 @@ def _budget_plan(
     return plan_blocks(header, selection, file_size=file_size, max_gap_bytes=max_gap)
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Whether two URLs name one file (local paths compared resolved)."""
+    if "://" not in a and "://" not in b:
+        return os.path.realpath(a) == os.path.realpath(b)
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def _quantized(type_id: int | None) -> bool:
+    return type_id is not None and ggml_type_info(type_id).quantized
+
+
 def compare_files(
     quant_url: str,
     reference_url: str,
@@ -263,12 +281,21 @@ def compare_files(
     Raises FormatError or SourceError when the quantized file's header cannot
     be read, ReferenceFormatError (or those) for the reference's.
     """
+    if _same_file(quant_url, reference_url):
+        raise CompareUsageError(f"a file compared with itself measures nothing. Got {quant_url!r} twice.")
     q_source = open_source(quant_url, storage_options=storage_options, fs=fs, config=read_config)
     q_head = read_header(q_source, config=read_config)
     header = q_head.header
     r_options = storage_options if reference_storage_options is None else reference_storage_options
     r_source = open_source(reference_url, storage_options=r_options, fs=fs, config=read_config)
     reference = read_reference(r_source, config=read_config)
+    quantized = [t for t in reference.tensors.values() if len(t.shape) >= 2 and _quantized(t.type_id)]
+    if quantized:
+        kinds = sorted({ggml_type_info(t.type_id).name for t in quantized if t.type_id is not None})
+        raise CompareUsageError(
+            f"the reference {reference_url} is quantized ({len(quantized)} matrices are {', '.join(kinds)}): "
+            "compare needs an F32, F16 or BF16 GGUF or a safetensors file as the reference"
+        )
 
     common, skipped = _match(header, reference)
     findings: list[Finding] = []

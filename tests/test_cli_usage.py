@@ -76,3 +76,22 @@ def test_a_pipeline_command_without_its_extra_names_it(command: str, tmp_path: P
         f"gguf-audit: {command} needs an extra that is not installed (dask): pip install 'gguf-audit[pipeline]'"
     )
     assert list(tmp_path.iterdir()) == []  # nothing written before saying so
+
+
+def test_compare_refuses_a_file_against_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    model = str(corpus_dir() / "models" / "tiny-llama-Q4_K_M.gguf")
+    assert main(["compare", model, model]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "compared with itself" in err
+    assert "compare.layout_suspect" not in err
+
+
+def test_compare_refuses_a_quantized_reference(capsys: pytest.CaptureFixture[str]) -> None:
+    models = corpus_dir() / "models"
+    status = main(["compare", str(models / "tiny-llama-Q4_K_M.gguf"), str(models / "tiny-llama-Q8_0.gguf")])
+    assert status == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "the reference" in captured.err and "is quantized" in captured.err and "Q8_0" in captured.err
+    # A full-precision reference is still compared.
+    assert main(["compare", str(models / "tiny-llama-Q4_K_M.gguf"), str(models / "tiny-llama-F16.gguf")]) == 0
