@@ -410,6 +410,15 @@ def test_the_documented_queries_run(
     top = dict(scope["top_codes"].iter_rows())
     assert top["shard.missing"] == 1 and "data.truncated" not in top
 
+    # And so does the pandas one (through deltalake).
+    [code] = [c for c in re.findall(r"```python\n(.*?)```", docs, re.S) if "to_pandas" in c]
+    scope = {}
+    exec(code.replace('"audit-out/', f'"{out}/'), scope)  # the docs' own example
+    assert scope["files"].status.value_counts().to_dict() == {"ok": 8, "error": 1, "unreadable": 1}
+    read_again = scope["read_by"].run_id.unique().tolist()
+    assert len(read_again) == 2  # the night's own reads and the first night's reused rows
+    assert len(scope["tensors"]) > 0 and set(scope["tensors"].run_id) <= set(read_again)
+
 
 def test_transient_errors_are_retried_and_lasting_ones_get_rows(
     client: Any, tmp_path: Path, sample: dict[str, bytes]
