@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
+from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.tables.listed import ListedFile
 
 __all__ = [
@@ -198,7 +199,7 @@ def _list_root(
     path = path.rstrip("/") or path
     try:
         if fs.isfile(path):
-            return [listed_from_info(fs.unstrip_protocol(path), fs.info(path))]
+            return _with_siblings(fs, path)
         if not fs.isdir(path):
             raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
         remote = protocol not in _LOCAL_PROTOCOLS and protocol != "memory"
@@ -217,6 +218,27 @@ def _list_root(
         if _selected(rel, include, exclude):
             out.append(listed_from_info(fs.unstrip_protocol(p), info))
     return out
+
+
+def _with_siblings(fs: fsspec.AbstractFileSystem, path: str) -> list[ListedFile]:
+    """A root that names one file; when it is a shard (``-00001-of-00004``), the rest of its set beside it.
+
+    A shard set is one model: auditing one shard alone would call the others
+    missing. One listing of the file's directory finds them (a missing one is
+    then a real ``shard.missing``).
+    """
+    shard = parse_shard_name(path)
+    if shard is None:
+        return [listed_from_info(fs.unstrip_protocol(path), fs.info(path))]
+    siblings = {}
+    for info in fs.ls(posixpath.dirname(path) or "/", detail=True):
+        name = str(info["name"])
+        other = parse_shard_name(name)
+        same_set = other is not None and (other.model_id, other.shard_count) == (shard.model_id, shard.shard_count)
+        if info.get("type", "file") == "file" and same_set:
+            siblings[name] = info
+    siblings.setdefault(path, fs.info(path))
+    return [listed_from_info(fs.unstrip_protocol(p), siblings[p]) for p in sorted(siblings)]
 
 
 def _find_parallel(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Mapping[str, Any]]:

@@ -140,3 +140,25 @@ def test_options_for() -> None:
     assert options_for("hf://o/r/m.gguf", per) == {"revision": "main"}
     assert options_for("https://h/m.gguf", per) == {"client_kwargs": {}}
     assert options_for("gs://b/k", per) == {}
+
+
+def test_a_shard_given_alone_brings_its_set(tmp_path: Path) -> None:
+    """Scanning only the first shard lists the rest of its set beside it (not other sets, not other files)."""
+    for name in (
+        "m-Q4-00001-of-00003.gguf",
+        "m-Q4-00002-of-00003.gguf",
+        "m-Q4-00003-of-00003.gguf",
+        "m-Q8-00001-of-00002.gguf",
+        "m-Q4-00001-of-00004.gguf",
+        "other.gguf",
+    ):
+        (tmp_path / name).write_bytes(b"GGUF")
+    listing = discover([str(tmp_path / "m-Q4-00001-of-00003.gguf")])
+    assert sorted(Path(f.url).name for f in listing.files) == [
+        "m-Q4-00001-of-00003.gguf",
+        "m-Q4-00002-of-00003.gguf",
+        "m-Q4-00003-of-00003.gguf",
+    ]
+    assert all(f.size == 4 for f in listing.files)
+    # A plain file given alone stays alone.
+    assert [Path(f.url).name for f in discover([str(tmp_path / "other.gguf")]).files] == ["other.gguf"]
