@@ -139,10 +139,14 @@ class _Progress(ScanObserver):
 
     def listed(self, listing: Listing, n_reused: int) -> None:
         reused = f", {n_reused} unchanged since the last run" if n_reused else ""
-        print(
-            f"listed {len(listing.files)} files ({fmt_bytes(listing.total_bytes)}) in {listing.seconds:.2f} s{reused}",
-            file=self.stream,
-        )
+        n, unsized = len(listing.files), listing.unsized
+        if unsized == n:
+            sizes = "sizes learnt from the first read"
+        elif unsized:
+            sizes = f"{fmt_bytes(listing.total_bytes)}, {unsized} sizes learnt from the first read"
+        else:
+            sizes = fmt_bytes(listing.total_bytes)
+        print(f"listed {n} files ({sizes}) in {listing.seconds:.2f} s{reused}", file=self.stream)
         if self.enabled:
             from tqdm import tqdm  # optional dependency (the pipeline extra), imported when a bar is shown
 

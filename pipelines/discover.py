@@ -66,7 +66,13 @@ class Listing:
 
     @property
     def total_bytes(self) -> int:
+        """The listed sizes added up (files whose size the listing did not give count nothing)."""
         return sum(f.size or 0 for f in self.files)
+
+    @property
+    def unsized(self) -> int:
+        """Files whose size the listing did not give (manifests of plain URLs): learnt from the first read."""
+        return sum(1 for f in self.files if f.size is None)
 
 
 def _protocol(url: str) -> str:
