@@ -6,7 +6,9 @@ globs; or manifests (text, CSV or Parquet lists of URLs) for HTTP servers that
 cannot list. Every listed file keeps what its listing tells for free: size,
 ETag or version id, modification time, and the LFS sha256 where the filesystem
 gives it (``hf://`` does). The audit then needs no ``info`` call per file, and
-an incremental run compares these facts with the last run's.
+an incremental run compares these facts with the last run's. ``hf://`` roots
+(organisations, repositories at a revision) are listed through the Hub's API
+and pinned to commit shas (:mod:`~gguf_audit.pipelines.hub_listing`).
 
 A big bucket is listed as one recursive listing per top-level prefix, several
 at a time, so listing does not serialise behind one paginated request chain.
@@ -31,6 +33,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
+from gguf_audit.pipelines.hub_listing import HubListingError, list_hub_root
 from gguf_audit.tables.listed import ListedFile
 
 __all__ = [
@@ -187,6 +190,11 @@ def _list_root(
     root: str, storage_options: Mapping[str, Any], include: Sequence[str], exclude: Sequence[str]
 ) -> list[ListedFile]:
     protocol = _protocol(root)
+    if protocol == "hf":
+        try:
+            return list_hub_root(root, options_for(root, storage_options), lambda rel: _selected(rel, include, exclude))
+        except (HubListingError, ValueError) as exc:
+            raise DiscoveryError(f"cannot list root {root!r}: {exc}") from exc
     try:
         fs, path = url_to_fs(root, **options_for(root, storage_options))
     except (ImportError, ValueError, TypeError) as exc:

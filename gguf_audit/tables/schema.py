@@ -144,6 +144,10 @@ _FILES: Final = [
     # what sampling looked at (null without sampling)
     _f("sampled_tensors", pa.int32()),
     _f("sampled_strata", pa.int32()),
+    # added later (null in earlier runs): the pinned revision and rate-limit waits
+    _f("revision", pa.string()),
+    _f("rate_limited", pa.int32()),
+    _f("rate_limit_wait_s", pa.float64()),
 ]
 
 _MODELS: Final = [
