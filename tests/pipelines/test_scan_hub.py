@@ -13,10 +13,10 @@ from typing import Any
 
 import pyarrow.compute as pc
 import pytest
-from corpus import corpus_dir
+from corpus import REPO, corpus_dir
 from pipeline_helpers import read_dataset
 
-from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.config import ScanConfig, load_config
 from gguf_audit.pipelines.run import run_scan
 from gguf_audit.testing.hub import LocalHub
 
@@ -147,3 +147,18 @@ def test_a_429_is_waited_out(client: Any, hub: LocalHub, tmp_path: Path) -> None
     assert all(not any(c.startswith("io.") for c in r["codes"]) for r in files.values())
     assert sum(r["rate_limited"] for r in files.values()) == 3
     assert sum(r["rate_limit_wait_s"] for r in files.values()) > 0
+
+
+def test_the_hf_mirror_config_as_written(client: Any, hub: LocalHub, tmp_path: Path) -> None:
+    """configs/hf-mirror.toml, pointed at the local hub: header-only, at most 2 resolve requests per file."""
+    config = load_config(REPO / "configs" / "hf-mirror.toml").replace(
+        roots=("hf://org",), out=str(tmp_path / "out"), storage_options={"hf": {"endpoint": hub.endpoint, "token": False}},
+    )
+    assert not config.samples and config.incremental
+    result = run_scan(config, client=client)
+    files = _files(tmp_path / "out", result.run_id)
+    assert len(files) == 10
+    assert max(r["requests"] for r in files.values()) <= 2
+    assert hub.resolve_requests == result.requests <= 2 * len(files)
+    # The listing: one page of models, then one tree per repository.
+    assert hub.api_requests == 1 + 4
