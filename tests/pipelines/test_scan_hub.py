@@ -152,7 +152,9 @@ def test_a_429_is_waited_out(client: Any, hub: LocalHub, tmp_path: Path) -> None
 def test_the_hf_mirror_config_as_written(client: Any, hub: LocalHub, tmp_path: Path) -> None:
     """configs/hf-mirror.toml, pointed at the local hub: header-only, at most 2 resolve requests per file."""
     config = load_config(REPO / "configs" / "hf-mirror.toml").replace(
-        roots=("hf://org",), out=str(tmp_path / "out"), storage_options={"hf": {"endpoint": hub.endpoint, "token": False}},
+        roots=("hf://org",),
+        out=str(tmp_path / "out"),
+        storage_options={"hf": {"endpoint": hub.endpoint, "token": False}},
     )
     assert not config.samples and config.incremental
     result = run_scan(config, client=client)
