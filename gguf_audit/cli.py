@@ -45,6 +45,11 @@ def _parse_storage_options(text: str | None) -> dict[str, Any]:
         raise _UsageError(f"--storage-options is not valid JSON: {exc.msg}. Got {text!r}.") from exc
     if not isinstance(value, dict):
         raise _UsageError(f"--storage-options must be a JSON object. Got {text!r}.")
+    if isinstance(value.get("token"), str):
+        raise _UsageError(
+            "--storage-options may not carry a token: set HF_TOKEN (or log in with huggingface_hub) "
+            "or the store's usual environment variables instead"
+        )
     return value
 
 

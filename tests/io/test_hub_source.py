@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from corpus import corpus_dir
 
 from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.cli import main
 from gguf_audit.io.hub import HubURL, hub_token, parse_hf_url
 from gguf_audit.io.limits import parse_rate_limit
 from gguf_audit.io.source import ReadConfig
@@ -170,3 +172,37 @@ def test_lfs_redirect_to_a_cdn_keeps_the_range() -> None:
         assert len(cdn.requests) == hub.resolve_requests == audit.io.requests
         assert all(r.range is not None and r.range.startswith("bytes=") for r in cdn.requests)
         assert cdn.bytes_sent == audit.io.bytes_read
+
+
+def test_no_requests_left_pauses_before_the_next_request() -> None:
+    """``RateLimit: ...;r=0;t=S`` on an answer holds the next request back: no 429 is ever answered."""
+    with LocalHub() as hub:
+        hub.add_org("org")
+        hub.create_repo("org/m")
+        data = {f"m{i}.gguf": _model("tiny-llama-Q4_0.gguf") for i in range(4)}
+        sha = hub.add_files("org/m", data)
+        hub.rate_limit(2, window_s=1)
+        options = {"endpoint": hub.endpoint, "token": False}
+        audits = [
+            audit_file(f"hf://org/m/{name}", size=len(d), storage_options=options, revision=sha, config=HEADER_ONLY)
+            for name, d in data.items()
+        ]
+        assert all(a.header is not None for a in audits)
+        assert sum(a.io.rate_limited for a in audits) >= 1
+        assert sum(a.io.rate_limit_wait_s for a in audits) > 0
+        # One request per file: none was answered 429 and asked again.
+        assert hub.resolve_requests == len(data) == sum(a.io.requests for a in audits)
+
+
+def test_inspect_an_hf_file(capsys: pytest.CaptureFixture[str]) -> None:
+    with LocalHub() as hub:
+        hub.add_org("org")
+        hub.create_repo("org/m")
+        hub.add_files("org/m", {"m.gguf": _model("tiny-llama-Q4_0.gguf")})
+        options = json.dumps({"endpoint": hub.endpoint, "token": False})
+        assert main(["inspect", "hf://org/m@main/m.gguf", "--storage-options", options, "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["url"] == "hf://org/m@main/m.gguf" and report["status"] in ("ok", "warning")
+        secret = json.dumps({"endpoint": hub.endpoint, "token": "hf_secret"})
+        assert main(["inspect", "hf://org/m/m.gguf", "--storage-options", secret]) == 2
+        assert "hf_secret" not in capsys.readouterr().err
