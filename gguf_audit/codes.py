@@ -460,8 +460,9 @@ _code(
     "io.rate_limited",
     W,
     None,
-    "The server kept rate-limiting reads (429, RateLimit or Retry-After) past max_rate_limit_wait_s: the file "
-    "was not read this time, and an incremental run reads it again. A warning: the store's limit, not the file.",
+    "The server kept rate-limiting reads (429, RateLimit or Retry-After) past the wait allowed "
+    "([io] rate_limit_wait_s): the file was not read this time, and an incremental run reads it again. "
+    "A warning: the store's limit, not the file.",
 )
 _code(
     "io.size_unknown",
