@@ -136,7 +136,7 @@ def _list_repo(
         if not hasattr(entry, "blob_id"):
             continue  # a folder
         path = str(entry.path)
-        rel = path[len(prefix) :] if prefix and path.startswith(prefix) else path.rsplit("/", 1)[-1]
+        rel = path[len(prefix) :] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
         if not selected(rel):
             continue
         lfs = getattr(entry, "lfs", None)
@@ -150,7 +150,7 @@ def _list_repo(
                 revision=sha,
             )
         )
-    return out
+    return sorted(out, key=lambda f: f.url)
 
 
 def list_hub_root(root: str, options: Mapping[str, Any], selected: Callable[[str], bool]) -> list[ListedFile]:

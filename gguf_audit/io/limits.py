@@ -85,6 +85,7 @@ def host_key(url: str, fs: Any) -> str:
 
 _RATE_LIMIT_T: Final = re.compile(r"(?:^|;)\s*t\s*=\s*(\d+(?:\.\d+)?)")
 _RATE_LIMIT_R: Final = re.compile(r"(?:^|;)\s*r\s*=\s*(\d+)")
+_RATE_LIMIT_W: Final = re.compile(r"(?:^|;)\s*w\s*=\s*(\d+(?:\.\d+)?)")
 
 
 class RateLimit(NamedTuple):
@@ -95,7 +96,8 @@ class RateLimit(NamedTuple):
 
 
 def parse_rate_limit(headers: Mapping[str, str]) -> RateLimit:
-    """``RateLimit: "<bucket>";r=<left>;t=<seconds>`` (the IETF draft the Hub sends), else ``Retry-After`` seconds.
+    """``RateLimit: "<bucket>";r=<left>;t=<seconds>`` (the IETF draft the Hub sends), else ``Retry-After`` seconds,
+    else (with no requests left) the window of ``RateLimit-Policy: "<policy>";"<bucket>";q=<n>;w=<seconds>``.
 
     Unknown or malformed values give None; a reset is never negative.
     """
@@ -111,6 +113,10 @@ def parse_rate_limit(headers: Mapping[str, str]) -> RateLimit:
         retry_after = (headers.get("Retry-After") or headers.get("retry-after") or "").strip()
         if retry_after.replace(".", "", 1).isdigit():
             reset = float(retry_after)
+    if reset is None and remaining == 0:
+        # No reset named: the policy's window (``RateLimit-Policy: ...;q=<n>;w=<seconds>``) is the longest wait.
+        window = _RATE_LIMIT_W.search(headers.get("RateLimit-Policy") or headers.get("ratelimit-policy") or "")
+        reset = float(window.group(1)) if window else None
     return RateLimit(remaining, reset)
 
 

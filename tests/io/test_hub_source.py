@@ -68,6 +68,9 @@ def test_parse_rate_limit() -> None:
     assert parse_rate_limit({"RateLimit": '"api";r=41;t=3'}) == (41, 3.0)
     assert parse_rate_limit({"Retry-After": "7"}) == (None, 7.0)
     assert parse_rate_limit({"RateLimit": "garbage", "Retry-After": "soon"}) == (None, None)
+    policy = '"fixed window";"resolvers";q=5000;w=300'
+    assert parse_rate_limit({"RateLimit": '"resolvers";r=0', "RateLimit-Policy": policy}) == (0, 300.0)
+    assert parse_rate_limit({"RateLimit": '"resolvers";r=7', "RateLimit-Policy": policy}) == (7, None)
 
 
 def test_pinned_revision_reads_exactly_the_asked_bytes() -> None:
