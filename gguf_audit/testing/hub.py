@@ -36,8 +36,9 @@ Choices, where the Hub does more than a test needs:
   ``X-Linked-Size``, ``X-Repo-Commit``); given a ``cdn`` (a
   :class:`~gguf_audit.testing.http.RangeHTTPServer`, another port: another
   origin), they are answered as on the Hub, 302 to the blob on the CDN.
-- No Xet: entries carry no ``xetHash`` and resolve answers no ``X-Xet-Hash``,
-  so the client reads over plain HTTP ranges even with ``hf_xet`` installed.
+- No Xet: resolve answers no ``X-Xet-Hash``, so the client reads over plain
+  HTTP ranges even with ``hf_xet`` installed; tree entries carry a stand-in
+  ``xetHash`` only with ``xet_hashes`` on.
 - Only model repositories; a revision is a branch name or a full commit sha.
   Listings come in a stable order (``list_models`` by id; trees "tree first":
   per level the directories, each followed by its subtree when recursive,
@@ -229,6 +230,7 @@ class LocalHub(LoopbackServer):
     ) -> None:
         super().__init__()
         self.cdn, self._on_cdn = cdn, set[str]()
+        self.xet_hashes = False  # tree entries of LFS files carry a stand-in xetHash (never X-Xet-Hash)
         self._closing = threading.Event()
         self._state = HubState()
         self._latency_s = float(latency_s)
@@ -459,7 +461,8 @@ class LocalHub(LoopbackServer):
         if method == "GET" and len(rest) >= 2 and rest[0] == "tree":
             commit = self._commit(repo, rest[1])
             path = "/".join(rest[2:]).strip("/")
-            entries = tree_json(repo, commit, path, recursive=_flag(params, "recursive"), expand=expand)
+            recursive = _flag(params, "recursive")
+            entries = tree_json(repo, commit, path, recursive=recursive, expand=expand, xet=self.xet_hashes)
             if entries is None:
                 raise _HubError(404, f"Entry not found: {path!r}", "EntryNotFound", {"X-Repo-Commit": commit.sha})
             size = self.tree_expand_page_size if expand else self.tree_page_size

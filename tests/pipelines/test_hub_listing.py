@@ -86,3 +86,11 @@ def test_an_empty_or_unknown_organisation_is_a_discovery_error(hub: LocalHub) ->
         discover(["hf://nobody"], storage_options=_options(hub))
     with pytest.raises(DiscoveryError, match="only model repositories"):
         discover(["hf://datasets/org/d"], storage_options=_options(hub))
+
+
+def test_a_listed_xet_hash_is_kept(hub: LocalHub) -> None:
+    hub.xet_hashes = True
+    listing = discover(["hf://org/b"], storage_options=_options(hub))
+    stored = hub.file("org/b", "b.gguf")
+    assert stored.xet_hash is not None
+    assert [(f.etag, f.sha256) for f in listing.files] == [(stored.xet_hash, stored.sha256)]
