@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.pipelines.hub_listing import HubListingError, list_hub_root
+from gguf_audit.pipelines.hub_listing import list_hub_root
 from gguf_audit.tables.listed import ListedFile
 
 __all__ = [
@@ -193,7 +193,7 @@ def _list_root(
     if protocol == "hf":
         try:
             return list_hub_root(root, options_for(root, storage_options), lambda rel: _selected(rel, include, exclude))
-        except (HubListingError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # HubListingError, a malformed root, a token in the options
             raise DiscoveryError(f"cannot list root {root!r}: {exc}") from exc
     try:
         fs, path = url_to_fs(root, **options_for(root, storage_options))

@@ -106,13 +106,14 @@ def hub_token(options: Mapping[str, Any]) -> str | None:
     """The token huggingface_hub resolves (``HF_TOKEN``, then the login file); None when anonymous.
 
     ``token: false`` in the options asks anonymously; a token given in the
-    options is refused: credentials come from the environment and the login only.
+    options is refused (PermissionError, so a file's audit reports
+    ``io.permission_denied``): credentials come from the environment and the login only.
     """
     given = options.get("token")
     if given is False:
         return None
     if given not in (None, True):
-        raise ValueError(
+        raise PermissionError(
             "a token in the storage options is refused: set HF_TOKEN or log in with huggingface_hub instead"
         )
     try:

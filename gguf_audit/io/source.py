@@ -363,7 +363,9 @@ class HTTPSource(FsspecSource):
         if status == 429:
             self.stats.rate_limited += 1
             self.stats.requests += 1  # the caller counts the request that answers; this one did not
-            self.pauses.pause(host, limit.reset_s if limit.reset_s is not None else self.config.backoff_s)
+            # No reset named: back off, doubling with each 429 this file met (at most 2**8 times the first delay).
+            backoff = self.config.backoff_s * 2 ** min(self.stats.rate_limited - 1, 8)
+            self.pauses.pause(host, limit.reset_s if limit.reset_s is not None else backoff)
         elif limit.remaining == 0 and limit.reset_s:
             self.stats.rate_limited += 1
             self.pauses.pause(host, limit.reset_s)
@@ -507,9 +509,12 @@ def _hub_source(
     url: str, options: Mapping[str, Any], size: int | None, config: ReadConfig, revision: str | None
 ) -> HTTPSource:
     """An HTTP source over the resolve URL of ``url``, with the bearer token huggingface_hub resolves."""
-    hub = parse_hf_url(url)
+    try:
+        hub = parse_hf_url(url)
+    except ValueError as exc:
+        raise FileNotFoundError(str(exc)) from exc  # io.not_found: no file has such a URL
     if hub.repo_id is None or not hub.path:
-        raise ValueError(f"an hf:// file URL is hf://ORG/REPO[@REVISION]/PATH. Got {url!r}.")
+        raise IsADirectoryError(f"an hf:// file URL is hf://ORG/REPO[@REVISION]/PATH. Got {url!r}.")
     pinned = revision or hub.revision or str(options.get("revision") or "main")
     target = resolve_url(hub_endpoint(options), hub.repo_id, pinned, hub.path)
     http_options: dict[str, Any] = {"headers": hub_headers(options)}

@@ -59,7 +59,7 @@ def test_token_never_from_options(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "from-env")
     assert hub_token({}) == "from-env"
     assert hub_token({"token": False}) is None
-    with pytest.raises(ValueError, match="HF_TOKEN"):
+    with pytest.raises(PermissionError, match="HF_TOKEN"):
         hub_token({"token": "hf_secret"})
 
 
@@ -126,6 +126,9 @@ def test_a_missing_file_or_repository_is_a_finding() -> None:
         gone = audit_file("hf://org/gone/m.gguf", storage_options=options)
         assert [f.code for f in missing.findings] == ["io.not_found"]
         assert [f.code for f in gone.findings] == ["io.permission_denied"]  # the Hub's 401 to an anonymous caller
+        # Not a file URL, or not a model repository: rows with a code, never internal.unexpected.
+        for url in ("hf://org/m", "hf://datasets/org/d/x.gguf"):
+            assert [f.code for f in audit_file(url, storage_options=options).findings] == ["io.not_found"]
 
 
 def test_a_429_is_waited_out_and_counted() -> None:
