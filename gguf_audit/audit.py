@@ -122,8 +122,11 @@ def audit_file(
     config: AuditConfig = DEFAULT_AUDIT_CONFIG,
     template_cache: TemplateCache = DEFAULT_TEMPLATE_CACHE,
     upstream_cache: UpstreamCache | None = None,
+    revision: str | None = None,
 ) -> FileAudit:
     """Read ``url``'s header, judge it, and return every finding. Never raises.
+
+    ``revision`` pins an ``hf://`` file to the commit sha its listing saw.
 
     ``template_cache`` audits each distinct set of chat templates once (shared
     by every thread that audits files with it); ``upstream_cache`` reads each
@@ -140,7 +143,9 @@ def audit_file(
     upstream_url: str | None = None
     source = None
     try:
-        source = open_source(url, storage_options=storage_options, size=size, fs=fs, config=config.read)
+        source = open_source(
+            url, storage_options=storage_options, size=size, fs=fs, config=config.read, revision=revision
+        )
         stats = source.stats
         read = read_header(source, config=config.read, limits=config.limits)
         header = read.header

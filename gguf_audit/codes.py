@@ -410,6 +410,14 @@ _code(
     "The header is larger than the configured read limit; the file was not judged past it.",
 )
 _code(
+    "io.rate_limited",
+    W,
+    None,
+    "The server kept rate-limiting reads (429, RateLimit or Retry-After) past the wait allowed "
+    "([io] rate_limit_wait_s): the file was not read this time, and an incremental run reads it again. "
+    "A warning: the store's limit, not the file.",
+)
+_code(
     "io.size_unknown",
     W,
     False,
@@ -468,6 +476,7 @@ CORE_CODES: Final = frozenset(
         "io.timeout",
         "io.error",
         "io.range_ignored",
+        "io.rate_limited",
         "header.too_large",
         "io.size_unknown",
         "run.worker_lost",

@@ -4,7 +4,7 @@ A config has four tables::
 
     [scan]      roots, manifests, include, exclude, out, incremental, fail_on
     [cluster]   scheduler, workers, threads_per_worker, dashboard
-    [io]        batch_size, threads, retries, backoff_s, timeout_s, initial_bytes
+    [io]        batch_size, threads, retries, backoff_s, timeout_s, initial_bytes, rate_limit_wait_s
     [checks]    semantics, templates, samples, sample_requests, sample_budget_bytes, upstream, upstream_location,
                 compare, compare_tensors
     [storage_options]      fsspec options, flat or one table per protocol ([storage_options.s3])
@@ -91,6 +91,9 @@ class ScanConfig:
     backoff_s: float = 0.2
     timeout_s: float = 60.0
     initial_bytes: int = 512 * 1024
+    rate_limit_wait_s: float = 330.0
+    """Seconds a file may wait, in all, for a store's rate limit to reset (429, ``RateLimit``) before it
+    gets ``io.rate_limited``."""
     semantics: bool = True
     """Architecture, tokenizer and declared-type checks (from the header alone)."""
     templates: bool = True
@@ -130,6 +133,7 @@ class ScanConfig:
             retries=self.retries,
             backoff_s=self.backoff_s,
             timeout_s=self.timeout_s,
+            max_rate_limit_wait_s=self.rate_limit_wait_s,
         )
 
     @property
@@ -168,7 +172,7 @@ class ScanConfig:
 _SECTIONS: Final = {
     "scan": {"roots", "manifests", "include", "exclude", "out", "incremental", "fail_on"},
     "cluster": {"scheduler", "workers", "threads_per_worker", "dashboard"},
-    "io": {"batch_size", "threads", "retries", "backoff_s", "timeout_s", "initial_bytes"},
+    "io": {"batch_size", "threads", "retries", "backoff_s", "timeout_s", "initial_bytes", "rate_limit_wait_s"},
     "checks": set(CHECK_SETTINGS),
 }
 _OPTION_SECTIONS: Final = ("storage_options", "out_storage_options")
@@ -250,6 +254,7 @@ def _validated(config: ScanConfig) -> ScanConfig:
     _parse_int("compare_tensors", config.compare_tensors, 1)
     _parse_float("backoff_s", config.backoff_s, 0.0)
     _parse_float("timeout_s", config.timeout_s, 0.001)
+    _parse_float("rate_limit_wait_s", config.rate_limit_wait_s, 0.0)
     check_no_credentials(config.storage_options)
     if config.out_storage_options is not None:
         check_no_credentials(config.out_storage_options, "out_storage_options")
@@ -287,7 +292,7 @@ def _convert(key: str, value: object) -> Any:
         return _parse_int(key, value, 0)
     if key in ("sample_requests", "sample_budget_bytes", "compare_tensors"):
         return _parse_int(key, value, 1)
-    if key in ("backoff_s", "timeout_s"):
+    if key in ("backoff_s", "timeout_s", "rate_limit_wait_s"):
         return _parse_float(key, value, 0.0)
     if key == "upstream_location":
         if not isinstance(value, str):

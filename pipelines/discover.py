@@ -6,7 +6,9 @@ globs; or manifests (text, CSV or Parquet lists of URLs) for HTTP servers that
 cannot list. Every listed file keeps what its listing tells for free: size,
 ETag or version id, modification time, and the LFS sha256 where the filesystem
 gives it (``hf://`` does). The audit then needs no ``info`` call per file, and
-an incremental run compares these facts with the last run's.
+an incremental run compares these facts with the last run's. ``hf://`` roots
+(organisations, repositories at a revision) are listed through the Hub's API
+and pinned to commit shas (:mod:`~gguf_audit.pipelines.hub_listing`).
 
 A big bucket is listed as one recursive listing per top-level prefix, several
 at a time, so listing does not serialise behind one paginated request chain.
@@ -32,10 +34,14 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.pipelines.hub_listing import list_hub_root
 from gguf_audit.tables.listed import ListedFile
+
+SAFETENSORS_SUFFIX: Final = ".safetensors"
 
 __all__ = [
     "DEFAULT_INCLUDE",
+    "SAFETENSORS_SUFFIX",
     "DiscoveryError",
     "Listing",
     "discover",
@@ -63,6 +69,11 @@ class Listing:
 
     files: tuple[ListedFile, ...]
     seconds: float
+    safetensors_dirs: frozenset[str] = frozenset()
+    """Directories (URLs without a trailing slash) where the listing saw a ``*.safetensors`` file: full-precision
+    sources for lineage, never audited as GGUF."""
+    listed_dirs: frozenset[str] = frozenset()
+    """Directories whose every file the root listings saw: lineage needs no listing of its own for them."""
 
     @property
     def total_bytes(self) -> int:
@@ -192,20 +203,32 @@ def _find(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Mapping[str, An
 
 def _list_root(
     root: str, storage_options: Mapping[str, Any], include: Sequence[str], exclude: Sequence[str]
-) -> list[ListedFile]:
+) -> tuple[list[ListedFile], bool]:
+    """The files under ``root``, and whether the listing saw every file of their directories (a directory
+    root on a store that lists; not a single file, not HTTP)."""
     protocol = _protocol(root)
+    if protocol == "hf":
+        try:
+            listed = list_hub_root(
+                root,
+                options_for(root, storage_options),
+                lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
+            )
+            return listed, True
+        except (OSError, ValueError) as exc:  # HubListingError, a malformed root, a token in the options
+            raise DiscoveryError(f"cannot list root {root!r}: {exc}") from exc
     try:
         fs, path = url_to_fs(root, **options_for(root, storage_options))
     except (ImportError, ValueError, TypeError) as exc:
         raise DiscoveryError(f"cannot open root {root!r}: {type(exc).__name__}: {exc}") from exc
     if protocol in ("http", "https"):
         # HTTP cannot list: a URL root names one file (many belong in a manifest).
-        return [ListedFile(url=root)]
+        return [ListedFile(url=root)], False
     fs.invalidate_cache()  # a long-lived process must see objects changed since its last listing
     path = path.rstrip("/") or path
     try:
         if fs.isfile(path):
-            return _with_siblings(fs, path)
+            return _with_siblings(fs, path), False
         if not fs.isdir(path):
             raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
         remote = protocol not in _LOCAL_PROTOCOLS and protocol != "memory"
@@ -221,9 +244,9 @@ def _list_root(
         if info.get("type", "file") != "file":
             continue
         rel = p[len(prefix) :] if p.startswith(prefix) else posixpath.basename(p)
-        if _selected(rel, include, exclude):
+        if _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX):
             out.append(listed_from_info(fs.unstrip_protocol(p), info))
-    return out
+    return out, True
 
 
 def _with_siblings(fs: fsspec.AbstractFileSystem, path: str) -> list[ListedFile]:
@@ -373,10 +396,21 @@ def discover(
     begun = time.perf_counter()
     options = storage_options or {}
     found: dict[str, ListedFile] = {}
+    safetensors: set[str] = set()
+    listed_dirs: set[str] = set()
     for root in roots:
-        for listed in _list_root(root, options, include, exclude):
+        listed_files, whole = _list_root(root, options, include, exclude)
+        for listed in listed_files:
+            directory = listed.url.rsplit("/", 1)[0]
+            if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
+                safetensors.add(directory)  # a source beside the GGUFs, not a file to audit
+                continue
+            if whole:
+                listed_dirs.add(directory)
             found.setdefault(listed.url, listed)
     for manifest in manifests:
         for listed in read_manifest(manifest, options):
             found.setdefault(listed.url, listed)
-    return Listing(tuple(found.values()), time.perf_counter() - begun)
+    return Listing(
+        tuple(found.values()), time.perf_counter() - begun, frozenset(safetensors), frozenset(listed_dirs | safetensors)
+    )

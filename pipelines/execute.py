@@ -132,6 +132,8 @@ def _failed_audit(listed: ListedFile, code: str, message: str, io_stats: IOStats
 
 
 def _audit_one(listed: ListedFile, options: TaskOptions, upstream: UpstreamCache | None = None) -> FileAudit:
+    if listed.error_code is not None:  # the listing already failed for it (an hf:// repository)
+        return _failed_audit(listed, listed.error_code, listed.error_message or "the listing failed")
     try:
         return audit_file(
             listed.url,
@@ -140,6 +142,7 @@ def _audit_one(listed: ListedFile, options: TaskOptions, upstream: UpstreamCache
             storage_options=options_for(listed.url, options.storage_options),
             config=options.audit,
             upstream_cache=upstream,
+            revision=listed.revision,
         )
     except Exception as exc:  # noqa: BLE001 - audit_file never raises; this guards the guard
         return _failed_audit(listed, "internal.unexpected", describe_exception(exc))

@@ -53,7 +53,7 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.collect import Collector
 from gguf_audit.pipelines.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.discover import options_for
+from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.reuse import reused_shard_facts
 from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, model_lineage_cells, pair_problems_to_table
@@ -157,6 +157,7 @@ def judge_lineage(
     collector: Collector,
     carried: pa.Table,
     read_urls: Iterable[str],
+    listing: Listing | None = None,
 ) -> Lineage:
     """Families, findings and pairs of this night; the carried models whose family changed are judged again
     (and their problems, counted when carried, uncounted)."""
@@ -164,7 +165,11 @@ def judge_lineage(
     models = [model_lineage(mid, members.get(mid, [])) for mid in groups]
     grouped = families(models)
     stored = {str(r["model_id"]): r for r in carried.select(["model_id", *ModelLineageCells().columns()]).to_pylist()}
-    dirs = _with_safetensors([f for f in grouped if f.quantized and not f.full], stored, config.storage_options)
+    seen, covered = (
+        (listing.safetensors_dirs, listing.listed_dirs) if listing is not None else (frozenset(), frozenset())
+    )
+    lacking = [f for f in grouped if f.quantized and not f.full]
+    dirs = _with_safetensors(lacking, stored, config.storage_options, seen, covered)
     verdicts = [judge_family(f, dirs) for f in grouped]
     cells = model_lineage_cells(verdicts)
     read = set(read_urls)
@@ -181,18 +186,29 @@ def judge_lineage(
 
 
 def _with_safetensors(
-    lacking: Sequence[Family], stored: Mapping[str, Mapping[str, Any]], storage_options: Mapping[str, Any]
+    lacking: Sequence[Family],
+    stored: Mapping[str, Mapping[str, Any]],
+    storage_options: Mapping[str, Any],
+    seen: frozenset[str] = frozenset(),
+    covered: frozenset[str] = frozenset(),
 ) -> set[str]:
-    """The directories of ``lacking``'s members that hold safetensors: listed for a family with a model judged
-    this night, the stored answer for one all of whose models are carried (a quiet night lists nothing)."""
+    """The directories of ``lacking``'s members that hold safetensors.
+
+    The scan's own listing answers for the directories it listed whole (``seen``
+    among ``covered``: no request); the others are listed here for a family
+    with a model judged this night, and a family all of whose models are
+    carried keeps its stored answer (a quiet night lists nothing).
+    """
     known: set[str] = set()
     to_list: set[str] = set()
     for family in lacking:
+        directories = {m.directory for m in family.models}
+        known.update(directories & seen)
         if all(m.model_id in stored for m in family.models):
             if any(stored[m.model_id].get("family_source") == "safetensors" for m in family.models):
-                known.update(m.directory for m in family.models)
+                known.update(directories)
         else:
-            to_list.update(m.directory for m in family.models)
+            to_list.update(directories - covered)
     return known | (safetensors_dirs(to_list, storage_options) if to_list else set())
 
 

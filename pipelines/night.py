@@ -68,6 +68,7 @@ class Night:
         self.groups = groups
         self.base_run_id = base_run_id
         self.plan = plan
+        self.listing = listing
         self.urls = [f.url for f in listing.files]
         self.model_ids = {u: mid for mid, members in groups.items() for u in members}
         self.collector = Collector(frozenset(self.urls))
@@ -100,7 +101,7 @@ class Night:
         """
         read = (f.url for f in self.plan.read)
         try:
-            lineage = judge_lineage(self.out, config, self.groups, self.collector, self.carried, read)
+            lineage = judge_lineage(self.out, config, self.groups, self.collector, self.carried, read, self.listing)
             reload_shard_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
         except Exception as exc:  # noqa: BLE001 - lineage is a judgement across files, never worth the night
             log.warning("lineage failed, models judged without it: %s", describe_exception(exc))

@@ -1,21 +1,35 @@
-"""Per-host caps on requests in flight: a process's sampled reads never crowd one server.
+"""Per-host caps on requests in flight, and pauses a server's rate limit asks for.
 
 A scan runs dozens of files at once in each worker; without a cap, each
 file's ranges would go out together and one host would see hundreds of
 connections from one worker. :class:`HostLimits` hands out one semaphore per
 host, shared by every file the process reads; :data:`DEFAULT_HOST_LIMITS` is
 the process's (so the cap is per worker process, per host).
+:class:`HostPauses` holds a host back until the reset its rate-limit headers
+named (``RateLimit``, ``Retry-After``; :func:`parse_rate_limit`), for every
+file of the process at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
+import time
 import urllib.parse
 import weakref
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, NamedTuple
 
-__all__ = ["DEFAULT_HOST_LIMITS", "HostLimits", "host_key"]
+__all__ = [
+    "DEFAULT_HOST_LIMITS",
+    "DEFAULT_HOST_PAUSES",
+    "HostLimits",
+    "HostPauses",
+    "RateLimit",
+    "host_key",
+    "parse_rate_limit",
+]
 
 
 class HostLimits:
@@ -65,3 +79,80 @@ def host_key(url: str, fs: Any) -> str:
         endpoint = getattr(fs, "endpoint_url", None) or (getattr(fs, "client_kwargs", None) or {}).get("endpoint_url")
         return f"s3:{endpoint or 'aws'}"
     return f"{scheme}://{split.netloc}"
+
+
+# --- rate limits ---------------------------------------------------------------
+
+_RATE_LIMIT_T: Final = re.compile(r"(?:^|;)\s*t\s*=\s*(\d+(?:\.\d+)?)")
+_RATE_LIMIT_R: Final = re.compile(r"(?:^|;)\s*r\s*=\s*(\d+)")
+_RATE_LIMIT_W: Final = re.compile(r"(?:^|;)\s*w\s*=\s*(\d+(?:\.\d+)?)")
+
+
+class RateLimit(NamedTuple):
+    """What a response's rate-limit headers say: requests left in the window and seconds to its reset."""
+
+    remaining: int | None
+    reset_s: float | None
+
+
+def parse_rate_limit(headers: Mapping[str, str]) -> RateLimit:
+    """``RateLimit: "<bucket>";r=<left>;t=<seconds>`` (the IETF draft the Hub sends), else ``Retry-After`` seconds,
+    else (with no requests left) the window of ``RateLimit-Policy: "<policy>";"<bucket>";q=<n>;w=<seconds>``.
+
+    Unknown or malformed values give None; a reset is never negative.
+    """
+    text = headers.get("RateLimit") or headers.get("ratelimit")
+    remaining: int | None = None
+    reset: float | None = None
+    if text:
+        found_r = _RATE_LIMIT_R.search(text)
+        found_t = _RATE_LIMIT_T.search(text)
+        remaining = int(found_r.group(1)) if found_r else None
+        reset = float(found_t.group(1)) if found_t else None
+    if reset is None:
+        retry_after = (headers.get("Retry-After") or headers.get("retry-after") or "").strip()
+        if retry_after.replace(".", "", 1).isdigit():
+            reset = float(retry_after)
+    if reset is None and remaining == 0:
+        # No reset named: the policy's window (``RateLimit-Policy: ...;q=<n>;w=<seconds>``) is the longest wait.
+        window = _RATE_LIMIT_W.search(headers.get("RateLimit-Policy") or headers.get("ratelimit-policy") or "")
+        reset = float(window.group(1)) if window else None
+    return RateLimit(remaining, reset)
+
+
+class HostPauses:
+    """When each host may be asked again: set by a 429 or an answer with no requests left, shared by every file.
+
+    A 429 to one file's request pauses every file of the process reading from
+    that host until the reset the server named, rather than letting each file
+    run into its own 429. Thread-safe; waiting is async (each request awaits
+    :meth:`wait` before it goes out).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._until: dict[str, float] = {}
+
+    def pause(self, host: str, seconds: float) -> None:
+        """No request to ``host`` for ``seconds`` from now (an earlier end already set is kept if later)."""
+        until = time.monotonic() + max(0.0, seconds)
+        with self._lock:
+            if until > self._until.get(host, 0.0):
+                self._until[host] = until
+
+    def remaining(self, host: str) -> float:
+        """Seconds until ``host`` may be asked again (0 when it may now)."""
+        with self._lock:
+            until = self._until.get(host, 0.0)
+        return max(0.0, until - time.monotonic())
+
+    async def wait(self, host: str, limit_s: float) -> float:
+        """Sleep until ``host`` may be asked again, ``limit_s`` at most; the seconds slept."""
+        delay = min(self.remaining(host), max(0.0, limit_s))
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return delay
+
+
+DEFAULT_HOST_PAUSES: Final = HostPauses()
+"""The process's pauses: every source shares them unless given its own."""

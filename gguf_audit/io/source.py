@@ -22,7 +22,15 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.errors import SourceError
 from gguf_audit.io.errors import RangeAnswerError, classify_error, describe_io_error
-from gguf_audit.io.limits import DEFAULT_HOST_LIMITS, HostLimits, host_key
+from gguf_audit.io.hub import hub_endpoint, hub_headers, parse_hf_url, resolve_url
+from gguf_audit.io.limits import (
+    DEFAULT_HOST_LIMITS,
+    DEFAULT_HOST_PAUSES,
+    HostLimits,
+    HostPauses,
+    host_key,
+    parse_rate_limit,
+)
 from gguf_audit.io.ranged import check_body, check_partial, parse_content_range, read_upto, whole_body_end
 
 __all__ = [
@@ -61,6 +69,10 @@ class ReadConfig:
     """A server that answers a Range request with 200 and the whole body is read
     from its start this far at most, and the asked bytes taken from that;
     asked bytes past it give ``io.range_ignored``."""
+    max_rate_limit_wait_s: float = 330.0
+    """Seconds a file may spend waiting for a host's rate limit to reset (429,
+    ``RateLimit``/``Retry-After``), in all; past it the file gets ``io.rate_limited``.
+    The Hub's windows are 5 minutes."""
 
     def __post_init__(self) -> None:
         for name in ("initial_bytes", "max_header_bytes", "max_per_host", "max_ignored_range_bytes"):
@@ -79,6 +91,10 @@ class IOStats:
     requests: int = 0
     bytes_read: int = 0
     seconds: float = 0.0
+    rate_limited: int = 0
+    """Answers that said to wait (429s, and answers with no requests left in the window)."""
+    rate_limit_wait_s: float = 0.0
+    """Seconds spent waiting for a rate limit to reset."""
 
     def add(self, nbytes: int, seconds: float) -> None:
         self.requests += 1
@@ -157,6 +173,7 @@ class FsspecSource:
     config: ReadConfig = DEFAULT_READ_CONFIG
     stats: IOStats = field(default_factory=IOStats)
     limits: HostLimits = DEFAULT_HOST_LIMITS
+    pauses: HostPauses = DEFAULT_HOST_PAUSES
     range_ignored: bool = False
     """Set once the server answered a Range request with the whole body."""
 
@@ -319,6 +336,42 @@ class HTTPSource(FsspecSource):
     sizes_from_response: ClassVar[bool] = True
 
     async def _get(self, start: int, end: int) -> bytes:
+        """One ranged GET; a 429 (or an answer with no requests left) pauses the host and asks again.
+
+        Waits for the reset the server names, for every file of the process
+        at once (:class:`~gguf_audit.io.limits.HostPauses`), within
+        ``max_rate_limit_wait_s`` per file; they are counted, not retries.
+        """
+        host = host_key(self.url, self.fs)
+        while True:
+            budget = self.config.max_rate_limit_wait_s - self.stats.rate_limit_wait_s
+            paused = self.pauses.remaining(host)
+            if paused > budget:
+                raise SourceError(
+                    "io.rate_limited",
+                    f"{host} rate-limits reads for {paused:.0f} s more; this file already waited "
+                    f"{self.stats.rate_limit_wait_s:.0f} s of max_rate_limit_wait_s "
+                    f"({self.config.max_rate_limit_wait_s:.0f} s)",
+                )
+            self.stats.rate_limit_wait_s += await self.pauses.wait(host, budget)
+            body = await self._get_once(start, end, host)
+            if body is not None:
+                return body
+
+    def _note_rate_limit(self, headers: Any, status: int, host: str) -> None:
+        limit = parse_rate_limit(headers)
+        if status == 429:
+            self.stats.rate_limited += 1
+            self.stats.requests += 1  # the caller counts the request that answers; this one did not
+            # No reset named: back off, doubling with each 429 this file met (at most 2**8 times the first delay).
+            backoff = self.config.backoff_s * 2 ** min(self.stats.rate_limited - 1, 8)
+            self.pauses.pause(host, limit.reset_s if limit.reset_s is not None else backoff)
+        elif limit.remaining == 0 and limit.reset_s:
+            self.stats.rate_limited += 1
+            self.pauses.pause(host, limit.reset_s)
+
+    async def _get_once(self, start: int, end: int, host: str) -> bytes | None:
+        """One ranged GET; None when it was answered 429 (the host is paused, ask again)."""
         end = self._clip(start, end)
         if end <= start:
             return b""
@@ -330,6 +383,9 @@ class HTTPSource(FsspecSource):
         headers["Range"] = asked
         headers.setdefault("Accept-Encoding", "identity")
         async with session.get(fs.encode_url(self.url), headers=headers, **kw) as resp:
+            self._note_rate_limit(resp.headers, resp.status, host)
+            if resp.status == 429:
+                return None
             if resp.status == 416:
                 # Asked past the end: the size is in Content-Range ("bytes */N").
                 self._learn_size(resp.headers.get("Content-Range"))
@@ -423,12 +479,18 @@ def open_source(
     size: int | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
     config: ReadConfig = DEFAULT_READ_CONFIG,
+    revision: str | None = None,
 ) -> FsspecSource:
     """A byte source for ``url``: any fsspec URL or a local path.
 
     ``size`` is the listed size when the caller has it (a listing costs no
     extra request per file). ``fs`` reuses an existing filesystem instance.
+    An ``hf://`` URL is read through the Hub's resolve URL
+    (:mod:`gguf_audit.io.hub`) at ``revision`` (the commit sha its listing
+    saw), else at the URL's own revision, else ``main``.
     """
+    if url.startswith("hf://") and fs is None:
+        return _hub_source(url, storage_options or {}, size, config, revision)
     if fs is None:
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         options = _with_timeouts(protocol, storage_options or {}, config)
@@ -441,3 +503,22 @@ def open_source(
     if protocol in ("s3", "s3a") and hasattr(fs, "_call_s3"):
         return S3Source(url=url, fs=fs, path=path, known_size=size, config=config)
     return FsspecSource(url=url, fs=fs, path=path, known_size=size, config=config)
+
+
+def _hub_source(
+    url: str, options: Mapping[str, Any], size: int | None, config: ReadConfig, revision: str | None
+) -> HTTPSource:
+    """An HTTP source over the resolve URL of ``url``, with the bearer token huggingface_hub resolves."""
+    try:
+        hub = parse_hf_url(url)
+    except ValueError as exc:
+        raise FileNotFoundError(str(exc)) from exc  # io.not_found: no file has such a URL
+    if hub.repo_id is None or not hub.path:
+        raise IsADirectoryError(f"an hf:// file URL is hf://ORG/REPO[@REVISION]/PATH. Got {url!r}.")
+    pinned = revision or hub.revision or str(options.get("revision") or "main")
+    target = resolve_url(hub_endpoint(options), hub.repo_id, pinned, hub.path)
+    http_options: dict[str, Any] = {"headers": hub_headers(options)}
+    if options.get("client_kwargs"):
+        http_options["client_kwargs"] = dict(options["client_kwargs"])
+    fs, _ = url_to_fs(target, **_with_timeouts("http", http_options, config))
+    return HTTPSource(url=target, fs=fs, path=target, known_size=size, config=config)

@@ -26,6 +26,12 @@ class ListedFile:
     version_id: str | None = None
     mtime: datetime | None = None
     sha256: str | None = None
+    revision: str | None = None
+    """The commit the file was listed at (``hf://``: the sha its revision pointed at); reads are pinned to it."""
+    error_code: str | None = None
+    """Set when the listing itself failed for this entry (a repository that could not be listed): the
+    ``io.*`` code the file's row gets instead of an audit, with :attr:`error_message`."""
+    error_message: str | None = None
 
     def unchanged_since(self, previous: ListedFile) -> bool:
         """Whether the listing shows the same bytes as ``previous`` (same URL, an earlier run).

@@ -139,6 +139,9 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
         "sampled_tensors": audit.sampled_tensors,
         "sampled_strata": audit.sampled_strata,
         "upstream_url": audit.upstream_url,
+        "revision": listed.revision,
+        "rate_limited": audit.io.rate_limited,
+        "rate_limit_wait_s": audit.io.rate_limit_wait_s,
     }
     if h is not None:
         arch = _str_value(h, "general.architecture")

@@ -146,6 +146,10 @@ _FILES: Final = [
     _f("sampled_strata", pa.int32()),
     # the upstream config compared with (null when off or none found)
     _f("upstream_url", pa.string()),
+    # added later (null in earlier runs): the pinned revision and rate-limit waits
+    _f("revision", pa.string()),
+    _f("rate_limited", pa.int32()),
+    _f("rate_limit_wait_s", pa.float64()),
 ]
 
 _FILES_LINEAGE: Final = [

@@ -33,12 +33,12 @@ Choices, where the Hub does more than a test needs:
 
 - LFS files are served by the resolve endpoint itself (200, 206 or 416),
   with the headers the Hub puts on its LFS redirect (``X-Linked-Etag``,
-  ``X-Linked-Size``, ``X-Repo-Commit``), never a redirect: the Hub's CDN is
-  another host, and a test must not make the client try one. The client
-  reads the same metadata either way (``get_hf_file_metadata`` takes
-  ``X-Linked-*`` first and falls back to the request URL as the location).
-- No Xet: entries carry no ``xetHash`` and resolve answers no ``X-Xet-Hash``,
-  so the client reads over plain HTTP ranges even with ``hf_xet`` installed.
+  ``X-Linked-Size``, ``X-Repo-Commit``); given a ``cdn`` (a
+  :class:`~gguf_audit.testing.http.RangeHTTPServer`, another port: another
+  origin), they are answered as on the Hub, 302 to the blob on the CDN.
+- No Xet: resolve answers no ``X-Xet-Hash``, so the client reads over plain
+  HTTP ranges even with ``hf_xet`` installed; tree entries carry a stand-in
+  ``xetHash`` only with ``xet_hashes`` on.
 - Only model repositories; a revision is a branch name or a full commit sha.
   Listings come in a stable order (``list_models`` by id; trees "tree first":
   per level the directories, each followed by its subtree when recursive,
@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Literal
 
-from gguf_audit.testing.http import parse_byte_range
+from gguf_audit.testing.http import RangeHTTPServer, parse_byte_range
 from gguf_audit.testing.hub_store import (
     Commit,
     HubFile,
@@ -212,7 +212,7 @@ class LocalHub(LoopbackServer):
     Knobs, safe to change while requests run: ``latency_s``; the page sizes
     ``tree_page_size`` (``tree_expand_page_size`` with ``expand=True``),
     ``models_page_size``, ``commits_page_size``; :meth:`rate_limit` and
-    :meth:`fail_next_with_429`. Accounting: ``requests``, ``bytes_sent`` and
+    :meth:`fail_next_with_429`; ``cdn`` (LFS resolves redirect there). Accounting: ``requests``, ``bytes_sent`` and
     ``connections`` as every :class:`LoopbackServer`, plus
     ``resolve_requests`` / ``api_requests`` and ``resolve_bytes_sent`` (file
     bytes, the expensive part).
@@ -226,8 +226,11 @@ class LocalHub(LoopbackServer):
         tree_expand_page_size: int = 50,
         models_page_size: int = 1000,
         commits_page_size: int = 50,
+        cdn: RangeHTTPServer | None = None,
     ) -> None:
         super().__init__()
+        self.cdn, self._on_cdn = cdn, set[str]()
+        self.xet_hashes = False  # tree entries of LFS files carry a stand-in xetHash (never X-Xet-Hash)
         self._closing = threading.Event()
         self._state = HubState()
         self._latency_s = float(latency_s)
@@ -458,7 +461,8 @@ class LocalHub(LoopbackServer):
         if method == "GET" and len(rest) >= 2 and rest[0] == "tree":
             commit = self._commit(repo, rest[1])
             path = "/".join(rest[2:]).strip("/")
-            entries = tree_json(repo, commit, path, recursive=_flag(params, "recursive"), expand=expand)
+            recursive = _flag(params, "recursive")
+            entries = tree_json(repo, commit, path, recursive=recursive, expand=expand, xet=self.xet_hashes)
             if entries is None:
                 raise _HubError(404, f"Entry not found: {path!r}", "EntryNotFound", {"X-Repo-Commit": commit.sha})
             size = self.tree_expand_page_size if expand else self.tree_page_size
@@ -528,6 +532,11 @@ class LocalHub(LoopbackServer):
         if file.is_lfs:
             headers["X-Linked-Etag"] = file.etag
             headers["X-Linked-Size"] = str(file.size)
+            if self.cdn is not None:
+                if file.sha256 not in self._on_cdn:  # put hashes the bytes: once per blob
+                    self.cdn.put(f"lfs/{file.sha256}", file.data)
+                    self._on_cdn.add(str(file.sha256))
+                return _Reply(302, {**headers, "Location": self.cdn.url_for(f"lfs/{file.sha256}")})
         status, span = 200, (0, file.size)
         if range_header is not None:
             parsed = parse_byte_range(range_header, file.size)

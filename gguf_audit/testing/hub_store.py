@@ -77,6 +77,9 @@ class HubFile:
     sha256: str | None
     pointer_size: int | None
     commit: str
+    xet_hash: str | None = None
+    """For LFS files, a stand-in for the Xet hash the Hub lists for Xet-stored files (a keyed hash of the
+    LFS sha256: stable per content, not Xet's merkle hash); listed only when the hub's ``xet_hashes`` is on."""
 
     @classmethod
     def make(cls, path: str, data: bytes, *, lfs: bool, commit: str) -> HubFile:
@@ -84,7 +87,8 @@ class HubFile:
             return cls(path, data, git_blob_oid(data), None, None, commit)
         sha256 = hashlib.sha256(data).hexdigest()
         pointer = lfs_pointer(sha256, len(data))
-        return cls(path, data, git_blob_oid(pointer), sha256, len(pointer), commit)
+        xet = hashlib.sha256(b"xet\0" + sha256.encode()).hexdigest()
+        return cls(path, data, git_blob_oid(pointer), sha256, len(pointer), commit, xet)
 
     @property
     def size(self) -> int:
@@ -293,11 +297,13 @@ def _commit_ref(commit: Commit) -> dict[str, str]:
     return {"id": commit.sha, "title": commit.title, "date": hub_date(commit.date)}
 
 
-def file_json(file: HubFile, *, expand: bool, commits: Mapping[str, Commit]) -> dict[str, Any]:
-    """A tree or paths-info entry for a file (``RepoFile(**entry)`` reads it)."""
+def file_json(file: HubFile, *, expand: bool, commits: Mapping[str, Commit], xet: bool = False) -> dict[str, Any]:
+    """A tree or paths-info entry for a file (``RepoFile(**entry)`` reads it); ``xet`` adds ``xetHash``."""
     out: dict[str, Any] = {"type": "file", "oid": file.blob_oid, "size": file.size, "path": file.path}
     if file.sha256 is not None:
         out["lfs"] = {"oid": file.sha256, "size": file.size, "pointerSize": file.pointer_size}
+    if xet and file.xet_hash is not None:
+        out["xetHash"] = file.xet_hash
     if expand:
         out["lastCommit"] = _commit_ref(commits[file.commit])
         out["securityFileStatus"] = {
@@ -316,7 +322,9 @@ def dir_json(path: str, node: _Dir, *, expand: bool, commits: Mapping[str, Commi
     return out
 
 
-def tree_json(repo: Repo, commit: Commit, path: str, *, recursive: bool, expand: bool) -> list[dict[str, Any]] | None:
+def tree_json(
+    repo: Repo, commit: Commit, path: str, *, recursive: bool, expand: bool, xet: bool = False
+) -> list[dict[str, Any]] | None:
     """The entries under directory ``path`` ('' for the root), or None when it is not a directory.
 
     Per level, directories come before files (the Hub's "tree first" order);
@@ -338,7 +346,7 @@ def tree_json(repo: Repo, commit: Commit, path: str, *, recursive: bool, expand:
             if recursive:
                 pending.append((sub, 0))
             continue
-        out.extend(file_json(commit.files[f], expand=expand, commits=repo.commits) for f in node.files)
+        out.extend(file_json(commit.files[f], expand=expand, commits=repo.commits, xet=xet) for f in node.files)
     return out
 
 

@@ -162,3 +162,18 @@ def test_a_shard_given_alone_brings_its_set(tmp_path: Path) -> None:
     assert all(f.size == 4 for f in listing.files)
     # A plain file given alone stays alone.
     assert [Path(f.url).name for f in discover([str(tmp_path / "other.gguf")]).files] == ["other.gguf"]
+
+
+def test_safetensors_beside_ggufs_are_noted_not_listed_for_audit(tmp_path: Path) -> None:
+    """A listed directory's safetensors are lineage sources: recorded with the listing, never audited as GGUF."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for name in ("a/m-Q4_K_M.gguf", "a/model-00001-of-00002.safetensors", "b/m-Q8_0.gguf"):
+        (tmp_path / name).write_bytes(b"GGUF")
+    listing = discover([str(tmp_path)])
+    assert sorted(Path(f.url).name for f in listing.files) == ["m-Q4_K_M.gguf", "m-Q8_0.gguf"]
+    dirs = {d.rsplit("/", 1)[1] for d in listing.safetensors_dirs}
+    assert dirs == {"a"}
+    assert {d.rsplit("/", 1)[1] for d in listing.listed_dirs} == {"a", "b"}
+    # A single file given as the root does not vouch for its directory.
+    assert discover([str(tmp_path / "b" / "m-Q8_0.gguf")]).listed_dirs == frozenset()

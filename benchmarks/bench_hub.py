@@ -1,0 +1,216 @@
+"""hf:// reads over the local Hub: our concurrent resolve-URL reads against the huggingface_hub client's.
+
+Run as ``python benchmarks/bench_hub.py [--latency-ms 30] [--markdown]``.
+Uploads the corpus models and the four-shard split set (13 files, 25 MB) to
+:class:`~gguf_audit.testing.hub.LocalHub` in two repositories, adds the
+latency to every request, and reads the same files in each mode, header-only
+and sampled (the default :class:`~gguf_audit.plan.SampleConfig`, 64 KiB first
+header read as ``configs/hf-mirror.toml``):
+
+- ``ours, 16 files at once``: ``audit_file`` on a pool of 16 threads, as a
+  scan's worker runs its files (each file's sampled ranges concurrent too);
+- ``ours, one file at a time``: ``audit_file`` in a loop;
+- ``HfFileSystem.cat_ranges``: the same byte ranges our reads asked for
+  (recorded from the hub's log), through huggingface_hub's filesystem with
+  fsspec's generic ``cat_ranges``, one file after another (what reading
+  ``hf://`` through fsspec did before);
+- ``HfFileSystem.open, no cache``: the same ranges through
+  ``open(..., cache_type="none")``, seek and read, one file after another.
+
+Per mode: wall time, resolve and API requests per file, bytes served per
+file, and bytes served over the bytes the audit needs (header plus the
+sampled blocks); each wall time is the best of three runs (listing caches
+dropped before each of the client's). The client's modes only read bytes (they parse nothing), so
+their wall time is a lower bound for an audit through them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from gguf_audit.audit import AuditConfig, FileAudit, audit_file
+from gguf_audit.io.source import ReadConfig
+from gguf_audit.plan import SampleConfig
+from gguf_audit.testing.hub import LocalHub
+
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+READ = ReadConfig(initial_bytes=64 * 1024, backoff_s=0.01)
+CONFIGS = {
+    "header-only": AuditConfig(read=READ, templates=False),
+    "sampled": AuditConfig(read=READ, samples=SampleConfig(), templates=False),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HubFileRef:
+    repo: str
+    path: str
+    sha: str
+    size: int
+
+    @property
+    def url(self) -> str:
+        return f"hf://{self.repo}/{self.path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    scan: str
+    mode: str
+    files: int
+    wall_s: float
+    resolves: int
+    api: int
+    served: int
+    needed: int
+
+    def cells(self) -> list[str]:
+        return [
+            self.scan,
+            self.mode,
+            f"{self.wall_s:.2f}",
+            f"{self.resolves / self.files:.1f}",
+            f"{self.api / self.files:.1f}",
+            f"{self.served / self.files / 1e3:,.0f}",
+            f"{self.served / self.needed:.2f}",
+        ]
+
+
+def _upload(hub: LocalHub) -> list[HubFileRef]:
+    hub.add_org("org")
+    refs: list[HubFileRef] = []
+    for repo, folder in (("org/models", "models"), ("org/split", "split")):
+        hub.create_repo(repo)
+        files = {p.name: p.read_bytes() for p in sorted((CORPUS / folder).glob("*.gguf"))}
+        sha = hub.add_files(repo, files)
+        refs += [HubFileRef(repo, name, sha, len(data)) for name, data in files.items()]
+    return refs
+
+
+def _audit(hub: LocalHub, ref: HubFileRef, config: AuditConfig) -> FileAudit:
+    options = {"endpoint": hub.endpoint, "token": False}
+    return audit_file(ref.url, size=ref.size, storage_options=options, config=config, revision=ref.sha)
+
+
+def _needed(audits: Sequence[FileAudit]) -> int:
+    """Bytes an audit needs: each header and the sampled blocks."""
+    total = 0
+    for a in audits:
+        if a.header is None:
+            raise RuntimeError(f"{a.url}: {[f.code for f in a.findings]}")
+        total += a.header.header_bytes + sum(r.n_bytes for r in a.samples)
+    return total
+
+
+def _measure(hub: LocalHub, run: Callable[[], object], repeat: int = 3) -> tuple[float, int, int, int]:
+    """The best wall time of ``repeat`` runs, and the last run's requests and bytes (the same every run)."""
+    best = float("inf")
+    for _ in range(repeat):
+        hub.reset_stats()
+        begun = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - begun)
+    return best, hub.resolve_requests, hub.api_requests, hub.resolve_bytes_sent
+
+
+def _ranges(hub: LocalHub) -> dict[str, list[tuple[int, int]]]:
+    """The byte ranges each file's resolve requests asked for (from the hub's log), by resolve path."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for r in hub.requests:
+        if "/resolve/" in r.path and r.range:
+            first, _, last = r.range.removeprefix("bytes=").partition("-")
+            out.setdefault(r.path, []).append((int(first), int(last) + 1))
+    return out
+
+
+def _client_reads(hub: LocalHub, refs: Sequence[HubFileRef]) -> dict[str, Callable[[], None]]:
+    """huggingface_hub's reads of the byte ranges our last run asked for, one file after another."""
+    from huggingface_hub import HfFileSystem
+
+    asked = _ranges(hub)
+    fs = HfFileSystem(endpoint=hub.endpoint, token=False, skip_instance_cache=True)
+    plan = [(f"{r.repo}@{r.sha}/{r.path}", asked[f"/{r.repo}/resolve/{r.sha}/{r.path}"]) for r in refs]
+
+    def cat_ranges() -> None:
+        fs.invalidate_cache()
+        for path, ranges in plan:
+            fs.cat_ranges([path] * len(ranges), [s for s, _ in ranges], [e for _, e in ranges])
+
+    def no_cache() -> None:
+        fs.invalidate_cache()
+        for path, ranges in plan:
+            with fs.open(path, "rb", cache_type="none") as fh:
+                for start, end in ranges:
+                    fh.seek(start)
+                    fh.read(end - start)
+
+    return {"HfFileSystem.cat_ranges": cat_ranges, "HfFileSystem.open, no cache": no_cache}
+
+
+def _rows(hub: LocalHub, refs: Sequence[HubFileRef], scan: str, config: AuditConfig) -> list[Row]:
+    n = len(refs)
+    audits: list[FileAudit] = []
+
+    def pooled() -> None:
+        audits.clear()
+        with ThreadPoolExecutor(16) as pool:
+            audits.extend(pool.map(lambda r: _audit(hub, r, config), refs))
+
+    def one_at_a_time() -> None:
+        for ref in refs:
+            _audit(hub, ref, config)
+
+    rows = []
+    wall, res, api, served = _measure(hub, pooled)
+    needed = _needed(audits)
+    rows.append(Row(scan, "ours, 16 files at once", n, wall, res, api, served, needed))
+    wall, res, api, served = _measure(hub, one_at_a_time)
+    rows.append(Row(scan, "ours, one file at a time", n, wall, res, api, served, needed))
+    for mode, fn in _client_reads(hub, refs).items():
+        wall, res, api, served = _measure(hub, fn)
+        rows.append(Row(scan, mode, n, wall, res, api, served, needed))
+    return rows
+
+
+def run(latency_s: float) -> list[Row]:
+    rows: list[Row] = []
+    with LocalHub() as hub:
+        refs = _upload(hub)
+        for ref in refs:  # warm up: imports, the template sandbox, the IO loop and its session
+            _audit(hub, ref, CONFIGS["sampled"])
+        hub.latency_s = latency_s
+        for scan, config in CONFIGS.items():
+            rows += _rows(hub, refs, scan, config)
+    return rows
+
+
+HEADERS = ["scan", "reads", "wall s", "resolves / file", "API / file", "kB served / file", "served / needed"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency-ms", type=float, default=30.0)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    rows = run(args.latency_ms / 1000)
+    if args.markdown:
+        print("| " + " | ".join(HEADERS) + " |")
+        print("|---|---|" + "---:|" * (len(HEADERS) - 2))
+        for row in rows:
+            print("| " + " | ".join(row.cells()) + " |")
+    else:
+        widths = [max(len(h), *(len(r.cells()[i]) for r in rows)) for i, h in enumerate(HEADERS)]
+        print("  ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True)))
+        for row in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(row.cells(), widths, strict=True)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

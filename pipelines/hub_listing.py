@@ -1,0 +1,178 @@
+"""Listing ``hf://`` roots through the Hub's API: organisations, repositories at pinned revisions, sub-paths.
+
+``hf://ORG`` lists every model repository of a user or organisation
+(``HfApi.list_models(author=ORG, expand=["sha"])``: one paged request for a
+thousand repositories, each with the commit its main branch points at);
+``hf://ORG/REPO[@REVISION][/PATH]`` one repository, its revision resolved to
+a commit sha first (``model_info``). Each repository's files then come from
+one recursive tree listing at that sha (``list_repo_tree``, a request per
+thousand entries), with what the Hub says of each file for free: size, git
+blob id, LFS sha256 and Xet hash. So a night costs ``ceil(repos / 1000) + repos``
+API requests (plus one per repository given by name) before any file is read,
+and an unchanged file none.
+
+A repository that cannot be listed (gone, private, gated, a revision that
+does not exist, the API failing) does not stop the others: it becomes one
+entry carrying the ``io.*`` code, which the scan turns into that URL's row.
+Rate limits: the client waits on 429 for paged listings; for the one-shot
+calls here a 429 is waited out (the reset its headers name, bounded) and
+asked again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final, TypeVar
+
+from gguf_audit.errors import GGUFAuditError
+from gguf_audit.io.hub import HubURL, hub_endpoint, hub_token, parse_hf_url
+from gguf_audit.io.limits import parse_rate_limit
+from gguf_audit.tables.listed import ListedFile
+
+__all__ = ["HubListingError", "list_hub_root"]
+
+log = logging.getLogger(__name__)
+
+REPO_THREADS: Final = 4
+"""Repositories of an organisation listed at once."""
+MAX_RATE_LIMIT_WAIT_S: Final = 330.0
+"""Seconds one listing call may wait for the API's rate limit to reset, in all."""
+
+T = TypeVar("T")
+
+
+class HubListingError(GGUFAuditError, OSError):
+    """An ``hf://`` root that cannot be listed at all (an organisation's model list failing)."""
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _code(exc: BaseException) -> str:
+    status = _status(exc)
+    name = type(exc).__name__
+    if status == 404 or name in ("RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError"):
+        # The Hub answers 401 for a repository it will not show an anonymous caller (private, or gone).
+        return "io.permission_denied" if status == 401 else "io.not_found"
+    if status in (401, 403) or name == "GatedRepoError":
+        return "io.permission_denied"
+    if status == 429:
+        return "io.rate_limited"
+    if isinstance(exc, TimeoutError) or "Timeout" in name:
+        return "io.timeout"
+    return "io.error"
+
+
+def _message(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__
+
+
+def _waiting_out_429(fn: Callable[[], T]) -> T:
+    """``fn()``, asked again after each 429 once the reset its headers name has passed (bounded)."""
+    waited = 0.0
+    while True:
+        try:
+            return fn()
+        except Exception as exc:
+            if _status(exc) != 429:
+                raise
+            headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+            reset = parse_rate_limit(headers).reset_s
+            delay = 1.0 if reset is None else reset + 0.1
+            if waited + delay > MAX_RATE_LIMIT_WAIT_S:
+                raise
+            log.warning("the Hub's API rate-limits the listing: waiting %.1f s", delay)
+            time.sleep(delay)
+            waited += delay
+
+
+def _api(options: Mapping[str, Any]) -> Any:
+    try:
+        from huggingface_hub import HfApi
+    except ImportError as exc:
+        raise HubListingError("hf:// roots need huggingface_hub: pip install 'gguf-audit[hf]'") from exc
+    token = hub_token(options)
+    return HfApi(endpoint=hub_endpoint(options), token=token if token else False)
+
+
+def _list_repo(
+    api: Any, hub: HubURL, sha: str | None, selected: Callable[[str], bool], options: Mapping[str, Any]
+) -> list[ListedFile]:
+    """The files of one repository at its pinned sha; one ``io.*`` entry when it cannot be listed."""
+    repo_id = str(hub.repo_id)
+    revision = hub.revision or str(options.get("revision") or "main")
+    sub = hub.path
+    try:
+        if sha is None:
+            info = _waiting_out_429(lambda: api.model_info(repo_id, revision=revision, expand=["sha"]))
+            sha = str(info.sha)
+        pinned = sha
+        try:
+            entries = _waiting_out_429(
+                lambda: list(api.list_repo_tree(repo_id, path_in_repo=sub or None, recursive=True, revision=pinned))
+            )
+        except Exception as exc:
+            if not sub or _status(exc) != 404:
+                raise
+            # The sub-path may name one file: the tree of a file is not found, its paths-info is.
+            entries = _waiting_out_429(lambda: list(api.get_paths_info(repo_id, [sub], revision=pinned)))
+            if not entries:
+                raise
+    except Exception as exc:  # noqa: BLE001 - one repository's failure is its row, never the night's
+        code = _code(exc)
+        log.warning("cannot list %s: %s (%s)", hub.url_for(sub), _message(exc), code)
+        message = f"listing {repo_id}@{revision} failed: {_message(exc)}"
+        return [ListedFile(url=hub.url_for(sub), revision=sha, error_code=code, error_message=message)]
+    out = []
+    prefix = sub.strip("/") + "/" if sub else ""
+    for entry in entries:
+        if not hasattr(entry, "blob_id"):
+            continue  # a folder
+        path = str(entry.path)
+        rel = path[len(prefix) :] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
+        if not selected(rel):
+            continue
+        lfs = getattr(entry, "lfs", None)
+        out.append(
+            ListedFile(
+                url=hub.url_for(path),
+                size=int(entry.size) if entry.size is not None else None,
+                etag=getattr(entry, "xet_hash", None),
+                version_id=str(entry.blob_id),
+                sha256=str(lfs.sha256) if lfs is not None and getattr(lfs, "sha256", None) else None,
+                revision=sha,
+            )
+        )
+    return sorted(out, key=lambda f: f.url)
+
+
+def list_hub_root(root: str, options: Mapping[str, Any], selected: Callable[[str], bool]) -> list[ListedFile]:
+    """Every selected file under an ``hf://`` root, pinned to commit shas; failed repositories as ``io.*`` entries.
+
+    ``selected`` takes a path relative to the root's repository (or sub-path).
+    Raises HubListingError when an organisation's repositories cannot be
+    listed or it has none, ValueError for a malformed root.
+    """
+    hub = parse_hf_url(root)
+    api = _api(options)
+    if hub.repo_id is not None:
+        return _list_repo(api, hub, None, selected, options)
+    try:
+        models = _waiting_out_429(lambda: list(api.list_models(author=hub.namespace, expand=["sha"])))
+    except Exception as exc:  # any client failure: the root cannot be listed
+        raise HubListingError(f"cannot list the models of {hub.namespace!r}: {_message(exc)}") from exc
+    if not models:
+        raise HubListingError(f"hf://{hub.namespace} has no model repositories (or they are all private)")
+    repos = [(HubURL(hub.namespace, str(m.id).split("/", 1)[1], None, ""), getattr(m, "sha", None)) for m in models]
+    out: list[ListedFile] = []
+    with ThreadPoolExecutor(min(REPO_THREADS, len(repos)), thread_name_prefix="gguf-audit-hub") as pool:
+        for files in pool.map(lambda r: _list_repo(api, r[0], r[1], selected, options), repos):
+            out.extend(files)
+    return out

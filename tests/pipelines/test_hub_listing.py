@@ -1,0 +1,96 @@
+"""Listing hf:// roots through the real huggingface_hub client against LocalHub (in the driver, no cluster)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gguf_audit.pipelines.discover import DiscoveryError, discover
+from gguf_audit.testing.hub import LocalHub
+
+DATA = b"GGUF" + bytes(60)
+
+
+@pytest.fixture
+def hub() -> Iterator[LocalHub]:
+    with LocalHub(tree_page_size=2) as hub:  # small pages: the listing must follow them
+        hub.add_user("alice", token="alice-token")
+        hub.add_org("org", members=["alice"])
+        hub.create_repo("org/a")
+        hub.add_files("org/a", {"a.gguf": DATA, "q4/a-Q4.gguf": DATA, "q8/a-Q8.gguf": DATA, "notes.txt": b"x"})
+        hub.create_repo("org/b")
+        hub.add_files("org/b", {"b.gguf": DATA})
+        hub.create_repo("org/private", private=True)
+        hub.add_files("org/private", {"p.gguf": DATA})
+        yield hub
+
+
+def _options(hub: LocalHub, **extra: Any) -> dict[str, Any]:
+    return {"hf": {"endpoint": hub.endpoint, "token": False, **extra}}
+
+
+def test_an_organisation_costs_one_model_page_and_the_trees(hub: LocalHub) -> None:
+    hub.reset_stats()
+    listing = discover(["hf://org"], storage_options=_options(hub))
+    urls = [f.url for f in listing.files]
+    assert sorted(urls) == [
+        "hf://org/a/a.gguf",
+        "hf://org/a/q4/a-Q4.gguf",
+        "hf://org/a/q8/a-Q8.gguf",
+        "hf://org/b/b.gguf",
+    ]
+    assert hub.resolve_requests == 0
+    # One models page; org/a's tree (2 folders, 5 files with .gitattributes) in 4 pages of 2, org/b's in 1.
+    assert hub.api_requests == 1 + 4 + 1
+    for f in listing.files:
+        repo, path = f.url.removeprefix("hf://").split("/", 2)[:2], f.url.split("/", 4)[-1]
+        stored = hub.file("/".join(repo), path)
+        assert (f.size, f.sha256, f.version_id, f.revision) == (
+            stored.size,
+            stored.sha256,
+            stored.blob_oid,
+            hub.head("/".join(repo)),
+        )
+
+
+def test_include_and_exclude_are_relative_to_the_root(hub: LocalHub) -> None:
+    listing = discover(["hf://org/a"], exclude=["q8/*"], storage_options=_options(hub))
+    assert [f.url for f in listing.files] == ["hf://org/a/a.gguf", "hf://org/a/q4/a-Q4.gguf"]
+    sub = discover(["hf://org/a/q4"], storage_options=_options(hub))
+    assert [f.url for f in sub.files] == ["hf://org/a/q4/a-Q4.gguf"]
+    one = discover(["hf://org/a@main/q8/a-Q8.gguf"], storage_options=_options(hub))
+    assert [(f.url, f.revision) for f in one.files] == [("hf://org/a@main/q8/a-Q8.gguf", hub.head("org/a"))]
+
+
+def test_a_member_token_from_the_environment_lists_private_repositories(
+    hub: LocalHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "alice-token")
+    listing = discover(["hf://org"], storage_options={"hf": {"endpoint": hub.endpoint}})
+    assert "hf://org/private/p.gguf" in [f.url for f in listing.files]
+    with pytest.raises(DiscoveryError, match="token"):
+        discover(["hf://org"], storage_options={"hf": {"endpoint": hub.endpoint, "token": "alice-token"}})
+
+
+def test_an_api_429_is_waited_out(hub: LocalHub) -> None:
+    hub.fail_next_with_429(1, reset_s=1, resource="api")
+    listing = discover(["hf://org/b"], storage_options=_options(hub))
+    assert [f.url for f in listing.files] == ["hf://org/b/b.gguf"]
+    assert [f.error_code for f in listing.files] == [None]
+
+
+def test_an_empty_or_unknown_organisation_is_a_discovery_error(hub: LocalHub) -> None:
+    with pytest.raises(DiscoveryError, match="no model repositories"):
+        discover(["hf://nobody"], storage_options=_options(hub))
+    with pytest.raises(DiscoveryError, match="only model repositories"):
+        discover(["hf://datasets/org/d"], storage_options=_options(hub))
+
+
+def test_a_listed_xet_hash_is_kept(hub: LocalHub) -> None:
+    hub.xet_hashes = True
+    listing = discover(["hf://org/b"], storage_options=_options(hub))
+    stored = hub.file("org/b", "b.gguf")
+    assert stored.xet_hash is not None
+    assert [(f.etag, f.sha256) for f in listing.files] == [(stored.xet_hash, stored.sha256)]
