@@ -34,13 +34,18 @@ from gguf_audit.report.json import audit_to_json, comparison_to_json, dumps, fil
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
 from gguf_audit.samples import read_file_samples
 
-__all__ = ["main"]
+__all__ = ["EXIT_STATUSES", "main"]
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE: Final = 128 + 13
 """What a shell reports for a tool that SIGPIPE ended: the reader of its output went away."""
 EXIT_INTERRUPTED: Final = 128 + signal.SIGINT
 EXIT_TERMINATED: Final = 128 + signal.SIGTERM
+EXIT_STATUSES: Final = (
+    "exit status: 0 done, 1 a problem is an error (inspect: or llama.cpp refuses the file), "
+    "2 a usage error or the command failed, 130/143 interrupted (SIGINT/SIGTERM), 141 output pipe closed"
+)
+"""The exit statuses every command's ``--help`` ends with (docs/cli.md says what each failure prints)."""
 TRACEBACK_ENV: Final = "GGUF_AUDIT_TRACEBACK"
 """Set to 1 to see the traceback of a failure the command otherwise reports in one line."""
 
@@ -191,7 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gguf-audit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    inspect = sub.add_parser("inspect", help="read one file's header and report every problem")
+    inspect = sub.add_parser("inspect", help="read one file's header and report every problem", epilog=EXIT_STATUSES)
     inspect.add_argument("url", help="any fsspec URL or local path (s3://, hf://, https://, gs://, file)")
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.add_argument("--full-arrays", action="store_true", help="include array values in --json")
@@ -212,12 +217,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.set_defaults(func=_cmd_inspect)
 
-    codes = sub.add_parser("codes", help="print the catalogue of problem codes")
+    codes = sub.add_parser("codes", help="print the catalogue of problem codes", epilog=EXIT_STATUSES)
     codes.add_argument("--json", action="store_true")
     codes.add_argument("--markdown", action="store_true", help="the README's table")
     codes.set_defaults(func=_cmd_codes)
 
-    sample = sub.add_parser("sample", help="decode chosen tensor blocks of one file, with statistics")
+    sample = sub.add_parser(
+        "sample", help="decode chosen tensor blocks of one file, with statistics", epilog=EXIT_STATUSES
+    )
     sample.add_argument("url", help="any fsspec URL or local path")
     sample.add_argument("--tensor", action="append", metavar="NAME", help="a tensor to sample (repeatable)")
     sample.add_argument("--blocks", metavar="LIST", help="block indices, such as 0,5,-1 (default: the sampling plan)")
@@ -228,7 +235,9 @@ def _parser() -> argparse.ArgumentParser:
     sample.add_argument("--storage-options", metavar="JSON", help="fsspec storage options as a JSON object")
     sample.set_defaults(func=_cmd_sample)
 
-    compare = sub.add_parser("compare", help="measure a quantized file's error against its reference at sampled blocks")
+    compare = sub.add_parser(
+        "compare", help="measure a quantized file's error against its reference at sampled blocks", epilog=EXIT_STATUSES
+    )
     compare.add_argument("quant", help="the quantized GGUF")
     compare.add_argument("reference", help="an F32, F16 or BF16 GGUF, or a safetensors file")
     compare.add_argument("--json", action="store_true", help="print one JSON object")

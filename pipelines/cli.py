@@ -49,6 +49,8 @@ def add_scan_parser(sub: Any) -> argparse.ArgumentParser:
         "scan",
         help="audit a whole collection on dask and write Parquet audit tables",
         description="Audit every GGUF file under the roots (and in the manifests) and write the audit tables.",
+        epilog="exit status: 0 committed, nothing at --fail-on; 1 committed, a problem at --fail-on (or a file "
+        "llama.cpp refuses); 2 the run failed or --out cannot take it (nothing committed); 130/143 interrupted",
     )
     _add_arguments(scan)
     scan.set_defaults(func=cmd_scan)

@@ -26,7 +26,8 @@ def add_config_parser(sub: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(
         "config",
         help="list or print the run configs that ship with gguf-audit",
-        description="The shipped run configs; scan --config NAME takes these names. Exit status 0, or 2.",
+        description="The shipped run configs; scan --config NAME takes these names.",
+        epilog="exit status: 0 printed, 2 no shipped config of that name",
     )
     actions = parser.add_subparsers(dest="config_action", required=True)
     actions.add_parser("list", help="the shipped configs' names")

@@ -22,7 +22,10 @@ __all__ = ["add_demo_parser", "run_demo"]
 def add_demo_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``demo`` subcommand to ``gguf-audit``'s subparsers (the ``gguf_audit.commands`` entry point)."""
     demo: argparse.ArgumentParser = sub.add_parser(
-        "demo", help="build a small sample collection and scan it on a local dask cluster"
+        "demo",
+        help="build a small sample collection and scan it on a local dask cluster",
+        epilog="exit status: 0 the scan committed (the collection's problems are on purpose), 2 it failed, "
+        "130/143 interrupted",
     )
     demo.add_argument("dir", nargs="?", default="sample-collection", help="where to write the collection")
     demo.add_argument("--out", default="audit-out", help="where the tables go (default audit-out)")

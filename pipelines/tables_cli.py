@@ -45,6 +45,7 @@ def add_snapshot_parser(sub: Any) -> argparse.ArgumentParser:
         "snapshot",
         help="write one night of the audit tables as plain Parquet files",
         description="Write the picture as of one committed night as DIR/<table>.parquet, for tools that read no Delta.",
+        epilog="exit status: 0 written, 2 OUT or the night cannot be read, or the usage is wrong",
     )
     parser.add_argument("out", metavar="OUT", help="the scan's --out")
     parser.add_argument("--run", metavar="RUN", help="the night's run id (default: the latest committed)")
@@ -60,6 +61,7 @@ def add_tables_parser(sub: Any) -> argparse.ArgumentParser:
         "tables",
         help="list the committed nights and table versions; --vacuum keeps the last N nights",
         description="The audit tables under OUT: committed nights and versions, and retention (--vacuum).",
+        epilog="exit status: 0 listed (or vacuumed), 2 OUT cannot be read or the usage is wrong",
     )
     parser.add_argument("out", metavar="OUT", help="the scan's --out")
     parser.add_argument("--vacuum", action="store_true", help="drop older nights, compact and vacuum every table")

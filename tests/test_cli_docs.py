@@ -1,0 +1,47 @@
+"""docs/cli.md names every command and flag, and every command's --help ends with its exit statuses."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+from corpus import REPO
+
+from gguf_audit.cli import _parser
+
+DOC = (REPO / "docs" / "cli.md").read_text()
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = _parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def _section(name: str) -> str:
+    match = re.search(rf"^## `gguf-audit {name}`\n(.*?)(?=^## |\Z)", DOC, re.S | re.M)
+    assert match is not None, f"docs/cli.md has no section for {name}"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_command_and_flag_is_documented(name: str) -> None:
+    section = _section(name)
+    for action in _commands()[name]._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action.choices:
+                assert f"{name} {choice}" in section, f"{name} {choice} is not documented"
+            continue
+        names = [o for o in action.option_strings if o.startswith("--")] or [action.dest]
+        for option in names:
+            assert option in section or option.upper() in section, f"{name}: {option} is not in docs/cli.md"
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_help_names_its_exit_statuses(name: str) -> None:
+    text = _commands()[name].format_help()
+    assert "exit status:" in text
+    assert re.search(r"\b0\b", text.split("exit status:", 1)[1])
