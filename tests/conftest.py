@@ -7,11 +7,6 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-# Property tests assert what holds, never how fast: a 2-core machine shared with a
-# dask cluster makes one example slow now and then, which is not a failure.
-settings.register_profile("gguf-audit", deadline=None)
-settings.load_profile("gguf-audit")
-
 # Tests import their shared helpers (tests/corpus.py) as top-level modules.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -19,6 +14,11 @@ from corpus import S3_FILES, corpus_dir
 
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
+
+# Property tests assert what holds, never how fast: a 2-core machine shared with a
+# dask cluster makes one example slow now and then, which is not a failure.
+settings.register_profile("gguf-audit", deadline=None)
+settings.load_profile("gguf-audit")
 
 
 @pytest.fixture(scope="session")
