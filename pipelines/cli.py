@@ -92,6 +92,8 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
     scan.add_argument(
         "--upstream", metavar="DIR_OR_URL", help="compare every model with the upstream there (implies --upstream-auto)"
     )
+    scan.add_argument("--sarif", metavar="FILE", help="also write the night's problems as SARIF 2.1.0 (one run)")
+    scan.add_argument("--jsonl", metavar="FILE", help="also write the night's files as JSON Lines (one per line)")
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
     scan.add_argument("--no-dashboard", action="store_true", help="start the local cluster without its dashboard")
 
@@ -320,7 +322,34 @@ def cmd_scan(args: argparse.Namespace) -> int:
         logger.removeHandler(handler)
     print(render_summary(result, config.fail_on))
     print(_duckdb_block(result, options_for(config.out, config.out_storage_options or config.storage_options)))
+    if not _export(args, config, result.run_id):
+        return EXIT_FAILED
     return EXIT_PROBLEMS if result.reaches(config.fail_on) else EXIT_OK
+
+
+def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> bool:
+    """``--sarif`` and ``--jsonl``: the committed night written out; False (said why) when one cannot be."""
+    if not (getattr(args, "sarif", None) or getattr(args, "jsonl", None)):
+        return True
+    from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
+    from gguf_audit.pipelines.output import Output
+    from gguf_audit.report.json import dumps
+
+    try:
+        options = config.out_storage_options
+        out = Output(
+            str(config.out), dict(options) if options is not None else options_for(config.out, config.storage_options)
+        )
+        if args.sarif:
+            write_text(args.sarif, dumps(night_sarif(out, run_id), indent=2) + "\n")
+            print(f"SARIF written to {escape(args.sarif)}")
+        if args.jsonl:
+            write_text(args.jsonl, night_jsonl(out, run_id))
+            print(f"JSON Lines written to {escape(args.jsonl)}")
+    except (GGUFAuditError, OSError, ValueError) as exc:
+        print(f"gguf-audit scan: the night was committed, but its export failed: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
