@@ -31,7 +31,7 @@ from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol,
 from gguf_audit.io.upstream import UpstreamConfig
 from gguf_audit.plan import SampleConfig, SelectionError
 from gguf_audit.report.json import audit_to_json, comparison_to_json, dumps, file_samples_to_json
-from gguf_audit.report.sarif import results_of_findings, sarif_log, sarif_run
+from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, sarif_run
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
 from gguf_audit.samples import read_file_samples
 
@@ -95,7 +95,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         sys.stdout.write(dumps(out) + "\n")  # one line: a JSON object and a JSON Lines record alike
     elif fmt == "sarif":
         run = sarif_run(results_of_findings(audit.url, audit.findings), artifacts={audit.url: audit.size})
-        sys.stdout.write(dumps(sarif_log([run]), indent=2) + "\n")
+        sys.stdout.write(sarif_json(sarif_log([run])) + "\n")
     else:
         print(render_text(audit, samples=args.samples))
     # A file llama.cpp refuses fails the command even when its findings are

@@ -333,7 +333,7 @@ def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> bool:
         return True
     from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
     from gguf_audit.pipelines.output import Output
-    from gguf_audit.report.json import dumps
+    from gguf_audit.report.sarif import sarif_json
 
     try:
         options = config.out_storage_options
@@ -341,7 +341,7 @@ def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> bool:
             str(config.out), dict(options) if options is not None else options_for(config.out, config.storage_options)
         )
         if args.sarif:
-            write_text(args.sarif, dumps(night_sarif(out, run_id), indent=2) + "\n")
+            write_text(args.sarif, sarif_json(night_sarif(out, run_id)) + "\n")
             print(f"SARIF written to {escape(args.sarif)}")
         if args.jsonl:
             write_text(args.jsonl, night_jsonl(out, run_id))

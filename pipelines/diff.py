@@ -165,7 +165,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         payload = diff_to_json(diff)
         payload["fail_on"] = args.fail_on
         payload["new_at_fail_on"] = len(diff.new_at_least(args.fail_on))
-        sys.stdout.write(dumps(payload, indent=2) + "\n")
+        sys.stdout.write(dumps(payload) + "\n")
     else:
         print(render_diff_text(diff))
     alerts = diff.new_at_least(args.fail_on)

@@ -26,11 +26,10 @@ def float32_repr(value: float) -> str:
     """The shortest decimal that reads back as the same float32 (``1e-05``); ``nan``, ``inf`` as such."""
     if not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    text = np.format_float_positional(np.float32(value), unique=True, trim="-")
-    scientific = np.format_float_scientific(np.float32(value), unique=True, trim="-", exp_digits=2)
-    if len(scientific) < len(text):
-        return scientific
-    return text
+    single = np.float32(value)
+    if value == 0 or 1e-4 <= abs(value) < 1e16:  # where Python's repr writes positional digits too
+        return np.format_float_positional(single, unique=True, trim="0")
+    return np.format_float_scientific(single, unique=True, trim="-", exp_digits=2)
 
 
 def scalar_repr(kv: KV) -> str | None:

@@ -38,7 +38,7 @@ STYLE: Final = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:0 16px 40px;color:#212121}
 h1{font-size:22px;margin:20px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ccc}
 .sub{color:#555}.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
-.card{border:1px solid #ccc;border-radius:6px;padding:8px 14px;min-width:140px}
+.card{border:1px solid #ccc;border-radius:6px;padding:8px 12px;flex:1 1 0;min-width:110px}
 .card b{display:block;font-size:22px}.card span{color:#555}
 table{border-collapse:collapse;width:100%;margin:6px 0}th,td{border-bottom:1px solid #e0e0e0;padding:3px 6px;
 text-align:left;vertical-align:top}th{background:#f5f5f5}table.sortable th{cursor:pointer}
@@ -123,7 +123,7 @@ def _by_code(problems: Sequence[Problem]) -> str:
     rank = {str(s): SEVERITY_RANK[s] for s in Severity}
     ordered = sorted(counts.items(), key=lambda kv: (-rank.get(kv[0][1], -1), -kv[1], kv[0][0]))
     bars = [
-        Bar(f"{code} ({severity})", n, COLORS.get(severity, COLORS["other"]), CODES[code].doc if code in CODES else "")
+        Bar(code, n, COLORS.get(severity, COLORS["other"]), f"{code} ({severity})")
         for (code, severity), n in ordered
     ]
     rows = []
@@ -138,7 +138,7 @@ def _by_code(problems: Sequence[Problem]) -> str:
         '<table><thead><tr><th>code</th><th>severity</th><th class="n">problems</th><th>llama.cpp</th>'
         f"<th>what it means</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
-    return bar_chart(bars) + (table if rows else "")
+    return bar_chart(bars, label_width=300) + (table if rows else "")
 
 
 def _trend(nights: Sequence[NightSummary]) -> str:

@@ -9,12 +9,13 @@ Each problem is a result whose artifact location is the file's URL and whose
 region is its byte offset (``byteOffset``), with the tensor as a logical
 location; a problem of a whole model (a shard set) names the model.
 
-The log is JSON-safe; :func:`gguf_audit.report.json.dumps` writes it with
-the same escapes as the other JSON reports.
+The log is JSON-safe; :func:`sarif_json` writes it indented, as ASCII (every other
+character, controls and bidi marks included, a ``\\u`` escape).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,15 @@ from gguf_audit import __version__
 from gguf_audit.codes import CODES, CodeInfo, Severity
 from gguf_audit.findings import Finding
 
-__all__ = ["SARIF_SCHEMA", "SARIF_VERSION", "SarifResult", "results_of_findings", "sarif_log", "sarif_run"]
+__all__ = [
+    "SARIF_SCHEMA",
+    "SARIF_VERSION",
+    "SarifResult",
+    "results_of_findings",
+    "sarif_json",
+    "sarif_log",
+    "sarif_run",
+]
 
 SARIF_VERSION: Final = "2.1.0"
 SARIF_SCHEMA: Final = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -140,6 +149,11 @@ def sarif_run(
     if properties:
         run["properties"] = dict(properties)
     return run
+
+
+def sarif_json(log: Mapping[str, Any]) -> str:
+    """The log as indented JSON text, every non-ASCII character a ``\\u`` escape (controls and bidi marks too)."""
+    return json.dumps(log, indent=2, ensure_ascii=True, allow_nan=False)
 
 
 def sarif_log(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
