@@ -123,8 +123,7 @@ def _by_code(problems: Sequence[Problem]) -> str:
     rank = {str(s): SEVERITY_RANK[s] for s in Severity}
     ordered = sorted(counts.items(), key=lambda kv: (-rank.get(kv[0][1], -1), -kv[1], kv[0][0]))
     bars = [
-        Bar(code, n, COLORS.get(severity, COLORS["other"]), f"{code} ({severity})")
-        for (code, severity), n in ordered
+        Bar(code, n, COLORS.get(severity, COLORS["other"]), f"{code} ({severity})") for (code, severity), n in ordered
     ]
     rows = []
     for (code, severity), n in ordered:
