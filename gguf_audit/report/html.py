@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from gguf_audit.codes import CODES, SEVERITY_RANK, Severity
+from gguf_audit.codes import CODES, SEVERITY_RANK
 from gguf_audit.report.charts import COLORS, Bar, Box, Series, bar_chart, box_chart, line_chart, text
 from gguf_audit.report.format import fmt_bytes
 from gguf_audit.report.nightly import FileRow, ModelRow, NightDiff, NightReport, NightSummary, Problem
@@ -31,6 +31,7 @@ __all__ = ["CSP_POLICY", "SORT_SCRIPT", "STYLE", "render_html"]
 
 MAX_FILE_DETAILS: Final = 2000
 """Files shown with their problems (those with problems first); the rest are counted."""
+_RANK: Final = {str(s): rank for s, rank in SEVERITY_RANK.items()}
 MAX_ROWS: Final = 500
 """Rows of a 'since the previous night' list shown; the rest are counted."""
 
@@ -120,8 +121,7 @@ def _headline(n: NightSummary) -> str:
 
 def _by_code(problems: Sequence[Problem]) -> str:
     counts = Counter((p.code, p.severity) for p in problems)
-    rank = {str(s): SEVERITY_RANK[s] for s in Severity}
-    ordered = sorted(counts.items(), key=lambda kv: (-rank.get(kv[0][1], -1), -kv[1], kv[0][0]))
+    ordered = sorted(counts.items(), key=lambda kv: (-_RANK.get(kv[0][1], -1), -kv[1], kv[0][0]))
     bars = [
         Bar(code, n, COLORS.get(severity, COLORS["other"]), f"{code} ({severity})") for (code, severity), n in ordered
     ]
@@ -303,7 +303,7 @@ def _files(files: Sequence[FileRow], problems: Sequence[Problem]) -> str:
     ordered = sorted(files, key=lambda f: (not by_url.get(f.url), f.url))
     parts = []
     for f in ordered[:MAX_FILE_DETAILS]:
-        mine = sorted(by_url.get(f.url, []), key=lambda p: (-SEVERITY_RANK.get(Severity(p.severity), 0), p.code))
+        mine = sorted(by_url.get(f.url, []), key=lambda p: (-_RANK.get(p.severity, -1), p.code))
         facts = ", ".join(
             text(v)
             for v in (f.status, f.architecture, f.file_type_name, fmt_bytes(f.size), f"{len(mine)} problems")
