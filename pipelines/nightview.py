@@ -10,6 +10,7 @@ per tensor, written by newer scans) is read when it exists.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -32,6 +33,7 @@ __all__ = [
     "night_summary",
     "nights",
     "previous_night",
+    "with_templates",
 ]
 
 PROBLEM_COLUMNS: Final = ("url", "model_id", "scope", "code", "severity", "message", "tensor", "offset")
@@ -181,10 +183,9 @@ def _templates(out: Output, files: pa.Table) -> dict[str, str]:
     return found
 
 
-def file_rows(out: Output, night: str, *, templates: bool = True) -> list[FileRow]:
-    """The night's files, ordered by URL, with the start of their chat templates."""
+def file_rows(out: Output, night: str) -> list[FileRow]:
+    """The night's files, ordered by URL (without their chat templates: :func:`with_templates` adds them)."""
     files = out.read("files", [night], columns=list(FILE_COLUMNS))
-    texts = _templates(out, files.select(["url", "source_run_id"])) if templates else {}
     rows = []
     for r in files.to_pylist():
         rows.append(
@@ -200,10 +201,20 @@ def file_rows(out: Output, night: str, *, templates: bool = True) -> list[FileRo
                 n_errors=int(r["n_errors"] or 0),
                 n_warnings=int(r["n_warnings"] or 0),
                 source_run_id=str(r["source_run_id"]),
-                chat_template=texts.get(str(r["url"])),
             )
         )
     return sorted(rows, key=lambda f: f.url)
+
+
+def with_templates(out: Output, files: Sequence[FileRow]) -> list[FileRow]:
+    """``files`` with the start of their chat templates, read from ``metadata`` for these files only."""
+    if not files:
+        return []
+    pairs = pa.table(
+        {"url": [f.url for f in files], "source_run_id": [f.source_run_id for f in files]},
+    )
+    texts = _templates(out, pairs)
+    return [dataclasses.replace(f, chat_template=texts.get(f.url)) for f in files]
 
 
 def model_rows(out: Output, night: str) -> list[ModelRow]:

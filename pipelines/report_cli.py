@@ -32,12 +32,13 @@ from gguf_audit.pipelines.nightview import (
     night_summary,
     nights,
     problems_of,
+    with_templates,
 )
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import is_local_fs
 from gguf_audit.pipelines.picture import night_row
 from gguf_audit.report.format import escape
-from gguf_audit.report.html import render_html
+from gguf_audit.report.html import files_in_detail, render_html
 from gguf_audit.report.nightly import NightReport
 
 __all__ = ["add_report_parser", "build_report", "cmd_report", "write_report"]
@@ -78,12 +79,15 @@ def build_report(out: Output, run_id: str | None = None, *, trend_nights: int = 
     window = ordered[max(0, at - max(1, trend_nights) + 1) : at + 1]
     trend = [night_summary(out, r) for r in window]
     previous = str(ordered[at - 1]["run_id"]) if at > 0 else None
+    problems = problems_of(night_problems(out, night))
+    files = file_rows(out, night)
+    detailed = {f.url: f for f in with_templates(out, files_in_detail(files, problems))}
     return NightReport(
         out=out.url,
         night=trend[-1],
         trend=trend,
-        problems=problems_of(night_problems(out, night)),
-        files=file_rows(out, night),
+        problems=problems,
+        files=[detailed.get(f.url, f) for f in files],
         models=model_rows(out, night),
         diff=diff_nights(out, previous, night) if previous is not None else None,
         compare=compare_stats(out, night),

@@ -295,14 +295,24 @@ def _models(models: Sequence[ModelRow], counts: Counter[str]) -> str:
     )
 
 
-def _files(files: Sequence[FileRow], problems: Sequence[Problem]) -> str:
+def _file_problems(problems: Iterable[Problem]) -> dict[str, list[Problem]]:
     by_url: dict[str, list[Problem]] = {}
     for p in problems:
         if p.scope == "file" and p.url is not None:
             by_url.setdefault(p.url, []).append(p)
-    ordered = sorted(files, key=lambda f: (not by_url.get(f.url), f.url))
+    return by_url
+
+
+def files_in_detail(files: Sequence[FileRow], problems: Iterable[Problem]) -> list[FileRow]:
+    """The files the page shows in detail, in its order: those with problems first, then by URL."""
+    by_url = _file_problems(problems)
+    return sorted(files, key=lambda f: (f.url not in by_url, f.url))[:MAX_FILE_DETAILS]
+
+
+def _files(files: Sequence[FileRow], problems: Sequence[Problem]) -> str:
+    by_url = _file_problems(problems)
     parts = []
-    for f in ordered[:MAX_FILE_DETAILS]:
+    for f in files_in_detail(files, problems):
         mine = sorted(by_url.get(f.url, []), key=lambda p: (-_RANK.get(p.severity, -1), p.code))
         facts = ", ".join(
             text(v)
@@ -316,8 +326,8 @@ def _files(files: Sequence[FileRow], problems: Sequence[Problem]) -> str:
             f'{_verdict(f.loadable)}</summary>{name}<p class="sub">model {text(f.model_id)}, read by night '
             f"{text(f.source_run_id)}</p>{template}{_problem_table(mine, with_place=False)}</details>"
         )
-    if len(ordered) > MAX_FILE_DETAILS:
-        parts.append(f'<p class="sub">… {len(ordered) - MAX_FILE_DETAILS} more files without details</p>')
+    if len(files) > MAX_FILE_DETAILS:
+        parts.append(f'<p class="sub">… {len(files) - MAX_FILE_DETAILS} more files without details</p>')
     return "".join(parts) or '<p class="empty">none</p>'
 
 
