@@ -276,7 +276,7 @@ def _models(models: Sequence[ModelRow], counts: Counter[str]) -> str:
         return '<p class="empty">none</p>'
     rows = []
     for m in models:
-        files = "<br>".join(f'<span class="url">{text(u)}</span>' for u in m.urls)
+        files = "<br>".join(f'<span class="url" title="{text(u)}">{text(u.rsplit("/", 1)[-1])}</span>' for u in m.urls)
         loadable_sort = {True: 2, None: 1, False: 0}[m.loadable]
         rows.append(
             f'<tr><td class="url">{text(m.model_id)}</td><td>{text(m.name or "")}</td>'
@@ -321,8 +321,9 @@ def _files(files: Sequence[FileRow], problems: Sequence[Problem]) -> str:
         )
         name = f"<p>name: {text(f.name)}</p>" if f.name else ""
         template = f"<p>chat template (start):</p><pre>{text(f.chat_template)}</pre>" if f.chat_template else ""
+        opened = " open" if mine else ""
         parts.append(
-            f'<details class="file"><summary><span class="url">{text(f.url)}</span> — {facts}, loadable '
+            f'<details class="file"{opened}><summary><span class="url">{text(f.url)}</span> — {facts}, loadable '
             f'{_verdict(f.loadable)}</summary>{name}<p class="sub">model {text(f.model_id)}, read by night '
             f"{text(f.source_run_id)}</p>{template}{_problem_table(mine, with_place=False)}</details>"
         )
