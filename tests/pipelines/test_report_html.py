@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -30,7 +31,11 @@ BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
 def _browser(*args: str) -> str:
     if not Path(CHROMIUM).exists():
         pytest.fail("chromium is not installed (.ci/run installs Debian's package: apt-get install -y chromium)")
-    done = subprocess.run([CHROMIUM, *BROWSER_FLAGS, *args], capture_output=True, text=True, timeout=120, check=False)
+    # Its own profile each time (another chromium on the machine would lock a shared one), and a virtual-time
+    # budget so timers and failed image loads (onerror) get their turn before the DOM is dumped.
+    with tempfile.TemporaryDirectory(prefix="gguf-audit-chromium-") as profile:
+        flags = [*BROWSER_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=3000"]
+        done = subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
