@@ -29,10 +29,12 @@ from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.output import OutputError
+from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
 from gguf_audit.pipelines.workers import missing_pipeline_module
 from gguf_audit.report.format import escape, fmt_bytes
+from gguf_audit.report.sarif import sarif_json
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PROBLEMS", "add_scan_parser", "cmd_scan", "main"]
 
@@ -329,12 +331,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> bool:
     """``--sarif`` and ``--jsonl``: the committed night written out; False (said why) when one cannot be."""
-    if not (getattr(args, "sarif", None) or getattr(args, "jsonl", None)):
+    if not (args.sarif or args.jsonl):
         return True
-    from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
-    from gguf_audit.pipelines.output import Output
-    from gguf_audit.report.sarif import sarif_json
-
     try:
         options = config.out_storage_options
         out = Output(
