@@ -31,6 +31,7 @@ from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol,
 from gguf_audit.io.upstream import UpstreamConfig
 from gguf_audit.plan import SampleConfig, SelectionError
 from gguf_audit.report.json import audit_to_json, comparison_to_json, dumps, file_samples_to_json
+from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, sarif_run
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
 from gguf_audit.samples import read_file_samples
 
@@ -93,9 +94,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
     config = _with_upstream(config, args)
     audit = audit_file(_readable(args.url), storage_options=options, config=config)
-    if args.json:
+    fmt = "json" if args.json else args.format
+    if fmt in ("json", "jsonl"):
         out = audit_to_json(audit, full_arrays=args.full_arrays, samples=args.samples)
-        sys.stdout.write(dumps(out) + "\n")
+        sys.stdout.write(dumps(out) + "\n")  # one line: a JSON object and a JSON Lines record alike
+    elif fmt == "sarif":
+        run = sarif_run(results_of_findings(audit.url, audit.findings), artifacts={audit.url: audit.size})
+        sys.stdout.write(sarif_json(sarif_log([run])) + "\n")
     else:
         print(render_text(audit, samples=args.samples))
     # A file llama.cpp refuses fails the command even when its findings are
@@ -198,7 +203,13 @@ def _parser() -> argparse.ArgumentParser:
 
     inspect = sub.add_parser("inspect", help="read one file's header and report every problem", epilog=EXIT_STATUSES)
     inspect.add_argument("url", help="any fsspec URL or local path (s3://, hf://, https://, gs://, file)")
-    inspect.add_argument("--json", action="store_true", help="print one JSON object")
+    inspect.add_argument(
+        "--format",
+        choices=("text", "json", "jsonl", "sarif"),
+        default="text",
+        help="text (default), json (one object), jsonl (one object per file, a line each) or sarif (SARIF 2.1.0)",
+    )
+    inspect.add_argument("--json", action="store_true", help="the same as --format json")
     inspect.add_argument("--full-arrays", action="store_true", help="include array values in --json")
     inspect.add_argument("--storage-options", metavar="JSON", help="fsspec storage options as a JSON object")
     inspect.add_argument("--samples", action="store_true", help="also read sampled tensor blocks and check their data")

@@ -29,10 +29,12 @@ from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.output import OutputError
+from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
 from gguf_audit.pipelines.workers import missing_pipeline_module
 from gguf_audit.report.format import escape, fmt_bytes
+from gguf_audit.report.sarif import sarif_json
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PROBLEMS", "add_scan_parser", "cmd_scan", "main"]
 
@@ -100,6 +102,8 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
         default=None,
         help="compare quantized files with their family's full-precision file (default; --no-compare skips)",
     )
+    scan.add_argument("--sarif", metavar="FILE", help="also write the night's problems as SARIF 2.1.0 (one run)")
+    scan.add_argument("--jsonl", metavar="FILE", help="also write the night's files as JSON Lines (one per line)")
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
     scan.add_argument("--no-dashboard", action="store_true", help="start the local cluster without its dashboard")
 
@@ -333,7 +337,30 @@ def cmd_scan(args: argparse.Namespace) -> int:
         logger.removeHandler(handler)
     print(render_summary(result, config.fail_on))
     print(_duckdb_block(result, options_for(config.out, config.out_storage_options or config.storage_options)))
+    if not _export(args, config, result.run_id):
+        return EXIT_FAILED
     return EXIT_PROBLEMS if result.reaches(config.fail_on) else EXIT_OK
+
+
+def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> bool:
+    """``--sarif`` and ``--jsonl``: the committed night written out; False (said why) when one cannot be."""
+    if not (args.sarif or args.jsonl):
+        return True
+    try:
+        options = config.out_storage_options
+        out = Output(
+            str(config.out), dict(options) if options is not None else options_for(config.out, config.storage_options)
+        )
+        if args.sarif:
+            write_text(args.sarif, sarif_json(night_sarif(out, run_id)) + "\n")
+            print(f"SARIF written to {escape(args.sarif)}")
+        if args.jsonl:
+            write_text(args.jsonl, night_jsonl(out, run_id))
+            print(f"JSON Lines written to {escape(args.jsonl)}")
+    except (GGUFAuditError, OSError, ValueError) as exc:
+        print(f"gguf-audit scan: the night was committed, but its export failed: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

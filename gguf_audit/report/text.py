@@ -11,6 +11,7 @@ from gguf_audit.audit import FileAudit
 from gguf_audit.compare import Comparison
 from gguf_audit.decode.stats import tensor_stats
 from gguf_audit.format.model import KV, StringArray, ValueType, json_scalar
+from gguf_audit.report.dump import float32_repr, parameter_count, parameter_label, scalar_repr, shard_hint
 from gguf_audit.report.format import MEASURE_CODE_WIDTH, escape, finding_line, fmt_bytes, fmt_stat
 from gguf_audit.samples import FileSamples
 
@@ -23,6 +24,8 @@ def _summarise(kv: KV, width: int = 100) -> str:
         n = kv.length or 0
         if isinstance(value, StringArray):
             head = [repr(escape(value[i], 24)) for i in range(min(n, 3))]
+        elif isinstance(value, np.ndarray) and value.dtype == np.float32:
+            head = [float32_repr(float(v)) for v in value[:3].tolist()]
         elif isinstance(value, np.ndarray):
             head = [repr(json_scalar(v)) for v in value[:3].tolist()]
         elif isinstance(value, list):
@@ -33,7 +36,8 @@ def _summarise(kv: KV, width: int = 100) -> str:
         return f"[{', '.join(head)}{more}] ({n} items)"
     if isinstance(value, str):
         return repr(escape(value, width))
-    return repr(json_scalar(value))
+    shown = scalar_repr(kv)
+    return shown if shown is not None else repr(json_scalar(value))
 
 
 def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = False) -> str:
@@ -50,6 +54,16 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = Fals
             f"{h.n_kv} keys, {h.n_tensors} tensors" + (f", architecture {escape(arch, 40)}" if arch else "")
         )
         lines.append(f"  header {fmt_bytes(h.header_bytes, exact=True)}, data section at {h.data_offset}")
+        file_type = h.metadata.get("general.file_type")
+        ftype = scalar_repr(file_type) if file_type is not None else None
+        lines.append(
+            f"  parameters {parameter_label(parameter_count(h))}"
+            + (f", file type {ftype}" if ftype is not None else "")
+        )
+    hint = shard_hint(audit.url, h)
+    if hint is not None:
+        lines.append(f"  hint: {escape(hint)}")
+    if h is not None:
         lines.append("")
         lines.append("metadata:")
         key_width = min(max((len(kv.key) for kv in h.kvs), default=10), 44)

@@ -85,3 +85,12 @@ def local_collection(tmp_path: Path, sample: dict[str, bytes]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     return root
+
+
+@pytest.fixture(scope="session")
+def report_nights(dask_client: Any, tmp_path_factory: pytest.TempPathFactory, sample: dict[str, bytes]) -> Any:
+    """Three real nights with known changes (tests/pipelines/report_nights.py), scanned once per session."""
+    from report_nights import scan_three_nights
+
+    dask_client.wait_for_workers(2, timeout=60)
+    return scan_three_nights(dask_client, tmp_path_factory.mktemp("report-nights"), sample)

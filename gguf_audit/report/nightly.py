@@ -1,0 +1,291 @@
+"""What the night reports show, as plain values: a night's numbers, its rows, and the changes between two nights.
+
+The pipelines read these from the audit tables (``gguf_audit.pipelines.nightview``
+and ``gguf_audit.pipelines.diff``); the renderers (:mod:`~gguf_audit.report.html`,
+the diff's text and JSON here) only format them. Every string that comes from
+a file (URLs, names, messages, templates) is untrusted: the renderers escape it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gguf_audit.codes import SEVERITY_RANK, Severity
+from gguf_audit.report.format import escape, fmt_bytes
+
+__all__ = [
+    "Change",
+    "CompareStat",
+    "FileChange",
+    "FileRow",
+    "ModelFlip",
+    "ModelRow",
+    "NightDiff",
+    "NightReport",
+    "NightSummary",
+    "Problem",
+    "diff_to_json",
+    "render_diff_text",
+    "severity_at_least",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class NightSummary:
+    """One night's headline and trend numbers."""
+
+    run_id: str
+    finished_at: str
+    n_files: int
+    n_models: int
+    n_loadable: int
+    n_unloadable: int
+    n_incomplete: int
+    n_errors: int
+    """Problems of severity error in the night's picture (file and model scope)."""
+    n_warnings: int
+    n_infos: int
+    bytes_read: int
+    collection_bytes: int
+    seconds: float
+    n_read: int
+    n_reused: int
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One row of ``problems`` as a report needs it."""
+
+    scope: str
+    url: str | None
+    model_id: str
+    code: str
+    severity: str
+    message: str
+    tensor: str | None = None
+    offset: int | None = None
+
+    def key(self) -> tuple[str, str, str, str]:
+        """What makes two nights' problems the same problem: where it is, its code and tensor."""
+        where = self.url if self.url is not None else self.model_id
+        return (self.scope, where or "", self.code, self.tensor or "")
+
+    def detail(self) -> tuple[str, str, int]:
+        return (self.severity, self.message, -1 if self.offset is None else self.offset)
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    """One file of a night: its verdict and what it declares."""
+
+    url: str
+    model_id: str
+    status: str
+    loadable: bool | None
+    size: int | None
+    name: str | None = None
+    architecture: str | None = None
+    file_type_name: str | None = None
+    n_errors: int = 0
+    n_warnings: int = 0
+    source_run_id: str = ""
+    chat_template: str | None = None
+    """The start of its chat template (from ``metadata``), for the report to show escaped."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRow:
+    """One model (a single file or a shard set) of a night."""
+
+    model_id: str
+    status: str
+    loadable: bool | None
+    complete: bool
+    sharded: bool
+    shard_count: int
+    shards_missing: tuple[int, ...]
+    n_files: int
+    size: int | None
+    name: str | None
+    file_type_name: str | None
+    n_problems: int
+    urls: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CompareStat:
+    """The quantization error (relative RMSE) of one tensor type across the night's ``compare`` rows."""
+
+    type: str
+    n: int
+    minimum: float
+    q1: float
+    median: float
+    q3: float
+    maximum: float
+    n_suspect: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A problem that changed between two nights: the same place, code and tensor, another message or severity."""
+
+    before: Problem
+    after: Problem
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """A file present in both nights that was read again and judged otherwise."""
+
+    url: str
+    status_before: str
+    status_after: str
+    loadable_before: bool | None
+    loadable_after: bool | None
+    size_before: int | None
+    size_after: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFlip:
+    """A model whose loadable verdict or completeness differs between the nights."""
+
+    model_id: str
+    loadable_before: bool | None
+    loadable_after: bool | None
+    complete_before: bool
+    complete_after: bool
+
+
+@dataclass
+class NightDiff:
+    """What changed from night ``before`` to night ``after``."""
+
+    before: str
+    after: str
+    new_problems: list[Problem] = field(default_factory=list)
+    resolved_problems: list[Problem] = field(default_factory=list)
+    changed_problems: list[Change] = field(default_factory=list)
+    new_files: list[str] = field(default_factory=list)
+    removed_files: list[str] = field(default_factory=list)
+    changed_files: list[FileChange] = field(default_factory=list)
+    model_flips: list[ModelFlip] = field(default_factory=list)
+
+    def new_at_least(self, severity: str) -> list[Problem]:
+        """The new problems (and changed ones that became this severe) at or above ``severity``."""
+        found = [p for p in self.new_problems if severity_at_least(p.severity, severity)]
+        found += [
+            c.after
+            for c in self.changed_problems
+            if severity_at_least(c.after.severity, severity) and not severity_at_least(c.before.severity, severity)
+        ]
+        return found
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.new_problems
+            or self.resolved_problems
+            or self.changed_problems
+            or self.new_files
+            or self.removed_files
+            or self.changed_files
+            or self.model_flips
+        )
+
+
+@dataclass
+class NightReport:
+    """Everything the HTML report of one night shows."""
+
+    out: str
+    night: NightSummary
+    trend: list[NightSummary]
+    """The last nights, oldest first, this one last."""
+    problems: list[Problem]
+    files: list[FileRow]
+    models: list[ModelRow]
+    diff: NightDiff | None
+    """Against the previous night; None for the first."""
+    compare: list[CompareStat] | None
+    """Per tensor type; None when the output has no ``compare`` table."""
+    tool_version: str = ""
+
+
+def severity_at_least(severity: str, threshold: str) -> bool:
+    """Whether ``severity`` is ``threshold`` or worse (unknown severities never are)."""
+    try:
+        return SEVERITY_RANK[Severity(severity)] >= SEVERITY_RANK[Severity(threshold)]
+    except ValueError:
+        return False
+
+
+def _verdict(loadable: bool | None) -> str:
+    return {True: "loadable", False: "NOT loadable", None: "unknown"}[loadable]
+
+
+def _problem_line(p: Problem) -> str:
+    where = escape(p.url, 200) if p.url is not None else f"model {escape(p.model_id, 200)}"
+    tensor = f" [tensor {escape(p.tensor, 80)}]" if p.tensor else ""
+    return f"  {p.severity.upper():7} {p.code:32} {where}{tensor}: {escape(p.message, 300)}"
+
+
+def render_diff_text(diff: NightDiff) -> str:
+    """The diff for a person: each section with its count, every file string escaped."""
+    lines = [f"night {diff.before} -> {diff.after}"]
+    if diff.empty:
+        lines.append("no changes")
+        return "\n".join(lines)
+    sections: list[tuple[str, list[str]]] = [
+        ("new problems", [_problem_line(p) for p in diff.new_problems]),
+        ("resolved problems", [_problem_line(p) for p in diff.resolved_problems]),
+        (
+            "changed problems",
+            [
+                f"{_problem_line(c.after)}\n      was {c.before.severity}: {escape(c.before.message, 300)}"
+                for c in diff.changed_problems
+            ],
+        ),
+        ("new files", [f"  {escape(u, 300)}" for u in diff.new_files]),
+        ("removed files", [f"  {escape(u, 300)}" for u in diff.removed_files]),
+        (
+            "changed files",
+            [
+                f"  {escape(c.url, 300)}: {c.status_before} -> {c.status_after}, "
+                f"{_verdict(c.loadable_before)} -> {_verdict(c.loadable_after)}, "
+                f"size {fmt_bytes(c.size_before)} -> {fmt_bytes(c.size_after)}"
+                for c in diff.changed_files
+            ],
+        ),
+        (
+            "models flipped",
+            [
+                f"  {escape(m.model_id, 300)}: {_verdict(m.loadable_before)} -> {_verdict(m.loadable_after)}, "
+                f"{'complete' if m.complete_before else 'incomplete'} -> "
+                f"{'complete' if m.complete_after else 'incomplete'}"
+                for m in diff.model_flips
+            ],
+        ),
+    ]
+    for title, rows in sections:
+        lines.append(f"{title} ({len(rows)}):" if rows else f"{title}: none")
+        lines.extend(rows)
+    return "\n".join(lines)
+
+
+def diff_to_json(diff: NightDiff) -> dict[str, Any]:
+    """The diff as one JSON object (``dumps`` escapes what the text report escapes)."""
+    return {
+        "from": diff.before,
+        "to": diff.after,
+        "new_problems": [asdict(p) for p in diff.new_problems],
+        "resolved_problems": [asdict(p) for p in diff.resolved_problems],
+        "changed_problems": [{"before": asdict(c.before), "after": asdict(c.after)} for c in diff.changed_problems],
+        "new_files": list(diff.new_files),
+        "removed_files": list(diff.removed_files),
+        "changed_files": [asdict(c) for c in diff.changed_files],
+        "model_flips": [asdict(m) for m in diff.model_flips],
+    }

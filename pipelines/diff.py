@@ -1,0 +1,191 @@
+"""``gguf-audit diff``: what changed between two nights, and an exit status a nightly job can alert on.
+
+    gguf-audit diff OUT [--from RUN] [--to RUN] [--json] [--fail-on error|warning|info]
+
+Default: the last two committed nights. A diff of two nights is a diff of their
+``files`` and ``models`` rows on ``url`` and ``model_id``
+(``docs/tables.md``): a file whose ``source_run_id`` is the same in both nights
+has the same problems in both, so only the problems of files new, removed or
+read again (and of models judged again) are read, and only the columns a
+problem needs. A problem is the same problem in both nights when its place
+(the file, or the model for a model-scope problem), code and tensor are; it
+*changed* when its severity or message did.
+
+Exit status: 1 when the later night has a new problem (or one that became this
+severe) at or above ``--fail-on`` (default ``error``), 0 otherwise, 2 on a
+usage error (an unknown night, an output that cannot be read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any, Final
+
+import pyarrow as pa
+
+from gguf_audit.errors import GGUFAuditError
+from gguf_audit.findings import Severity
+from gguf_audit.pipelines.config import parse_storage_options_flag
+from gguf_audit.pipelines.nightview import PROBLEM_COLUMNS, night_problems, nights, problems_of
+from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.picture import NightNotFound, night_row
+from gguf_audit.report.json import dumps
+from gguf_audit.report.nightly import Change, FileChange, ModelFlip, NightDiff, Problem, diff_to_json, render_diff_text
+
+__all__ = ["add_diff_parser", "cmd_diff", "diff_nights", "match_problems"]
+
+EXIT_OK: Final = 0
+EXIT_NEW: Final = 1
+EXIT_USAGE: Final = 2
+FILE_COLUMNS: Final = ["url", "source_run_id", "status", "loadable", "size"]
+MODEL_COLUMNS: Final = ["model_id", "source_run_id", "loadable", "complete"]
+
+
+def add_diff_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``diff`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "diff",
+        help="what changed between two nights (default: the last two); exit 1 on a new problem",
+        description="New, resolved and changed problems, files and model verdicts between two committed nights.",
+        epilog="exit status: 0 no new problem at --fail-on, 1 a new one, 2 a usage error or OUT cannot be read",
+    )
+    parser.add_argument("out", metavar="OUT", help="the scan's --out")
+    parser.add_argument("--from", dest="before", metavar="RUN", help="the earlier night (default: the one before --to)")
+    parser.add_argument("--to", dest="after", metavar="RUN", help="the later night (default: the latest)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--fail-on",
+        choices=[str(s) for s in Severity],
+        default="error",
+        help="exit 1 when the later night has a new problem this severe or worse (default: error)",
+    )
+    parser.add_argument("--storage-options", metavar="JSON", help="fsspec options for OUT (no credentials) as JSON")
+    parser.set_defaults(func=cmd_diff)
+    return parser
+
+
+def _by_key(problems: list[Problem]) -> dict[tuple[str, str, str, str], list[Problem]]:
+    grouped: dict[tuple[str, str, str, str], list[Problem]] = {}
+    for p in problems:
+        grouped.setdefault(p.key(), []).append(p)
+    return grouped
+
+
+def match_problems(before: list[Problem], after: list[Problem]) -> tuple[list[Problem], list[Problem], list[Change]]:
+    """New, resolved and changed problems between two nights' problems of the same places.
+
+    Problems of one key (place, code, tensor) pair up equal ones first (same
+    severity, message, offset: unchanged), then the rest in order (changed);
+    what is left over is new or resolved.
+    """
+    new: list[Problem] = []
+    resolved: list[Problem] = []
+    changed: list[Change] = []
+    old_groups, new_groups = _by_key(before), _by_key(after)
+    for key in sorted(set(old_groups) | set(new_groups)):
+        olds = sorted(old_groups.get(key, []), key=Problem.detail)
+        news = sorted(new_groups.get(key, []), key=Problem.detail)
+        remaining_new = []
+        for p in news:
+            twin = next((i for i, o in enumerate(olds) if o.detail() == p.detail()), None)
+            if twin is None:
+                remaining_new.append(p)
+            else:
+                olds.pop(twin)
+        pairs = min(len(olds), len(remaining_new))
+        changed += [Change(o, n) for o, n in zip(olds[:pairs], remaining_new[:pairs], strict=True)]
+        resolved += olds[pairs:]
+        new += remaining_new[pairs:]
+    return new, resolved, changed
+
+
+def _rows(table: pa.Table, key: str) -> dict[str, dict[str, Any]]:
+    return {str(r[key]): r for r in table.to_pylist()}
+
+
+def diff_nights(out: Output, before: str, after: str) -> NightDiff:
+    """What changed from night ``before`` to night ``after`` (both committed)."""
+    old_files = _rows(out.read("files", [before], columns=FILE_COLUMNS), "url")
+    new_files = _rows(out.read("files", [after], columns=FILE_COLUMNS), "url")
+    added = sorted(set(new_files) - set(old_files))
+    removed = sorted(set(old_files) - set(new_files))
+    reread = sorted(
+        u for u in set(old_files) & set(new_files) if old_files[u]["source_run_id"] != new_files[u]["source_run_id"]
+    )
+    diff = NightDiff(before, after, new_files=added, removed_files=removed)
+    for url in reread:
+        o, n = old_files[url], new_files[url]
+        if (o["status"], o["loadable"], o["size"]) != (n["status"], n["loadable"], n["size"]):
+            diff.changed_files.append(
+                FileChange(url, o["status"], n["status"], o["loadable"], n["loadable"], o["size"], n["size"])
+            )
+    old_models = _rows(out.read("models", [before], columns=MODEL_COLUMNS), "model_id")
+    new_models = _rows(out.read("models", [after], columns=MODEL_COLUMNS), "model_id")
+    judged = sorted(
+        m
+        for m in set(old_models) | set(new_models)
+        if m not in old_models
+        or m not in new_models
+        or (old_models[m]["source_run_id"] or before) != (new_models[m]["source_run_id"] or after)
+    )
+    for m in sorted(set(old_models) & set(new_models)):
+        o, n = old_models[m], new_models[m]
+        if o["loadable"] != n["loadable"] or o["complete"] != n["complete"]:
+            diff.model_flips.append(ModelFlip(m, o["loadable"], n["loadable"], bool(o["complete"]), n["complete"]))
+    columns = list(PROBLEM_COLUMNS)
+    old_problems = problems_of(night_problems(out, before, columns, urls=[*removed, *reread], model_ids=judged))
+    new_problems = problems_of(night_problems(out, after, columns, urls=[*added, *reread], model_ids=judged))
+    diff.new_problems, diff.resolved_problems, diff.changed_problems = match_problems(old_problems, new_problems)
+    return diff
+
+
+def _pick(out: Output, before: str | None, after: str | None) -> tuple[str, str]:
+    """The two nights to compare: ``--to`` (default the latest) and ``--from`` (default the one before it)."""
+    later = str(night_row(out, after)["run_id"])
+    if before is not None:
+        return str(night_row(out, before)["run_id"]), later
+    ordered = [str(r["run_id"]) for r in nights(out)]
+    at = ordered.index(later)
+    if at == 0:
+        raise NightNotFound(f"no night before {later!r} to compare it with (give --from). Got {out.url!r}.")
+    return ordered[at - 1], later
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    try:
+        options: dict[str, Any] = parse_storage_options_flag(args.storage_options) if args.storage_options else {}
+        out = Output(args.out, options)
+        before, after = _pick(out, args.before, args.after)
+        diff = diff_nights(out, before, after)
+    except (GGUFAuditError, OSError, ValueError) as exc:
+        print(f"gguf-audit diff: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        payload = diff_to_json(diff)
+        payload["fail_on"] = args.fail_on
+        payload["new_at_fail_on"] = len(diff.new_at_least(args.fail_on))
+        sys.stdout.write(dumps(payload) + "\n")
+    else:
+        print(render_diff_text(diff))
+    alerts = diff.new_at_least(args.fail_on)
+    if not args.json:
+        print(f"{len(alerts)} new problems at or above {args.fail_on}")
+    return EXIT_NEW if alerts else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``gguf-audit diff`` on its own (``python -m gguf_audit.pipelines.diff``)."""
+    parser = argparse.ArgumentParser(prog="gguf-audit diff")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_diff_parser(sub)
+    try:
+        args = parser.parse_args(["diff", *(argv or sys.argv[1:])])
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

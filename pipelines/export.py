@@ -1,0 +1,86 @@
+"""A committed night as SARIF 2.1.0 (``scan --sarif FILE``) or JSON Lines (``scan --jsonl FILE``).
+
+SARIF: one run for the scan, a result per problem of the night's picture
+(:mod:`gguf_audit.report.sarif`), the files as artifacts. JSON Lines: one
+object per file of the night, its verdict and its problems, a line each.
+Both read only the columns they write (:mod:`~gguf_audit.pipelines.nightview`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from fsspec.core import url_to_fs
+
+from gguf_audit.pipelines.nightview import PROBLEM_COLUMNS, night_problems
+from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.parts import is_local_fs
+from gguf_audit.pipelines.picture import night_row
+from gguf_audit.report.json import dumps
+from gguf_audit.report.sarif import SarifResult, sarif_log, sarif_run
+
+__all__ = ["night_jsonl", "night_sarif", "write_text"]
+
+JSONL_FILE_COLUMNS: Final = [
+    "url",
+    "model_id",
+    "status",
+    "loadable",
+    "size",
+    "n_errors",
+    "n_warnings",
+    "architecture",
+    "file_type_name",
+    "source_run_id",
+]
+
+
+def write_text(path: str, content: str) -> None:
+    """Write ``content`` to a path or fsspec URL (a local parent directory is made)."""
+    fs, target = url_to_fs(path)
+    parent = target.rsplit("/", 1)[0] if "/" in target else ""
+    if parent and is_local_fs(fs):
+        fs.makedirs(parent, exist_ok=True)
+    fs.pipe_file(target, content.encode("utf-8"))
+
+
+def night_sarif(out: Output, run_id: str | None = None) -> dict[str, Any]:
+    """The SARIF log of one night (default: the latest): one run."""
+    run = night_row(out, run_id)
+    night = str(run["run_id"])
+    files = out.read("files", [night], columns=["url", "size"])
+    problems = night_problems(out, night, list(PROBLEM_COLUMNS))
+    results = [
+        SarifResult(
+            code=str(r["code"]),
+            severity=str(r["severity"]),
+            message=str(r["message"]),
+            url=r["url"],
+            model_id=r["model_id"],
+            tensor=r["tensor"],
+            offset=r["offset"],
+        )
+        for r in problems.to_pylist()
+    ]
+    artifacts = dict(zip(files["url"].to_pylist(), files["size"].to_pylist(), strict=True))
+    properties = {"runId": night, "out": out.url, "files": int(run["n_files"]), "models": int(run["n_models"])}
+    return sarif_log([sarif_run(results, artifacts=artifacts, properties=properties)])
+
+
+def night_jsonl(out: Output, run_id: str | None = None) -> str:
+    """The night's files as JSON Lines: one object per file with its problems (file scope)."""
+    night = str(night_row(out, run_id)["run_id"])
+    files = out.read("files", [night], columns=JSONL_FILE_COLUMNS)
+    problems = night_problems(out, night, list(PROBLEM_COLUMNS))
+    by_url: dict[str, list[dict[str, Any]]] = {}
+    for p in problems.to_pylist():
+        if p["scope"] == "file" and p["url"] is not None:
+            by_url.setdefault(p["url"], []).append(
+                {k: p[k] for k in ("code", "severity", "message", "tensor", "offset")}
+            )
+    lines = []
+    for row in sorted(files.to_pylist(), key=lambda r: r["url"]):
+        row["run_id"] = night
+        row["problems"] = by_url.get(row["url"], [])
+        lines.append(dumps(row))
+    return "".join(line + "\n" for line in lines)
