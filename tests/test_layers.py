@@ -29,7 +29,10 @@ from corpus import REPO, corpus_dir
 # module under it, except the root package ``gguf_audit``, which claims only its
 # own ``__init__``); the longest matching name decides a module's layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("bottom", ("gguf_audit", "gguf_audit.errors", "gguf_audit.findings", "gguf_audit.codes")),
+    (
+        "bottom",
+        ("gguf_audit", "gguf_audit.errors", "gguf_audit.findings", "gguf_audit.codes", "gguf_audit.codes_security"),
+    ),
     ("format", ("gguf_audit.format",)),
     ("plan", ("gguf_audit.plan",)),
     ("decode", ("gguf_audit.decode",)),
