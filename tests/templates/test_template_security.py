@@ -13,17 +13,21 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.findings import CODES, Severity
+from gguf_audit.format.model import ValueType
 from gguf_audit.templates.audit import (
     TEMPLATE_RESOURCE_LIMIT,
     TEMPLATE_TOO_MANY,
     TEMPLATE_UNSAFE,
     TemplateAudit,
+    TemplateCache,
     audit_templates,
 )
 from gguf_audit.templates.conversations import PROBE_TEXTS, probe_conversations
 from gguf_audit.templates.inspect.inspector import inspect_template_source
 from gguf_audit.templates.limits import TemplateLimits
+from gguf_audit.testing.builder import build_gguf, kv_array, kv_str
 
 FAST = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0)
 KEY = "tokenizer.chat_template"
@@ -233,3 +237,34 @@ def test_file_render_budget_stops_the_renders() -> None:
     (over,) = file_findings
     assert over.code == TEMPLATE_TOO_MANY and "render budget" in over.message
     assert any(a.findings == () and a.rendered is None for a in audits)
+
+
+# --- every template key ------------------------------------------------------------------
+
+_BENIGN = "{% for m in messages %}{{ m.content }}{% endfor %}"
+
+
+def _hostile(tag: str) -> str:
+    return "{{ cycler.__init__.__globals__.os.popen('id').read() }}{# " + tag + " #}"
+
+
+def test_every_occurrence_array_item_and_named_variant_is_audited(tmp_path: Path) -> None:
+    data = build_gguf(
+        [
+            kv_str("general.architecture", "llama"),
+            kv_str(KEY, _BENIGN),
+            kv_str(KEY, _hostile("second occurrence")),  # runtimes differ in which one they use
+            kv_array(f"{KEY}.tool_use", int(ValueType.STRING), [_BENIGN, _hostile("array item")]),
+            kv_str(f"{KEY}.rag", _hostile("named")),
+        ]
+    )
+    path = tmp_path / "m.gguf"
+    path.write_bytes(data)
+    audit = audit_file(str(path), config=AuditConfig(semantics=False), template_cache=TemplateCache(limits=FAST))
+    assert "header.duplicate_key" in {f.code for f in audit.findings}
+    keys = [a.key for a in audit.templates]
+    assert keys == [KEY, f"{KEY} (occurrence 2)", f"{KEY}.tool_use[0]", f"{KEY}.tool_use[1]", f"{KEY}.rag"]
+    unsafe = {a.key for a in audit.templates if TEMPLATE_UNSAFE in _codes(a)}
+    assert unsafe == {f"{KEY} (occurrence 2)", f"{KEY}.tool_use[1]", f"{KEY}.rag"}
+    messages = [f.message for f in audit.findings if f.code == TEMPLATE_UNSAFE]
+    assert any(m.startswith(f"{KEY}.tool_use[1]: ") for m in messages)
