@@ -252,13 +252,13 @@ def _budget_finding(
     """``template.too_many`` when the file's templates pass the per-file count or render budget."""
     parts: list[str] = []
     if len(templates) > judged:
-        parts.append(f"{len(templates) - judged} past the first {judged} were not inspected")
+        parts.append(f"templates past the first {judged} not inspected: {len(templates) - judged}")
     unrendered = len(renderable) - len(rendered)
     if unrendered > 0:
-        parts.append(f"{unrendered} distinct templates past the first {limits.max_renders} were not rendered")
+        parts.append(f"distinct templates past the first {limits.max_renders} not rendered: {unrendered}")
     out_of_time = sum(1 for answer in rendered.values() if answer.get("status") == "budget")
     if out_of_time:
-        parts.append(f"{out_of_time} were not rendered within the file's {limits.file_seconds:g} s render budget")
+        parts.append(f"templates not rendered within the file's {limits.file_seconds:g} s render budget: {out_of_time}")
     if not parts:
         return None
     chars = sum(len(src) for src in templates.values())

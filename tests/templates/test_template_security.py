@@ -225,8 +225,8 @@ def test_too_many_templates_is_one_file_finding() -> None:
     assert sum(a.rendered is not None for a in audits) == 2
     (over,) = file_findings
     assert over.code == TEMPLATE_TOO_MANY
-    assert "7 chat templates" in over.message and "3 past the first 4" in over.message
-    assert "2 distinct templates past the first 2 were not rendered" in over.message
+    assert "7 chat templates" in over.message and "templates past the first 4 not inspected: 3" in over.message
+    assert "distinct templates past the first 2 not rendered: 2" in over.message
 
 
 def test_file_render_budget_stops_the_renders() -> None:
