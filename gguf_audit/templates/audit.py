@@ -12,9 +12,15 @@ template reaches. So every template is
 2. inspected statically, without rendering (``template.unsafe``, the rule in
    :mod:`gguf_audit.templates.inspect.inspector`);
 3. rendered, sandboxed, in a separate process with CPU, wall-clock, memory and
-   output limits, on a standard conversation (``template.resource_limit``,
-   ``template.render_error``). All templates of a file share one child
-   (:mod:`gguf_audit.templates.sandbox.runner`).
+   output limits, on a standard conversation and then on every probe of what
+   runtimes send (:func:`~gguf_audit.templates.conversations.probe_conversations`;
+   ``template.resource_limit``, ``template.render_error``, and ``template.unsafe``
+   for what the sandbox refused). All templates of a file share one child
+   (:mod:`gguf_audit.templates.sandbox.runner`), within a per-file budget of
+   templates judged, templates rendered and render seconds (``template.too_many``).
+
+Every occurrence of every template key is audited, and each string of one
+stored as an array (:func:`header_templates`).
 
 A collection holds many quantizations of each model, all with the same
 templates: :class:`TemplateCache` audits each distinct set once, also when
@@ -196,8 +202,9 @@ def audit_templates(
     ``tokenizer.chat_template.<name>``) to the template source; ``bos_token``
     and ``eos_token`` are the texts of the file's BOS and EOS tokens, passed to
     the render as transformers does. Returns one :class:`TemplateAudit` per
-    template, in the mapping's order, and the file-level findings
-    (``template.missing`` when there is no template).
+    template judged, in the mapping's order (at most ``limits.max_templates``), and
+    the file-level findings (``template.missing`` when there is no template,
+    ``template.too_many`` when the per-file budget left some unjudged or unrendered).
 
     All renders run in one child process (restarted only when a limit killed
     it). Raises :class:`TemplateWorkerError` when that process cannot run.
