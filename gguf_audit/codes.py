@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Final
 
 from gguf_audit.codes_collection import COLLECTION_CODES
+from gguf_audit.codes_security import SECURITY_CODES
 
 __all__ = ["CODES", "CORE_CODES", "CodeInfo", "Severity"]
 
@@ -78,13 +79,13 @@ _code(
     "header.count_too_large",
     E,
     True,
-    "A tensor, key or array count past gguf-audit's named limits (a forged or corrupt count).",
+    "A tensor, key or array count past gguf-audit's named limits (a forged or corrupt count; 2^63 hangs gguf-py 0.19).",
 )
 _code(
     "header.string_too_long",
     E,
     True,
-    "A string length past llama.cpp's 1 GiB limit (a forged or corrupt length).",
+    "A string length past llama.cpp's 1 GiB limit (a forged or corrupt length; 2^63 hangs gguf-py 0.19).",
 )
 _code("header.bad_value_type", E, True, "A metadata value type id outside the 13 GGUF types.")
 _code("header.nested_array", W, True, "An array of arrays: valid GGUF, but llama.cpp's reader rejects the key.")
@@ -156,7 +157,7 @@ _code(
     "data.truncated",
     E,
     True,
-    "Tensor data extends past the end of the file: an interrupted download or upload.",
+    "Tensor data extends past the end of the file: an interrupted upload (or Ollama's CVE-2026-7482 trigger).",
 )
 _code(
     "data.trailing_bytes",
@@ -193,7 +194,7 @@ _code(
     E,
     False,
     "A sampled block holds NaN or Inf, in its values or its scales "
-    "(llama.cpp loads it; ggml_validate_row_data refuses it only with --check-tensors).",
+    "(llama.cpp loads it; ggml_validate_row_data refuses it only with --check-tensors, and never NVFP4's 0x7F).",
 )
 _code(
     "data.zero_filled",
@@ -289,16 +290,17 @@ _code(
 _code(
     "tokenizer.array_length_mismatch",
     E,
-    False,
-    "tokenizer.ggml.scores or token_type is not as long as tokenizer.ggml.tokens; llama.cpp does not compare "
-    "them and reads one entry per token, past the end of a shorter array.",
+    True,
+    "tokenizer.ggml.scores or token_type is shorter than tokenizer.ggml.tokens; llama.cpp throws 'Index out of "
+    "array bounds' since PR #27075 (src/llama-vocab.cpp); older builds read one entry per token, past the end.",
 )
 _code(
     "tokenizer.wrong_array_type",
-    W,
-    False,
-    "tokenizer.ggml.scores is not an array of float32, or token_type not of int32/uint32; llama.cpp takes the "
-    "array's bytes as float or int32 without looking at the type.",
+    E,
+    True,
+    "tokenizer.ggml.scores is not an array of float32 or int32, or token_type not an array of int32 (uint32 no "
+    "longer passes); llama.cpp throws 'invalid gguf type' since PR #27075 (src/llama-vocab.cpp); older builds "
+    "took the array's bytes as float or int32 whatever their type.",
 )
 _code(
     "tokenizer.special_id_out_of_range",
@@ -436,7 +438,9 @@ _code(
     "gguf-audit itself failed on this file; the message names the exception. Please report it.",
 )
 
-del E, W, I
+for _entry in SECURITY_CODES:  # issue 12's codes, kept as data in codes_security.py
+    _code(_entry[0], Severity(_entry[1]), _entry[2], _entry[3])
+del E, W, I, _entry
 
 CODES: Final[Mapping[str, CodeInfo]] = MappingProxyType(_registry)
 """Every finding code, read-only."""

@@ -20,8 +20,9 @@ cannot be built keeps a ``files`` row saying why.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,6 +36,7 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.source import IOStats
 from gguf_audit.io.upstream import UpstreamCache
 from gguf_audit.pipelines.batches import Batch
+from gguf_audit.pipelines.deadline import FILE_DEADLINE, deadline_message, wait_for_files
 from gguf_audit.pipelines.discover import options_for
 from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.pipelines.tally import Tally, facts_of
@@ -217,18 +219,24 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
     pool = WORKER_POOLS.pool(options.threads)
     upstream = UpstreamCache()  # a batch reads each directory's upstream once
     pending: dict[Future[FileAudit], int] = {}
+    started: dict[Future[FileAudit], float] = {}
     files = list(enumerate(batch.files))
     next_file = 0
     # At most ``threads`` files of this batch in flight: audits wait to be written only while others run.
     while next_file < len(files) or pending:
         while next_file < len(files) and len(pending) < options.threads:
             i, listed = files[next_file]
-            pending[pool.submit(_audit_one, listed, options, upstream)] = i
+            future_of = pool.submit(_audit_one, listed, options, upstream)
+            pending[future_of], started[future_of] = i, time.monotonic()
             next_file += 1
-        done, _ = wait(pending, return_when=FIRST_COMPLETED)
-        for future in done:
+        done, expired = wait_for_files(started)
+        for future in done | expired:
             i = pending.pop(future)
-            audit = future.result()
+            del started[future]
+            # A file past the per-file deadline gets its row now; its audit is left running.
+            audit = (
+                future.result() if future in done else _failed_audit(batch.files[i], FILE_DEADLINE, deadline_message())
+            )
             item = AuditedFile(audit, batch.files[i], batch.model_ids[i])
             rows.add(_tables_of(item, options.run_id), audit)
 

@@ -31,7 +31,14 @@ from corpus import REPO, corpus_dir
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "bottom",
-        ("gguf_audit", "gguf_audit.errors", "gguf_audit.findings", "gguf_audit.codes", "gguf_audit.codes_collection"),
+        (
+            "gguf_audit",
+            "gguf_audit.errors",
+            "gguf_audit.findings",
+            "gguf_audit.codes",
+            "gguf_audit.codes_collection",
+            "gguf_audit.codes_security",
+        ),
     ),
     ("format", ("gguf_audit.format",)),
     ("plan", ("gguf_audit.plan",)),

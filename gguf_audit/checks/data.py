@@ -113,6 +113,11 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
         n_scales = sum(1 for d in nonfinite if _bad_scales(d))
         first = nonfinite[0].block
         scales = f", {n_scales} with a NaN or Inf scale" if n_scales else ""
+        if n_scales and tensor.type_name == "NVFP4":
+            scales += (
+                " (a UE4M3 scale byte 0x7F, NaN in the NVFP4 spec: ggml reads it as zero and "
+                "ggml_validate_row_data never checks NVFP4 scales; runtimes decoding FP8 scales natively get NaN)"
+            )
         yield finding(
             NONFINITE,
             f"tensor {name!r} ({tensor.type_name}): {len(nonfinite)} of {len(ok)} sampled blocks hold "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from gguf_audit.codes_security import endangers
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
 from gguf_audit.format.model import Header, TensorInfo, ValueType
@@ -21,6 +22,10 @@ __all__ = ["GGML_MAX_NAME", "check_structure", "ggml_ne"]
 
 GGML_MAX_NAME = 64
 """ggml's tensor name buffer, NUL included: names of 64 bytes or more are refused."""
+
+TENSOR_SIZE_OVERFLOW = "tensor.size_overflow"
+#: ggml_tensor_overhead(): a ggml_object and a ggml_tensor, per tensor of a ggml context.
+GGML_TENSOR_OVERHEAD = 368
 
 _INT64_MAX = (1 << 63) - 1
 _SIZE_MAX = (1 << 64) - 1
@@ -164,10 +169,15 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
         )
         return
     if info.status is TypeStatus.UNKNOWN:
+        hint = (
+            "a fork's own type (ik_llama.cpp numbers its quantizations past 100, e.g. 142 and 143)"
+            if t.type_id >= 100
+            else "forks such as ik_llama.cpp number their own types (there ids 34 to 37 mean other things too)"
+        )
         yield finding(
             "tensor.unknown_type",
-            f"tensor {t.name!r} has ggml type id {t.type_id}, outside llama.cpp's 0 to {GGML_TYPE_COUNT - 1}; "
-            "forks such as ik_llama.cpp number their own types (there ids 34 to 37 mean other things too)",
+            f"tensor {t.name!r} has ggml type id {t.type_id}, outside llama.cpp's 0 to {GGML_TYPE_COUNT - 1}: "
+            f"{hint}; llama.cpp refuses it",
             tensor=t.name,
             offset=t.info_offset,
         )
@@ -183,9 +193,11 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
             offset=t.info_offset,
         )
     elif t.n_elements // info.block_elems > _SIZE_MAX // info.block_bytes:
+        nbytes = t.n_elements // info.block_elems * info.block_bytes
         yield finding(
-            "tensor.bad_dims",
-            f"tensor {t.name!r} with shape {list(t.shape)} needs more bytes than a 64-bit size holds",
+            TENSOR_SIZE_OVERFLOW,
+            f"tensor {t.name!r} with shape {list(t.shape)} ({t.n_elements} elements, within int64) needs "
+            f"{nbytes} bytes of {info.name}, past SIZE_MAX {endangers('byte_size')}",
             tensor=t.name,
             offset=t.info_offset,
         )
@@ -199,7 +211,17 @@ def _check_layout(header: Header) -> Iterator[Finding]:
     alignment = header.alignment
     expected = 0
     not_packed: list[TensorInfo] = []
+    wrapped = False
     for t in header.tensors:
+        if not wrapped and expected + _padded(t.n_bytes, alignment) > _SIZE_MAX and t.n_bytes <= _SIZE_MAX:
+            wrapped = True
+            yield finding(
+                TENSOR_SIZE_OVERFLOW,
+                f"the padded sizes of the tensors up to {t.name!r} add up to {expected + _padded(t.n_bytes, alignment)}"
+                f" bytes, past 64 bits {endangers('padded_sum')}",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
         if t.offset % alignment:
             yield finding(
                 "tensor.misaligned_offset",
@@ -212,6 +234,13 @@ def _check_layout(header: Header) -> Iterator[Finding]:
             if len(not_packed) == 1:
                 first_expected = expected
         expected += _padded(t.n_bytes, alignment)
+    context = expected + (len(header.tensors) + 1) * GGML_TENSOR_OVERHEAD
+    if not wrapped and expected <= _SIZE_MAX < context:
+        yield finding(
+            TENSOR_SIZE_OVERFLOW,
+            f"the data section's {expected} bytes and the {len(header.tensors)} tensors' overhead make a ggml "
+            f"context of {context} bytes, past 64 bits {endangers('context_wrap')}",
+        )
     if not_packed:
         t = not_packed[0]
         more = f" ({len(not_packed) - 1} later tensors are off as well)" if len(not_packed) > 1 else ""
@@ -255,6 +284,15 @@ def _check_overlaps(header: Header) -> Iterator[Finding]:
             furthest = t
 
 
+def _packed_and_aligned(header: Header) -> bool:
+    expected = 0
+    for t in header.tensors:
+        if t.offset != expected or t.offset % header.alignment:
+            return False
+        expected += _padded(t.n_bytes, header.alignment)
+    return True
+
+
 def _check_file_size(header: Header, file_size: int | None) -> Iterator[Finding]:
     if file_size is None:
         yield finding("io.size_unknown", "the file's size is unknown, so tensor bounds were not checked")
@@ -270,10 +308,14 @@ def _check_file_size(header: Header, file_size: int | None) -> Iterator[Finding]
     if past:
         first = min(past, key=lambda t: t.data_offset)
         missing = header.min_file_size - file_size
+        # Packed, aligned offsets pass every header check: only the file size
+        # tells, and a loader that trusts the header reads past its buffer.
+        advisory = f" {endangers('region_past_eof')}" if _packed_and_aligned(header) else ""
         yield finding(
             "data.truncated",
             f"tensor {first.name!r} ends at {first.end_offset}, past the file's {file_size} bytes; "
-            f"{len(past)} of {header.n_tensors} tensors reach past the end and {missing} bytes are missing",
+            f"{len(past)} of {header.n_tensors} tensors reach past the end and {missing} bytes are missing"
+            f"{advisory}",
             tensor=first.name,
             offset=file_size,
         )

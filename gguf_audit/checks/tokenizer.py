@@ -12,6 +12,7 @@ token lengths; token strings are decoded only for the handful of special ids.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Final
@@ -22,6 +23,7 @@ from gguf.constants import Keys, TokenType
 
 from gguf_audit.checks.facts import NO_VOCAB, SPECIAL_ID_KEYS, HeaderFacts
 from gguf_audit.checks.metadata import missing_key
+from gguf_audit.codes_security import endangers
 from gguf_audit.findings import Finding, Severity, finding
 from gguf_audit.format.model import StringArray
 from gguf_audit.templates.conversations import standard_conversations
@@ -37,6 +39,7 @@ TOKENIZER_UNKNOWN_PRE: Final = "tokenizer.unknown_pre"
 TOKENIZER_MISSING_PRE: Final = "tokenizer.missing_pre"
 TOKENIZER_EOS_NOT_IN_TEMPLATE: Final = "tokenizer.eos_not_in_template"
 TOKENIZER_DOUBLE_BOS: Final = "tokenizer.double_bos"
+TOKENIZER_BAD_BYTE_TOKEN: Final = "tokenizer.bad_byte_token"
 
 
 def check_tokenizer_keys(f: HeaderFacts) -> Iterator[Finding]:
@@ -99,29 +102,38 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
             TOKENIZER_MISSING_PRE,
             "the BPE tokenizer has no tokenizer.ggml.pre; llama.cpp falls back to the 'default' pre-tokenizer",
         )
+    # Current llama-vocab.cpp throws 'invalid gguf type' for scores that are not an
+    # array of float32 or int32 and for token types that are not an array of int32,
+    # and 'Index out of array bounds' for either shorter than the token list; builds
+    # before llama.cpp PR #27075 read them as float/int32 whatever they were, past
+    # the end of a shorter array.
     scores = h.metadata.get(Keys.Tokenizer.SCORES)
-    if scores is not None and scores.type_name != "array[float32]":
+    if scores is not None and scores.type_name not in ("array[float32]", "array[int32]"):
         yield finding(
             TOKENIZER_WRONG_ARRAY_TYPE,
-            f"tokenizer.ggml.scores is stored as {scores.type_name}; llama.cpp reads it as array[float32]",
+            f"tokenizer.ggml.scores is stored as {scores.type_name}; llama.cpp reads only array[float32] or "
+            f"array[int32] {endangers('vocab_arrays')}",
             offset=scores.offset,
         )
     types = h.metadata.get(Keys.Tokenizer.TOKEN_TYPE)
-    if types is not None and types.type_name not in ("array[int32]", "array[uint32]"):
+    if types is not None and types.type_name != "array[int32]":
         yield finding(
             TOKENIZER_WRONG_ARRAY_TYPE,
-            f"tokenizer.ggml.token_type is stored as {types.type_name}; llama.cpp reads it as array[int32]",
+            f"tokenizer.ggml.token_type is stored as {types.type_name}; llama.cpp reads only array[int32] "
+            f"{endangers('vocab_arrays')}",
             offset=types.offset,
         )
     if n_tokens is None:
         return
     for kv in (scores, types):
-        if kv is not None and kv.length is not None and kv.length != n_tokens:
+        if kv is not None and kv.length is not None and kv.length < n_tokens:
             yield finding(
                 TOKENIZER_ARRAY_LENGTH_MISMATCH,
-                f"{kv.key} has {kv.length} entries but tokenizer.ggml.tokens has {n_tokens}",
+                f"{kv.key} has {kv.length} entries but tokenizer.ggml.tokens has {n_tokens} "
+                f"{endangers('vocab_arrays')}",
                 offset=kv.offset,
             )
+    yield from _check_byte_tokens(f)
     for role, key in SPECIAL_ID_KEYS:
         kv = h.metadata.get(key)
         value = h.get_int(key)
@@ -145,6 +157,34 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
                 f"at token {first}",
                 offset=types.offset if types is not None else None,
             )
+
+
+_BYTE_TOKEN: Final = re.compile(r"<0x[0-9A-Fa-f]{2}>\Z")
+
+
+def _check_byte_tokens(f: HeaderFacts) -> Iterator[Finding]:
+    """BYTE-type tokens whose text is not ``<0xNN>`` (the PLaMo-2 out-of-bounds write)."""
+    tt = f.token_types
+    tokens = f.header.get(Keys.Tokenizer.LIST)
+    if tt is None or not len(tt) or not isinstance(tokens, StringArray):
+        return
+    byte_ids = np.flatnonzero(np.asarray(tt) == int(TokenType.BYTE))
+    bad = [int(i) for i in byte_ids.tolist() if i < len(tokens) and not _BYTE_TOKEN.match(tokens[int(i)])]
+    if not bad:
+        return
+    plamo2 = f.tokenizer_model == "plamo2"
+    first = bad[0]
+    where = (
+        "a PLaMo-2 vocabulary: older builds take it as a byte index and write out of bounds"
+        if plamo2
+        else "SPM reads two hex digits from it; a PLaMo-2 vocabulary would be written out of bounds"
+    )
+    yield finding(
+        TOKENIZER_BAD_BYTE_TOKEN,
+        f"{len(bad)} BYTE tokens are not '<0xNN>', the first {tokens[first][:40]!r} at token {first}, in {where} "
+        f"{endangers('plamo2_byte')}",
+        severity=Severity.ERROR if plamo2 else Severity.WARNING,
+    )
 
 
 def _token(f: HeaderFacts, role: str) -> tuple[int, str] | None:

@@ -29,7 +29,8 @@ class ScaleProblems:
 
     n_blocks: int
     nonfinite_scale_blocks: int
-    """Blocks with a NaN or infinite fp16/fp32 scale (d, m, dmin, ...)."""
+    """Blocks with a NaN or infinite fp16/fp32 scale (d, m, dmin, ...), or an NVFP4 UE4M3 scale byte
+    that is NaN in the NVFP4 spec (0x7F; ggml reads it as zero and never validates it)."""
     bad_exponent_blocks: int
     """MXFP4 blocks whose e8m0 exponent byte is 0xFF (NaN in the OCP MX spec)."""
     first_bad_block: int | None
@@ -109,8 +110,13 @@ def _nonfinite_blocks(blocks: U8Array, type_id: int) -> npt.NDArray[np.bool_]:
             | (sc[3] & np.uint16(0xF000))
         )
         return _fp16_nonfinite(h).reshape(-1)
-    # I8..I64 hold no scale; MXFP4's e8m0 is checked separately; NVFP4's UE4M3
-    # scales are all valid to ggml (it reads 0x7F as zero, not NaN).
+    if type_id == Q.NVFP4:
+        # d[4], one UE4M3 byte per 16 values: 0x7F is NaN in the NVFP4 spec (as
+        # is 0xFF read as E4M3). ggml reads 0x7F as zero and its validator never
+        # looks at NVFP4 scales; a runtime decoding the spec's way gets NaN.
+        d = blocks[:, 0:4]
+        return np.asarray(((d & 0x7F) == 0x7F).any(axis=1), dtype=np.bool_)
+    # I8..I64 hold no scale; MXFP4's e8m0 is checked separately.
     return np.zeros(n, dtype=np.bool_)
 
 

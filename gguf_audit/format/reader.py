@@ -112,7 +112,7 @@ class Reader:
         if n > limit:
             raise FormatError(
                 "header.count_too_large",
-                f"{what} is {n}, past the limit of {limit}",
+                f"{what} is {n}, past the limit of {limit}{_huge(n)}",
                 at,
             )
         remaining = self.remaining(self.pos)
@@ -145,7 +145,7 @@ class Reader:
         if n > self.limits.max_string_bytes:
             raise FormatError(
                 "header.string_too_long",
-                f"{what} claims {n} bytes, past the limit of {self.limits.max_string_bytes}",
+                f"{what} claims {n} bytes, past the limit of {self.limits.max_string_bytes}{_huge(n)}",
                 at,
             )
         remaining = self.remaining(self.pos)
@@ -374,3 +374,10 @@ def _decodes(buf: bytes | memoryview, start: int, end: int) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _huge(n: int) -> str:
+    """The advisory for a length or count of 2^62 or more: readers that trust it hang or exhaust memory."""
+    if n < 1 << 62:
+        return ""
+    return " (the 43-byte-file advisory: gguf-py 0.19 hangs on such a length; llama.cpp refuses it)"

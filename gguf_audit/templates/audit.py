@@ -12,9 +12,15 @@ template reaches. So every template is
 2. inspected statically, without rendering (``template.unsafe``, the rule in
    :mod:`gguf_audit.templates.inspect.inspector`);
 3. rendered, sandboxed, in a separate process with CPU, wall-clock, memory and
-   output limits, on a standard conversation (``template.resource_limit``,
-   ``template.render_error``). All templates of a file share one child
-   (:mod:`gguf_audit.templates.sandbox.runner`).
+   output limits, on a standard conversation and then on every probe of what
+   runtimes send (:func:`~gguf_audit.templates.conversations.probe_conversations`;
+   ``template.resource_limit``, ``template.render_error``, and ``template.unsafe``
+   for what the sandbox refused). All templates of a file share one child
+   (:mod:`gguf_audit.templates.sandbox.runner`), within a per-file budget of
+   templates judged, templates rendered and render seconds (``template.too_many``).
+
+Every occurrence of every template key is audited, and each string of one
+stored as an array (:func:`header_templates`).
 
 A collection holds many quantizations of each model, all with the same
 templates: :class:`TemplateCache` audits each distinct set once, also when
@@ -50,6 +56,7 @@ __all__ = [
     "TEMPLATE_RENDER_ERROR",
     "TEMPLATE_RESOURCE_LIMIT",
     "TEMPLATE_SYNTAX_ERROR",
+    "TEMPLATE_TOO_MANY",
     "TEMPLATE_UNSAFE",
     "FileTemplates",
     "TemplateAudit",
@@ -57,6 +64,7 @@ __all__ = [
     "TemplateCacheStats",
     "audit_header_templates",
     "audit_templates",
+    "header_templates",
     "template_ends_turn",
 ]
 
@@ -66,6 +74,7 @@ TEMPLATE_UNSAFE: Final = "template.unsafe"
 TEMPLATE_RESOURCE_LIMIT: Final = "template.resource_limit"
 TEMPLATE_RENDER_ERROR: Final = "template.render_error"
 TEMPLATE_MISSING: Final = "template.missing"
+TEMPLATE_TOO_MANY: Final = "template.too_many"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +128,7 @@ def _interpret(key: str, result: Mapping[str, object], limits: TemplateLimits, u
     sandbox_refused = isinstance(refused, list) and bool(refused)
     if not unsafe_known and isinstance(refused, list) and refused:
         # The static rule missed it but the sandbox caught it: still an escape attempt.
-        names = ", ".join(str(r) for r in refused[:3])
+        names = ", ".join(list(dict.fromkeys(str(r) for r in refused))[:3])
         found.append(finding(TEMPLATE_UNSAFE, f"{key}: the sandbox refused access to {names} during the render"))
     if isinstance(blocked, list) and blocked:
         events = ", ".join(str(e) for e in blocked[:3])
@@ -145,6 +154,8 @@ def _interpret(key: str, result: Mapping[str, object], limits: TemplateLimits, u
         conv = None
     elif status == "compile_error":
         found.append(finding(TEMPLATE_RENDER_ERROR, f"{key}: does not compile: {result.get('error')}"))
+        conv = None
+    elif status == "budget":
         conv = None
     elif status != "blocked":
         raise TemplateWorkerError(f"the render child answered status {status!r}")
@@ -191,31 +202,35 @@ def audit_templates(
     ``tokenizer.chat_template.<name>``) to the template source; ``bos_token``
     and ``eos_token`` are the texts of the file's BOS and EOS tokens, passed to
     the render as transformers does. Returns one :class:`TemplateAudit` per
-    template, in the mapping's order, and the file-level findings
-    (``template.missing`` when there is no template).
+    template judged, in the mapping's order (at most ``limits.max_templates``), and
+    the file-level findings (``template.missing`` when there is no template,
+    ``template.too_many`` when the per-file budget left some unjudged or unrendered).
 
     All renders run in one child process (restarted only when a limit killed
     it). Raises :class:`TemplateWorkerError` when that process cannot run.
     """
     if not templates:
         return (), (finding(TEMPLATE_MISSING, "the file has no tokenizer.chat_template"),)
+    all_keys = list(templates)
+    judged = {key: templates[key] for key in all_keys[: limits.max_templates]}
     static: dict[str, tuple[list[Finding], bool]] = {}
     budget = MAX_TOTAL_TEMPLATE_CHARS
-    for key, src in templates.items():
+    for key, src in judged.items():
         static[key] = _static(key, src, budget)
         budget -= min(len(src), MAX_TEMPLATE_CHARS)
     # Identical sources (a default copied under a name) are rendered once.
-    to_render = list(dict.fromkeys(src for key, src in templates.items() if static[key][1]))
+    renderable = list(dict.fromkeys(src for key, src in judged.items() if static[key][1]))
+    to_render = renderable[: limits.max_renders]
     rendered: dict[str, Mapping[str, object]] = {}
     if to_render:
         answers = render_all(to_render, bos_token=bos_token, eos_token=eos_token, limits=limits)
         rendered = dict(zip(to_render, answers, strict=True))
     audits: list[TemplateAudit] = []
-    for key, source in templates.items():
-        found, renderable = static[key]
+    for key, source in judged.items():
+        found, can_render = static[key]
         text: str | None = None
         conversation: str | None = None
-        if renderable:
+        if can_render and source in rendered:
             unsafe_known = any(f.code == TEMPLATE_UNSAFE for f in found)
             result = _interpret(key, rendered[source], limits, unsafe_known)
             found = found + list(result.findings)
@@ -230,7 +245,35 @@ def audit_templates(
                 conversation=conversation if text is not None else None,
             )
         )
-    return tuple(audits), ()
+    over = _budget_finding(templates, len(judged), renderable, rendered, limits)
+    return tuple(audits), (over,) if over is not None else ()
+
+
+def _budget_finding(
+    templates: Mapping[str, str],
+    judged: int,
+    renderable: list[str],
+    rendered: Mapping[str, Mapping[str, object]],
+    limits: TemplateLimits,
+) -> Finding | None:
+    """``template.too_many`` when the file's templates pass the per-file count or render budget."""
+    parts: list[str] = []
+    if len(templates) > judged:
+        parts.append(f"templates past the first {judged} not inspected: {len(templates) - judged}")
+    unrendered = len(renderable) - len(rendered)
+    if unrendered > 0:
+        parts.append(f"distinct templates past the first {limits.max_renders} not rendered: {unrendered}")
+    out_of_time = sum(1 for answer in rendered.values() if answer.get("status") == "budget")
+    if out_of_time:
+        parts.append(f"templates not rendered within the file's {limits.file_seconds:g} s render budget: {out_of_time}")
+    if not parts:
+        return None
+    chars = sum(len(src) for src in templates.values())
+    message = (
+        f"the file carries {len(templates)} chat templates ({chars} characters in all); gguf-audit judges at "
+        f"most {limits.max_templates} and renders at most {limits.max_renders} per file: " + "; ".join(parts)
+    )
+    return finding(TEMPLATE_TOO_MANY, message)
 
 
 # --- each template set once, across files and threads ---------------------------
@@ -354,14 +397,36 @@ def audit_header_templates(header: Header, *, cache: TemplateCache = DEFAULT_TEM
     template: through ``cache``, the child process that renders them starts
     once per set.
     """
-    templates = {
-        kv.key: kv.value
-        for kv in header.kvs
-        if (kv.key == "tokenizer.chat_template" or kv.key.startswith("tokenizer.chat_template."))
-        and isinstance(kv.value, str)
-    }
+    templates = header_templates(header)
     bos, eos = _token_text(header, "tokenizer.ggml.bos_token_id"), _token_text(header, "tokenizer.ggml.eos_token_id")
     return cache.audit(templates, bos_token=bos, eos_token=eos)
+
+
+#: Items of an array-typed template key taken (the per-file limit judges far fewer).
+_MAX_ARRAY_TEMPLATES: Final = 1_000
+
+
+def header_templates(header: Header) -> dict[str, str]:
+    """Every chat template of the header, by a name that tells each occurrence apart.
+
+    ``tokenizer.chat_template`` and every ``tokenizer.chat_template.<name>``, each
+    occurrence of a key that appears more than once (``KEY (occurrence 2)``;
+    runtimes differ in which one they use), and each string of a key stored as an
+    array of strings (``KEY[0]``, ``KEY[1]``; a runtime may join or pick them).
+    """
+    templates: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for kv in header.kvs:
+        if kv.key != "tokenizer.chat_template" and not kv.key.startswith("tokenizer.chat_template."):
+            continue
+        seen[kv.key] = seen.get(kv.key, 0) + 1
+        name = kv.key if seen[kv.key] == 1 else f"{kv.key} (occurrence {seen[kv.key]})"
+        if isinstance(kv.value, str):
+            templates[name] = kv.value
+        elif isinstance(kv.value, StringArray):
+            for index in range(min(len(kv.value), _MAX_ARRAY_TEMPLATES)):
+                templates[f"{name}[{index}]"] = kv.value[index]
+    return templates
 
 
 def _token_text(header: Header, id_key: str) -> str:

@@ -17,8 +17,9 @@ __all__ = ["DEFAULT_LIMITS", "MAX_TEMPLATE_CHARS", "MAX_TOTAL_TEMPLATE_CHARS", "
 MAX_TEMPLATE_CHARS: Final = 1_000_000
 #: Template characters parsed per file. Parsing and inspecting a megabyte of
 #: Jinja takes this process about 4 s, and a file may carry any number of
-#: ``tokenizer.chat_template.<name>`` keys; past this the rest are not judged.
-MAX_TOTAL_TEMPLATE_CHARS: Final = 2_000_000
+#: ``tokenizer.chat_template.<name>`` keys; past this the rest are not judged
+#: (``template.resource_limit`` for each).
+MAX_TOTAL_TEMPLATE_CHARS: Final = 1_000_000
 #: Characters of the rendered conversation kept in ``TemplateAudit.rendered_tail``.
 TAIL_CHARS: Final = 200
 
@@ -32,9 +33,19 @@ class TemplateLimits:
     memory_bytes: int = 256 * 1024 * 1024
     """The child's whole address space (``RLIMIT_AS``); the interpreter and jinja2 take ~30 MB of it."""
     output_chars: int = 1_000_000
+    max_templates: int = 16
+    """Templates (keys, occurrences, array items) judged per file; past it ``template.too_many``."""
+    max_renders: int = 8
+    """Distinct templates rendered per file (each may use ``cpu_seconds``); past it ``template.too_many``."""
+    file_seconds: float = 30.0
+    """Wall-clock budget for all renders of one file; templates not reached are ``template.too_many``."""
 
     def __post_init__(self) -> None:
-        for name in ("cpu_seconds", "wall_seconds"):
+        for count in ("max_templates", "max_renders"):
+            value = getattr(self, count)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10_000:
+                raise ValueError(f"{count} must be an int in [1, 10000]. Got {value!r}.")
+        for name in ("cpu_seconds", "wall_seconds", "file_seconds"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value <= 3600:
                 raise ValueError(f"{name} must be a number of seconds in (0, 3600]. Got {value!r}.")

@@ -23,8 +23,8 @@ SEMANTIC_CODES = {
     "tensor.wrong_shape": (Severity.ERROR, True),
     "meta.block_count_mismatch": (Severity.ERROR, True),
     "tokenizer.vocab_mismatch": (Severity.ERROR, True),
-    "tokenizer.array_length_mismatch": (Severity.ERROR, False),
-    "tokenizer.wrong_array_type": (Severity.WARNING, False),
+    "tokenizer.array_length_mismatch": (Severity.ERROR, True),  # refused since llama.cpp PR #27075
+    "tokenizer.wrong_array_type": (Severity.ERROR, True),  # refused since llama.cpp PR #27075
     "tokenizer.special_id_out_of_range": (Severity.ERROR, False),
     "tokenizer.bad_token_type": (Severity.WARNING, False),
     "tokenizer.missing_pre": (Severity.WARNING, False),

@@ -77,10 +77,14 @@ def test_mxfp4_exponent_0xff_is_bad() -> None:
     assert not problems.ok
 
 
-def test_nvfp4_every_scale_byte_is_valid() -> None:
-    # ggml_validate_row_data accepts any UE4M3 byte; ggml decodes 0x7F as zero.
+def test_nvfp4_nan_scale_bytes_are_nonfinite() -> None:
+    # 0x7F (and 0xFF read as E4M3) is NaN in the NVFP4 spec; ggml decodes 0x7F as
+    # zero and ggml_validate_row_data never looks, so only this check tells.
     raw = b"".join(bytes([s] * 4) + bytes(32) for s in (0x7F, 0xFF, 0x80, 0x00))
-    assert block_scale_problems(raw, Q.NVFP4) == ScaleProblems(4, 0, 0, None)
+    assert block_scale_problems(raw, Q.NVFP4) == ScaleProblems(4, 2, 0, 0)
+    one = bytes([0x38, 0x38, 0x7F, 0x38]) + bytes(32)
+    assert block_scale_problems(one, Q.NVFP4).nonfinite_scale_blocks == 1
+    assert block_scale_problems(bytes([0x38] * 4) + bytes(32), Q.NVFP4).ok
 
 
 def test_float_types_check_every_element() -> None:

@@ -35,8 +35,8 @@ from gguf_audit.templates.limits import MAX_TEMPLATE_CHARS, TAIL_CHARS, Template
 from gguf_audit.templates.sandbox import runner
 
 TEMPLATES = Path(__file__).parent / "fixtures"
-#: Small limits so every hostile template ends quickly.
-FAST = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0)
+#: Small limits so every hostile template ends quickly; no per-file budget (these "files" hold dozens).
+FAST = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0, max_templates=100, max_renders=100, file_seconds=600)
 KEY = "tokenizer.chat_template"
 
 

@@ -36,7 +36,7 @@ from gguf_audit.templates.inspect.folds import (
     reverse_of,
     slice_of,
 )
-from gguf_audit.templates.inspect.names import CONTEXT_NAMES, LOOP_NUMBERS, NUMERIC_FILTERS
+from gguf_audit.templates.inspect.names import CONTEXT_NAMES, GADGETS, LOOP_NUMBERS, NUMERIC_FILTERS
 from gguf_audit.templates.inspect.tree import keyword_args, walk
 from gguf_audit.templates.inspect.values import (
     BOOL_V,
@@ -156,7 +156,9 @@ class Evaluator:
             return frozenset({LOOP})
         sources = self.scope.bindings.get(name)
         if sources is None:
-            return DATA_V
+            # A Jinja global (cycler, joiner, namespace, lipsum, range, dict, self...):
+            # whatever is bound to it or taken from it still reaches its internals.
+            return frozenset({("glob", name)}) if name in GADGETS and name not in self.scope.macros else DATA_V
         value = self._resolve(("name", name), sources)
         return value | DATA_V if name in CONTEXT_NAMES else value
 
@@ -349,6 +351,9 @@ class Evaluator:
                     return frozenset({("seq", NUM_V)})
                 if name == "dict":
                     return frozenset({("map", tuple((const(kw.key), self.value(kw.value)) for kw in node.kwargs))})
+                if name in GADGETS:
+                    # namespace(...), cycler(...), joiner(...): objects whose class leads to globals.
+                    return unknown(*args) | {("glob", name)}
             return unknown(*args) | DATA_V
         if isinstance(callee, nodes.Getattr):
             receiver = self.value(callee.node)
@@ -371,7 +376,20 @@ class Evaluator:
         if name in ("default", "d"):
             return subject | (args[0] if args else const(""))
         if name in ("string", "e", "escape", "safe", "forceescape"):
-            return frozenset(("c", str_of(a)) if a[0] == "c" and str_of(a) is not None else a for a in subject)
+            # A list, dict or object as text is a new string (``(['__x__']|string)[2:7]``):
+            # unknown, carrying the pieces that went into it.
+            return frozenset().union(
+                *(
+                    const(str_of(a)) if a[0] == "c" and str_of(a) is not None else unknown(frozenset({a}))
+                    for a in subject
+                )
+            )
+        if name == "trim" and args:
+            chars = [str_of(a) if a[0] == "c" else None for a in args[0]]
+            if len(chars) != 1 or chars[0] is None or len(args) > 1:
+                return unknown(subject, *args)
+            strip_chars = chars[0]
+            return map_strings(subject, lambda s: s.strip(strip_chars))
         if name in ("lower", "upper", "trim", "title", "capitalize"):
             method = {"trim": "strip"}.get(name, name)
             return map_strings(subject, lambda s: str(getattr(s, method)()))

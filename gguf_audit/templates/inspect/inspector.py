@@ -55,6 +55,7 @@ from jinja2 import nodes
 
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.templates.environment import make_environment
+from gguf_audit.templates.inspect.bindings import FromElements, FromUnpack
 from gguf_audit.templates.inspect.evaluate import Evaluator, TooComplex
 from gguf_audit.templates.inspect.folds import format_fields
 from gguf_audit.templates.inspect.names import (
@@ -67,7 +68,7 @@ from gguf_audit.templates.inspect.names import (
     is_unsafe_name,
 )
 from gguf_audit.templates.inspect.tree import expr_text, keyword_args, walk
-from gguf_audit.templates.inspect.values import Value
+from gguf_audit.templates.inspect.values import Atom, Value
 
 __all__ = ["TemplateInspectionError", "inspect_template_source"]
 
@@ -125,11 +126,40 @@ class _Inspector(Evaluator):
                 self._reason(node, f"subscript of {expr_text(node.node)} assembled at render time from {atom[1]!r}")
             elif kind == "data":
                 data = True
+        if self._own_key(node):
+            return
+        base = self.value(node.node)
+        table = bool(base) and all(a[0] == "map" for a in base)
         if data:
-            base = self.value(node.node)
-            table = bool(base) and all(a[0] == "map" for a in base)
             if not table:
                 self._reason(node, f"subscript of {expr_text(node.node)} by runtime value {expr_text(node.arg)}")
+            return
+        computed = [a for a in key if not _literal_key(a)]
+        if not computed or table:
+            return
+        reach = sorted({_reach_name(a) for a in base if _reaches(a)})
+        if reach:
+            self._reason(
+                node,
+                f"subscript of {expr_text(node.node)} ({', '.join(reach[:3])}) by {expr_text(node.arg)}, "
+                "a key that is not a literal of the template",
+            )
+
+    def _own_key(self, node: nodes.Getitem) -> bool:
+        """``for k in d`` (or ``d.items()``, ``d.keys()``, ``d|items``, ``d|dictsort``) then ``d[k]``: d's own key."""
+        if not isinstance(node.arg, nodes.Name):
+            return False
+        sources = self.scope.bindings.get(node.arg.name, [])
+        if not sources:
+            return False
+        for source in sources:
+            keys_of = isinstance(source, FromUnpack) and source.elements and (source.index, source.count) == (0, 2)
+            if not (keys_of or isinstance(source, FromElements)) or not isinstance(source, FromUnpack | FromElements):
+                return False
+            iterable = source.node
+            if not any(candidate == node.node for candidate in _iterated_dicts(iterable)):
+                return False
+        return True
 
     def _check_gadget(self, node: nodes.Getattr | nodes.Getitem) -> None:
         base = node.node
@@ -239,6 +269,39 @@ class _Inspector(Evaluator):
                 kind = type(node).__name__.lower()
                 self._reason(node, f"{{% {kind} %}} of {expr_text(node.template)} loads another template")
         return self.reasons
+
+
+def _literal_key(atom: Atom) -> bool:
+    """A key the template wrote itself: a constant (judged by name elsewhere) or a number."""
+    return atom[0] == "num" or (atom[0] == "c" and (atom[1] is None or isinstance(atom[1], str | int | float)))
+
+
+def _reaches(atom: Atom) -> bool:
+    """A value from which lookups lead to callables or Jinja globals: anything but the caller's plain data."""
+    if atom[0] in ("data", "elem", "map", "pair"):
+        return False
+    return not (atom[0] == "c" and not isinstance(atom[1], str))
+
+
+def _reach_name(atom: Atom) -> str:
+    if atom[0] == "glob":
+        return f"the global {atom[1]!r}"
+    if atom[0] == "loop":
+        return "the loop object"
+    if atom[0] == "c":
+        return "a string"
+    return "a value built at render time"
+
+
+def _iterated_dicts(iterable: nodes.Node) -> list[nodes.Node]:
+    """The dict a ``for`` iterates the keys of: ``d``, ``d.items()``, ``d.keys()``, ``d|items``, ``d|dictsort``."""
+    found = [iterable]
+    if isinstance(iterable, nodes.Call) and isinstance(iterable.node, nodes.Getattr) and not iterable.args:
+        if iterable.node.attr in ("items", "keys"):
+            found.append(iterable.node.node)
+    elif isinstance(iterable, nodes.Filter) and iterable.name in ("items", "dictsort", "list") and iterable.node:
+        found.append(iterable.node)
+    return found
 
 
 def inspect_template_source(source: str) -> list[str]:

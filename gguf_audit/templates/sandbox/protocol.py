@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
     "Answer",
@@ -36,6 +36,8 @@ class Conversation(TypedDict):
 
     name: str
     context: dict[str, object]
+    probe: NotRequired[bool]
+    """A probe is rendered after the standard conversations, whatever they did; its errors are ignored."""
 
 
 class Job(TypedDict):
@@ -68,9 +70,10 @@ class Attempt(TypedDict):
     error: str
 
 
-Status = Literal["ok", "limit", "error", "compile_error", "blocked"]
+Status = Literal["ok", "limit", "error", "compile_error", "blocked", "budget"]
 """``ok``: rendered; ``limit``: a limit stopped it; ``error``: no conversation rendered;
-``compile_error``: it does not compile; ``blocked``: the audit hook refused an operation."""
+``compile_error``: it does not compile; ``blocked``: the audit hook refused an operation;
+``budget`` (the runner's): not rendered, the file's render budget was spent."""
 
 
 class Answer(TypedDict, total=False):
@@ -83,6 +86,8 @@ class Answer(TypedDict, total=False):
     """``ok``: the render, at most ``output_chars`` long."""
     attempts: list[Attempt]
     """``ok``, ``error``: the conversations tried before, and why each failed."""
+    probes: int
+    """``ok``, ``error``: how many probe conversations rendered without an error."""
     error: str
     """``compile_error``: why."""
     limit: str
@@ -112,8 +117,10 @@ def encode_request(limits: Mapping[str, float], conversations: Sequence[Conversa
     return json.dumps(request, ensure_ascii=True).encode("ascii")
 
 
-def parse_request(raw: bytes) -> tuple[dict[str, Any], list[tuple[str, dict[str, object]]], list[dict[str, Any]]]:
-    """The child's side: the limits, the conversations as (name, context), the jobs. Raises ValueError."""
+def parse_request(
+    raw: bytes,
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, object], bool]], list[dict[str, Any]]]:
+    """The child's side: the limits, the conversations as (name, context, probe), the jobs. Raises ValueError."""
     request = json.loads(raw)
     if not isinstance(request, dict):
         raise ValueError(f"request must be a JSON object. Got {type(request).__name__}.")
@@ -122,7 +129,7 @@ def parse_request(raw: bytes) -> tuple[dict[str, Any], list[tuple[str, dict[str,
     jobs = request.get("jobs")
     if not isinstance(limits, dict) or not isinstance(conversations, list) or not isinstance(jobs, list):
         raise ValueError("request needs 'limits' (object), 'conversations' and 'jobs' (lists).")
-    convs: list[tuple[str, dict[str, object]]] = []
+    convs: list[tuple[str, dict[str, object], bool]] = []
     for conv in conversations:
         if (
             not isinstance(conv, dict)
@@ -130,7 +137,7 @@ def parse_request(raw: bytes) -> tuple[dict[str, Any], list[tuple[str, dict[str,
             or not isinstance(conv.get("context"), dict)
         ):
             raise ValueError(f"each conversation needs a 'name' and a 'context'. Got {conv!r:.80}.")
-        convs.append((conv["name"], conv["context"]))
+        convs.append((conv["name"], conv["context"], conv.get("probe") is True))
     for job in jobs:
         if not isinstance(job, dict) or not isinstance(job.get("source"), str):
             raise ValueError(f"each job needs a 'source' string. Got {job!r:.80}.")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.templates.conversations import standard_conversations
+from gguf_audit.templates.conversations import probe_conversations, standard_conversations
 from gguf_audit.templates.limits import TemplateLimits
 from gguf_audit.templates.sandbox.protocol import Answer, Conversation, ProtocolError, encode_request, parse_line
 
@@ -122,8 +122,8 @@ def _death_cause(returncode: int, stderr: str) -> str:
     return f"exit status {returncode}"
 
 
-def _run_child(request: bytes, jobs: int, limits: TemplateLimits) -> _ChildRun:
-    """Run one child on ``request``; stop it when a job overstays its wall limit."""
+def _run_child(request: bytes, jobs: int, limits: TemplateLimits, file_deadline: float) -> _ChildRun:
+    """Run one child on ``request``; stop it when a job overstays its wall limit or the file its budget."""
     proc = _spawn()
     results: list[dict[str, object]] = []
     ready = False
@@ -146,7 +146,11 @@ def _run_child(request: bytes, jobs: int, limits: TemplateLimits) -> _ChildRun:
         selector.register(proc.stderr, selectors.EVENT_READ)
         open_reads = 2
         while open_reads and len(results) < jobs:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if now >= file_deadline:
+                stopped = "budget"
+                break
+            remaining = min(deadline, file_deadline) - now
             if remaining <= 0:
                 stopped = "wall"
                 break
@@ -218,11 +222,17 @@ def render_all(
     """Render each source in one child; restart it only after a limit killed it.
 
     Returns one answer per source, in order (the child's, or one saying which
-    limit killed the child on it). Raises :class:`TemplateWorkerError` when the
-    child does not start or answers nonsense.
+    limit killed the child on it). Once the file's budget (``limits.file_seconds``
+    of wall clock for all renders) is spent, the child is stopped and every source
+    not answered yet gets ``{"status": "budget"}``. Raises
+    :class:`TemplateWorkerError` when the child does not start or answers nonsense.
     """
+    file_deadline = time.monotonic() + limits.file_seconds
     conversations: list[Conversation] = [
         {"name": name, "context": ctx} for name, ctx in standard_conversations(bos_token, eos_token)
+    ]
+    conversations += [
+        {"name": name, "context": ctx, "probe": True} for name, ctx in probe_conversations(bos_token, eos_token)
     ]
     limit_fields = {
         "cpu_seconds": limits.cpu_seconds,
@@ -233,7 +243,14 @@ def render_all(
     results: list[Mapping[str, object]] = []
     while len(results) < len(sources):
         todo = sources[len(results) :]
-        run = _run_child(encode_request(limit_fields, conversations, todo), len(todo), limits)
+        if time.monotonic() >= file_deadline:
+            results += [{"status": "budget"}] * len(todo)
+            break
+        run = _run_child(encode_request(limit_fields, conversations, todo), len(todo), limits, file_deadline)
+        if run.stopped == "budget":
+            results += run.results
+            results += [{"status": "budget"}] * (len(sources) - len(results))
+            break
         if not run.ready:
             detail = run.stderr.strip().splitlines()[-1:] or [run.stopped or "no output"]
             raise TemplateWorkerError(f"the render child did not start: {detail[0][:300]}")

@@ -162,8 +162,22 @@ def _apply_process_limits(memory_bytes: int, cpu_hard: int) -> None:
     _set_limit(resource.RLIMIT_CPU, cpu_hard)
 
 
+#: Filters and globals whose jinja2/markupsafe code imports a module the first
+#: time it runs (``wordwrap`` imports textwrap, ``striptags`` html, ``pprint``
+#: pprint, ``lipsum`` jinja2.constants): run once before imports are refused, so
+#: a template using them is not taken for one attempting an import.
+_LAZY_IMPORTERS: Final = (
+    "{{ 'a b c'|wordwrap(2) }}{{ '<b>x</b>'|striptags }}{{ 'x'|pprint }}{{ lipsum(1, false, 2, 3) }}"
+    "{{ 'see http://a.b'|urlize }}{{ 1234|filesizeformat }}{{ 'x'|urlencode }}{{ [1]|random }}"
+    "{{ {'a': 1}|xmlattr }}{{ 'abcdefgh'|truncate(5) }}{{ 'a'|center(3) }}{{ 'a'|indent(2) }}{{ 'a'|title }}"
+    "{{ 'a'|wordcount }}{{ 'a'|forceescape }}{{ [1]|sum }}{{ [1, 1]|unique|list }}{{ [1]|map('string')|list }}"
+    "{{ '%s'|format(1) }}{{ 3|round }}{{ [[1]]|groupby(0)|list }}{{ {'a': 1}|dictsort }}{{ 'a'|tojson }}"
+)
+
+
 def _warm_up(env: jinja2.Environment) -> None:
     """Import everything a render may import lazily, before imports are refused."""
+    "".join(env.from_string(_LAZY_IMPORTERS).generate())
     template = env.from_string(
         "{% for m in messages %}{{ m.content|trim|tojson }}{% generation %}x{% endgeneration %}"
         "{% if loop.last %}{% break %}{% endif %}{% endfor %}{{ strftime_now('%d %b %Y') }}"
@@ -201,7 +215,7 @@ def _render(template: jinja2.Template, context: Mapping[str, object], output_cha
 def _run_job(
     env: AuditingSandbox,
     source: str,
-    conversations: Sequence[tuple[str, Mapping[str, object]]],
+    conversations: Sequence[tuple[str, Mapping[str, object], bool]],
     limits: Mapping[str, Any],
     cpu_hard: int,
 ) -> Answer:
@@ -219,14 +233,15 @@ def _run_job(
         except jinja2.TemplateError as exc:
             return {"status": "compile_error", "error": _one_line(f"{type(exc).__name__}: {exc}")}
         result = {"status": "error", "attempts": attempts}
-        for name, context in conversations:
+        for name, context, probe in conversations:
+            if probe:
+                continue
             current = name
             try:
                 text, truncated = _render(template, context, int(limits["output_chars"]))
             except OverflowError as exc:
                 if "MAX_RANGE" in str(exc):
-                    result = {"status": "limit", "limit": "range", "conversation": name}
-                    break
+                    return _finish(env, {"status": "limit", "limit": "range", "conversation": name})
                 attempts.append({"conversation": name, "error": _one_line(f"OverflowError: {exc}")})
                 continue
             except Exception as exc:
@@ -235,10 +250,30 @@ def _run_job(
                 attempts.append({"conversation": name, "error": _one_line(f"{type(exc).__name__}: {exc}")})
                 continue
             if truncated:
-                result = {"status": "limit", "limit": "output", "conversation": name}
-            else:
-                result = {"status": "ok", "conversation": name, "rendered": text, "attempts": attempts}
+                return _finish(env, {"status": "limit", "limit": "output", "conversation": name})
+            result = {"status": "ok", "conversation": name, "rendered": text, "attempts": attempts}
             break
+        # The probes: what runtimes send beyond the standard conversations. Their
+        # errors are ignored; a limit, a blocked event or a refused attribute is not.
+        probes = 0
+        for name, context, probe in conversations:
+            if not probe:
+                continue
+            current = name
+            try:
+                _text, truncated = _render(template, context, int(limits["output_chars"]))
+            except OverflowError as exc:
+                if "MAX_RANGE" in str(exc):
+                    return _finish(env, {"status": "limit", "limit": "range", "conversation": name})
+                continue
+            except Exception as exc:
+                if isinstance(exc, MemoryError | RecursionError):
+                    raise
+                continue
+            if truncated:
+                return _finish(env, {"status": "limit", "limit": "output", "conversation": name})
+            probes += 1
+        result["probes"] = probes
     except _LimitHit as hit:
         result = {"status": "limit", "limit": hit.limit, "conversation": current}
     except MemoryError:
@@ -249,6 +284,11 @@ def _run_job(
         result = {"status": "blocked", "event": blocked.event, "conversation": current}
     finally:
         _disarm()
+    return _finish(env, result)
+
+
+def _finish(env: AuditingSandbox, result: Answer) -> Answer:
+    """The answer with what the sandbox refused and the audit hook blocked during the job."""
     result["refused"] = list(env.refused)
     result["blocked_events"] = list(_blocked_events)
     return result
