@@ -14,6 +14,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from gguf_audit.templates.conversations import probe_conversations, standard_con
 from gguf_audit.templates.limits import TemplateLimits
 from gguf_audit.templates.sandbox.protocol import Answer, Conversation, ProtocolError, encode_request, parse_line
 
-__all__ = ["LIMIT_NAMES", "TemplateWorkerError", "limit_message", "render_all"]
+__all__ = ["DEFAULT_RENDER_SLOTS", "LIMIT_NAMES", "RenderSlots", "TemplateWorkerError", "limit_message", "render_all"]
 
 #: How long the child may take to start (import jinja2, lock itself down)
 #: before the audit gives up. Generous: slow CI hosts are not the template's fault.
@@ -33,6 +34,40 @@ _STARTUP_SECONDS: Final = 30.0
 #: Time the parent allows past a template's wall limit before killing the child
 #: (the child's own timer fires first; this covers writing its answer).
 _WALL_GRACE_SECONDS: Final = 1.0
+
+
+class RenderSlots:
+    """How many render children may run at once in this process: threads beyond it wait their turn.
+
+    A batch audits dozens of files on threads; without a bound, each file with
+    a template not rendered yet starts its own child at the same moment (75 at
+    once were seen on 2 cores). Thread-safe; ``peak`` is the most ever in use.
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"RenderSlots needs at least one slot. Got {size!r}.")
+        self.size = size
+        self._slots = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self.in_use = 0
+        self.peak = 0
+
+    def __enter__(self) -> RenderSlots:
+        self._slots.acquire()
+        with self._lock:
+            self.in_use += 1
+            self.peak = max(self.peak, self.in_use)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self.in_use -= 1
+        self._slots.release()
+
+
+DEFAULT_RENDER_SLOTS: Final = RenderSlots(max(2, os.cpu_count() or 2))
+"""The process's render children at once: one per core (two at least)."""
 
 
 class TemplateWorkerError(GGUFAuditError, RuntimeError):
@@ -217,6 +252,19 @@ def _run_child(request: bytes, jobs: int, limits: TemplateLimits, file_deadline:
 
 
 def render_all(
+    sources: Sequence[str],
+    *,
+    bos_token: str,
+    eos_token: str,
+    limits: TemplateLimits,
+    slots: RenderSlots = DEFAULT_RENDER_SLOTS,
+) -> list[Mapping[str, object]]:
+    """Render each source in one child, once one of ``slots`` is free (see :func:`_render_all`)."""
+    with slots:
+        return _render_all(sources, bos_token=bos_token, eos_token=eos_token, limits=limits)
+
+
+def _render_all(
     sources: Sequence[str], *, bos_token: str, eos_token: str, limits: TemplateLimits
 ) -> list[Mapping[str, object]]:
     """Render each source in one child; restart it only after a limit killed it.
