@@ -28,9 +28,8 @@ def test_threads_share_a_bounded_number_of_children() -> None:
 
 def test_a_slot_is_released_when_rendering_fails() -> None:
     slots = RenderSlots(1)
-    with pytest.raises(ValueError):
-        with slots:
-            raise ValueError("boom")
+    with pytest.raises(ValueError), slots:
+        raise ValueError("boom")
     assert slots.in_use == 0
     with slots:  # would block forever had the slot leaked
         assert slots.in_use == 1
