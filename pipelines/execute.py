@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -32,6 +33,7 @@ from gguf_audit.checks.shards import ShardFacts, shard_facts
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import finding
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.source import IOStats
 from gguf_audit.pipelines.batches import Batch
 from gguf_audit.pipelines.discover import options_for
@@ -66,6 +68,8 @@ class TaskOptions:
     out: str = ""
     """The output URL the task writes its data files under."""
     out_storage_options: Mapping[str, Any] | None = None
+    cpu_slots: int = 0
+    """Files doing CPU work at once in a worker process (its dask threads); 0 lets every thread run at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,16 +97,30 @@ class BatchResult:
 
 
 class AuditPools:
-    """The thread pools a process audits files on: one per ``threads`` setting, made once, shared by every batch.
+    """The thread pools a process audits files on, and its CPU gates: made once, shared by every batch.
 
+    One pool per ``threads`` setting and one :class:`~gguf_audit.io.gate.CpuGate`
+    per slot count, so every batch a worker runs shares the worker's slots.
     Thread-safe: batches running on several dask threads of one worker ask for
-    a pool at the same time; the lock makes each pool exactly once.
+    a pool at the same time; the lock makes each pool and gate exactly once.
     """
 
     def __init__(self, thread_name_prefix: str = "gguf-audit-io") -> None:
         self._lock = threading.Lock()
         self._pools: dict[int, ThreadPoolExecutor] = {}
+        self._gates: dict[int, CpuGate] = {}
         self._prefix = thread_name_prefix
+
+    def gate(self, slots: int) -> CpuGate | None:
+        """The gate of ``slots`` CPU slots, made on first use; None for 0 (no gate)."""
+        if slots <= 0:
+            return None
+        with self._lock:
+            gate = self._gates.get(slots)
+            if gate is None:
+                gate = CpuGate(slots)
+                self._gates[slots] = gate
+            return gate
 
     def pool(self, threads: int) -> ThreadPoolExecutor:
         """The pool of ``threads`` threads, made on first use."""
@@ -130,7 +148,7 @@ def _failed_audit(listed: ListedFile, code: str, message: str, io_stats: IOStats
     )
 
 
-def _audit_one(listed: ListedFile, options: TaskOptions) -> FileAudit:
+def _audit_one(listed: ListedFile, options: TaskOptions, gate: CpuGate | None = None) -> FileAudit:
     try:
         return audit_file(
             listed.url,
@@ -138,13 +156,22 @@ def _audit_one(listed: ListedFile, options: TaskOptions) -> FileAudit:
             etag=listed.etag,
             storage_options=options_for(listed.url, options.storage_options),
             config=options.audit,
+            gate=gate,
         )
     except Exception as exc:  # noqa: BLE001 - audit_file never raises; this guards the guard
         return _failed_audit(listed, "internal.unexpected", describe_exception(exc))
 
 
-def _tables_of(item: AuditedFile, run_id: str) -> AuditTables:
-    """One file's tables; a file whose rows cannot be built keeps a files row saying why."""
+def _tables_of(item: AuditedFile, run_id: str, gate: CpuGate | None = None) -> AuditTables:
+    """One file's tables; a file whose rows cannot be built keeps a files row saying why.
+
+    Built holding a slot of ``gate`` (CPU work, like the audit's).
+    """
+    with gate.held() if gate is not None else nullcontext():
+        return _build_tables(item, run_id)
+
+
+def _build_tables(item: AuditedFile, run_id: str) -> AuditTables:
     try:
         return audits_to_tables([item], run_id=run_id)
     except Exception as exc:  # noqa: BLE001 - one file's bad rows must not lose the batch
@@ -210,6 +237,7 @@ def lost_result(batch: Batch, options: TaskOptions, code: str, message: str) -> 
 def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
     """Audit the batch's files on the shared pool, writing each file's rows as soon as its audit is done."""
     pool = WORKER_POOLS.pool(options.threads)
+    gate = WORKER_POOLS.gate(options.cpu_slots)
     pending: dict[Future[FileAudit], int] = {}
     files = list(enumerate(batch.files))
     next_file = 0
@@ -217,14 +245,14 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
     while next_file < len(files) or pending:
         while next_file < len(files) and len(pending) < options.threads:
             i, listed = files[next_file]
-            pending[pool.submit(_audit_one, listed, options)] = i
+            pending[pool.submit(_audit_one, listed, options, gate)] = i
             next_file += 1
         done, _ = wait(pending, return_when=FIRST_COMPLETED)
         for future in done:
             i = pending.pop(future)
             audit = future.result()
             item = AuditedFile(audit, batch.files[i], batch.model_ids[i])
-            rows.add(_tables_of(item, options.run_id), audit)
+            rows.add(_tables_of(item, options.run_id, gate), audit)
 
 
 def audit_batch(batch: Batch, options: TaskOptions) -> BatchResult:

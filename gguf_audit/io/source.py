@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -22,6 +23,7 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.errors import SourceError
 from gguf_audit.io.errors import RangeAnswerError, classify_error, describe_io_error
+from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.limits import DEFAULT_HOST_LIMITS, HostLimits, host_key
 from gguf_audit.io.ranged import check_body, check_partial, parse_content_range, read_upto, whole_body_end
 
@@ -159,6 +161,8 @@ class FsspecSource:
     limits: HostLimits = DEFAULT_HOST_LIMITS
     range_ignored: bool = False
     """Set once the server answered a Range request with the whole body."""
+    gate: CpuGate | None = None
+    """The process's CPU gate: every request gives the caller's slot back while it waits."""
 
     sizes_from_response: ClassVar[bool] = False
     """Whether a read's response tells the file size (so no look-up is needed first)."""
@@ -173,10 +177,15 @@ class FsspecSource:
         if parsed is not None and parsed.total is not None and self.known_size is None:
             self.known_size = parsed.total
 
+    def _waiting(self) -> AbstractContextManager[None]:
+        """The block a request waits in: the CPU gate's slot given back, if there is a gate."""
+        return self.gate.released() if self.gate is not None else nullcontext()
+
     def ensure_size(self) -> int | None:
         """The file size, from one ``info`` call when nobody told it yet."""
         if self.known_size is None:
-            info = self._call(lambda: self.fs.info(self.path), count_bytes=False)
+            with self._waiting():
+                info = self._call(lambda: self.fs.info(self.path), count_bytes=False)
             size = info.get("size") if isinstance(info, dict) else None
             self.known_size = int(size) if size is not None else None
         return self.known_size
@@ -193,9 +202,10 @@ class FsspecSource:
     def read(self, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        if self._async:
-            return sync(self.fs.loop, self._attempts, start, end, None, True)  # type: ignore[no-any-return]
-        return self._call(lambda: self._fetch(start, end))  # type: ignore[no-any-return]
+        with self._waiting():
+            if self._async:
+                return sync(self.fs.loop, self._attempts, start, end, None, True)  # type: ignore[no-any-return]
+            return self._call(lambda: self._fetch(start, end))  # type: ignore[no-any-return]
 
     def _fetch(self, start: int, end: int) -> bytes:
         """One ranged read of a sync filesystem; fewer bytes only at the end of the file."""
@@ -272,10 +282,11 @@ class FsspecSource:
             return []
         begun = time.perf_counter()
         try:
-            if self._async:
-                out: list[bytes | SourceError] = sync(self.fs.loop, self._read_ranges, ranges)
-            else:
-                out = [self._read_or_error(s, e) for s, e in ranges]
+            with self._waiting():
+                if self._async:
+                    out: list[bytes | SourceError] = sync(self.fs.loop, self._read_ranges, ranges)
+                else:
+                    out = [self._read_or_error(s, e) for s, e in ranges]
         finally:
             self.stats.seconds += time.perf_counter() - begun
         return out
@@ -423,11 +434,14 @@ def open_source(
     size: int | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
     config: ReadConfig = DEFAULT_READ_CONFIG,
+    gate: CpuGate | None = None,
 ) -> FsspecSource:
     """A byte source for ``url``: any fsspec URL or a local path.
 
     ``size`` is the listed size when the caller has it (a listing costs no
     extra request per file). ``fs`` reuses an existing filesystem instance.
+    ``gate`` is the CPU gate the caller's thread holds a slot of, given back
+    around every request.
     """
     if fs is None:
         protocol = url.split("://", 1)[0] if "://" in url else "file"
@@ -437,7 +451,7 @@ def open_source(
         path = fs._strip_protocol(url)
     protocol = _protocol_of(fs)
     if protocol in ("http", "https"):
-        return HTTPSource(url=url, fs=fs, path=url, known_size=size, config=config)
+        return HTTPSource(url=url, fs=fs, path=url, known_size=size, config=config, gate=gate)
     if protocol in ("s3", "s3a") and hasattr(fs, "_call_s3"):
-        return S3Source(url=url, fs=fs, path=path, known_size=size, config=config)
-    return FsspecSource(url=url, fs=fs, path=path, known_size=size, config=config)
+        return S3Source(url=url, fs=fs, path=path, known_size=size, config=config, gate=gate)
+    return FsspecSource(url=url, fs=fs, path=path, known_size=size, config=config, gate=gate)
