@@ -1,12 +1,16 @@
 """What a night costs: full, quiet and churn nights over N realistic files, and CPU per file by phase.
 
 Run as ``python benchmarks/bench_nightly.py [--sizes 1000,5000] [--budget-s 600] [--workers 2]
-[--no-samples] [--json OUT]``.
+[--no-samples] [--data dense|sparse] [--json OUT]``.
 
 For each N it writes N Llama-2-7B-like files (the header benchmark's ``32k``
-spec: 291 tensors, a 32k SentencePiece vocabulary, a 0.76 MB header; tensor
-data a sparse hole, so each file costs its header on disk) in a temporary
-directory and runs three nights into one ``--out``, each in a fresh driver
+spec: 291 tensors, a 32k SentencePiece vocabulary, a 0.76 MB header) in a
+temporary directory, the tensor data a hole except, with ``--data dense`` (the
+default), the ranges the sampling plan reads, which hold weight-like data of
+the file's own (``SyntheticGGUF``): samples that differ from file to file, as
+real models' do, rather than zero blocks that compress to nothing (``--data
+sparse``; header-only nights, ``--no-samples``, are always sparse). It
+runs three nights into one ``--out``, each in a fresh driver
 process on a LocalCluster of ``--workers`` worker processes:
 
 - ``full``: the first night, every file read;
@@ -58,39 +62,64 @@ PROFILED_FILES: Final = 20
 # ------------------------------------------------------------------ the collection
 
 
-def _write(path: Path, content: bytes, file_size: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as f:
-        f.write(content)
-        f.truncate(file_size)
+class Collection:
+    """How the benchmark's files are written: the 32k spec's header, the data a hole or weight-like where sampled.
+
+    ``dense``: each file's sampled ranges (the plan's fetch, the same for every
+    file of one tensor table) hold weight-like data made by
+    :class:`~gguf_audit.testing.layouts.SyntheticGGUF` with the file's own
+    seed, so no two files' samples are alike, as no two models' are; the rest
+    of the file is a hole. ``sparse``: all data a hole (every block zero).
+    """
+
+    def __init__(self, dense: bool) -> None:
+        from gguf_audit.format.parser import parse_header
+        from gguf_audit.plan import plan_samples
+
+        self.dense = dense
+        self.content, _, _, self.file_size, _, _ = build_header(SPECS["32k"])
+        header = parse_header(self.content, self.file_size)
+        self.header: Any = header
+        self.ranges = [(r.start, r.end) for r in plan_samples(header, file_size=self.file_size).fetch]
+
+    def write(self, path: Path, seed: int, content: bytes | None = None) -> None:
+        from gguf_audit.testing.layouts import SyntheticGGUF
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        content = self.content if content is None else content
+        if self.dense:
+            synth = SyntheticGGUF.over_header(self.header, content, size=self.file_size, seed=seed)
+            synth.write_ranges(path, self.ranges)
+            return
+        with path.open("wb") as f:
+            f.write(content)
+            f.truncate(self.file_size)
 
 
-def make_collection(root: Path, n: int) -> tuple[bytes, int]:
-    """N files of the 32k spec under ``root`` (100 per folder); the header bytes and file size."""
-    content, _, _, file_size, _, _ = build_header(SPECS["32k"])
+def make_collection(root: Path, n: int, collection: Collection) -> None:
+    """N files of the 32k spec under ``root`` (100 per folder)."""
     for i in range(n):
-        _write(root / f"m{i // 100:05d}" / f"model-{i:07d}-Q4_K_M.gguf", content, file_size)
-    return content, file_size
+        collection.write(root / f"m{i // 100:05d}" / f"model-{i:07d}-Q4_K_M.gguf", seed=i)
 
 
-def churn(root: Path, content: bytes, file_size: int, n: int) -> dict[str, int]:
+def churn(root: Path, collection: Collection, n: int) -> dict[str, int]:
     """Apply the churn pattern to the first files of the collection; how many files each change touched."""
     counts = {k: max(1, round(n * share)) for k, share in CHURN.items()}
     files = sorted(root.rglob("*.gguf"))
     at = 0
-    for path in files[at : at + counts["rewritten"]]:
-        # Another conversion of the same model: a different header, the same size.
-        rewritten = content.replace(b"Llama-2-7B-like", b"Llama-2-7B-liky", 1)
-        _write(path, rewritten, file_size)
+    for i, path in enumerate(files[at : at + counts["rewritten"]]):
+        # Another conversion of the same model: a different header and data, the same size.
+        rewritten = collection.content.replace(b"Llama-2-7B-like", b"Llama-2-7B-liky", 1)
+        collection.write(path, seed=10_000_000 + i, content=rewritten)
     at += counts["rewritten"]
     for path in files[at : at + counts["truncated"]]:
         with path.open("r+b") as f:
-            f.truncate(file_size // 2)
+            f.truncate(collection.file_size // 2)
     at += counts["truncated"]
     for path in files[at : at + counts["removed"]]:
         path.unlink()
     for i in range(counts["new"]):
-        _write(root / "new" / f"model-new-{i:07d}-Q4_K_M.gguf", content, file_size)
+        collection.write(root / "new" / f"model-new-{i:07d}-Q4_K_M.gguf", seed=20_000_000 + i)
     return counts
 
 
@@ -256,6 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=600.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-samples", action="store_true")
+    parser.add_argument(
+        "--data",
+        choices=("dense", "sparse"),
+        default="dense",
+        help="sampled data: weight-like (dense, the default) or a hole (sparse); header-only nights are sparse",
+    )
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--night", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
@@ -267,7 +302,14 @@ def main(argv: list[str] | None = None) -> int:
 
     samples = not args.no_samples
     sizes = [int(s) for s in args.sizes.split(",")]
-    report: dict[str, Any] = {"cpus": os.cpu_count(), "workers": args.workers, "samples": samples, "sizes": {}}
+    report: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "workers": args.workers,
+        "samples": samples,
+        "data": args.data if samples else "sparse",
+        "load_average_before": os.getloadavg()[0],
+        "sizes": {},
+    }
     begun = time.perf_counter()
     last_seconds_per_file: float | None = None
     for n in sizes:
@@ -280,11 +322,12 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="gguf-audit-nightly-") as tmp_dir:
             tmp = Path(tmp_dir)
             root, out = tmp / "collection", tmp / "out"
-            content, file_size = make_collection(root, n)
-            nights: dict[str, Any] = {}
+            collection = Collection(dense=args.data == "dense" and samples)
+            make_collection(root, n, collection)
+            nights: dict[str, Any] = {"data": "dense" if collection.dense else "sparse"}
             nights["full"] = run_night(root, out, incremental=False, workers=args.workers, samples=samples)
             nights["quiet"] = run_night(root, out, incremental=True, workers=args.workers, samples=samples)
-            nights["churn_counts"] = churn(root, content, file_size, n)
+            nights["churn_counts"] = churn(root, collection, n)
             nights["churn"] = run_night(root, out, incremental=True, workers=args.workers, samples=samples)
             if n == sizes[0]:
                 report["cpu_per_file"] = cpu_by_phase(root, PROFILED_FILES, samples)
@@ -300,7 +343,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_size(n: int, nights: dict[str, Any]) -> None:
     full = nights["full"]
-    print(f"\nN = {n:,} files (churn: {nights['churn_counts']})")
+    print(
+        f"\nN = {n:,} files, data {nights['data']} (churn: {nights['churn_counts']}; "
+        f"load average after: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)"
+    )
     print("| night | wall | files/s | bytes added | share of full | rows written | driver peak RSS | driver writes |")
     print("|---|---:|---:|---:|---:|---|---:|---:|")
     for name in ("full", "quiet", "churn"):
