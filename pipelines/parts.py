@@ -125,6 +125,9 @@ class PartWriter:
                 store_schema=False,
                 write_statistics=[n for n in self.schema.names if n in STATISTICS_COLUMNS],
             )
+            # The schema's own key-values (table, schema version) still go in, without the Arrow schema copy.
+            if self.schema.metadata:
+                self._writer.add_key_value_metadata({k.decode(): v.decode() for k, v in self.schema.metadata.items()})
         self._writer.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
         self._pending = []
         self._pending_rows = 0
