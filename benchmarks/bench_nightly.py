@@ -399,20 +399,29 @@ def _print_summary(report: dict[str, Any]) -> None:
             ratio = last[night]["driver_peak_rss_bytes"] / first[night]["driver_peak_rss_bytes"]
             print(f"  {night:5} {ratio:.2f}x")
     if cpu and sizes:
-        per_file = cpu["audit_file_total"]
+        per_file = cpu["audit_file_total"] + cpu["writing"]
         n = min(sizes, key=int)
         full = sizes[n]["full"]
         requests = full["requests"] / max(1, full["read"])
+        read_bytes = full["bytes_read"] / max(1, full["read"])
+        out_bytes = full["bytes_added"] / max(1, full["read"])
         hours = per_file * 1_000_000 / (50 * 2) / 3600
+        # What this run's whole pipeline got per core (listing, scheduling, commit and machine load included).
+        measured = full["wall_s"] * report["workers"] / max(1, full["read"]) * 1_000_000 / (50 * 2) / 3600
         gets = requests * 1_000_000
         print(
-            "\n1,000,000 files on 50 two-core workers (model: CPU per file from the phase run, "
-            "cores fully used, I/O overlapped with CPU as the per-worker threads do):"
+            "\n1,000,000 files on 50 two-core workers (model: CPU per file from the phase run, audit and "
+            "rows, cores fully used, reads overlapped with CPU by each worker's threads):"
         )
-        print(f"  full night: {hours:.2f} h of wall time, {gets / 1e6:.1f} M range GETs ({requests:.1f} per file)")
+        print(
+            f"  full night: {hours:.2f} h of wall time ({measured:.2f} h at this run's files per core-second); "
+            f"{gets / 1e6:.1f} M range GETs ({requests:.1f} per file), {read_bytes / 1e6:.2f} MB read "
+            f"and {out_bytes / 1e3:.1f} kB of tables written per file ({out_bytes * 1e6 / 1e9:,.1f} GB a night)"
+        )
         print(
             f"  S3 GETs at $0.0004 per 1,000: ${gets * 0.0004 / 1000:,.2f} a full night; a quiet night "
-            f"reads nothing and lists 1,000 keys per LIST: {1_000_000 / 1000:,.0f} LISTs"
+            f"reads no object and lists 1,000 keys per LIST at $0.005 per 1,000: "
+            f"{1_000_000 / 1000:,.0f} LISTs, ${1_000_000 / 1000 * 0.005 / 1000:,.3f}"
         )
 
 
