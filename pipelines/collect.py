@@ -129,7 +129,7 @@ class Collector:
             return fresh
         self.seen.update(fresh)
         self.add_parts(result.parts)
-        self.facts.append(result.facts)
+        self.facts.append(result.facts.combine_chunks())  # a no-op for a worker's (see execute)
         self.tally.merge(result.tally)
         for fact in result.shard_facts:
             self.shard_facts[fact.url] = fact
@@ -148,7 +148,7 @@ class Collector:
         ``facts`` are the facts rows of those of them whose model is judged again.
         """
         self.seen.update(urls)
-        self.facts.extend(f for f in facts if f.num_rows)
+        self.facts.extend(f.combine_chunks() for f in facts if f.num_rows)
         self.tally.merge(tally)
         for fact in shard_facts:
             self.shard_facts[fact.url] = fact

@@ -208,7 +208,10 @@ class _Rows:
 
     def result(self, batch_id: str, failures: Sequence[str] = ()) -> BatchResult:
         parts = self.parts.close()
+        # One chunk per column, not one per file: the driver keeps these for the whole night, and a
+        # chunk per file costs it Arrow objects per column and file (pickled: 1.1 kB a file more).
         facts = pa.concat_tables(self.facts) if self.facts else facts_of(audits_to_tables([], run_id="").files)
+        facts = facts.combine_chunks()
         return BatchResult(
             batch_id, parts, facts, self.tally, tuple(self.shard_facts), self.parts.rows(), tuple(failures)
         )

@@ -43,6 +43,7 @@ def test_audit_batch_writes_its_rows(tmp_path: Path, local_collection: Path, mon
     assert pq.ParquetFile(out / "tensors" / part.path).metadata.num_row_groups > 1
     assert tensors.num_rows == sum(files.column("n_tensors").to_pylist())
     assert result.facts.num_rows == 3 and set(result.facts.column("model_id").to_pylist()) == {"m"}
+    assert all(column.num_chunks == 1 for column in result.facts.columns)  # what the driver keeps all night
     assert [f.url for f in result.shard_facts] == [listed[2].url]
     assert result.tally.statuses == {"ok": 3} and result.tally.bytes_read > 0
 
