@@ -1,12 +1,16 @@
 """What a night costs: full, quiet and churn nights over N realistic files, and CPU per file by phase.
 
 Run as ``python benchmarks/bench_nightly.py [--sizes 1000,5000] [--budget-s 600] [--workers 2]
-[--no-samples] [--json OUT]``.
+[--no-samples] [--data dense|sparse] [--json OUT]``.
 
 For each N it writes N Llama-2-7B-like files (the header benchmark's ``32k``
-spec: 291 tensors, a 32k SentencePiece vocabulary, a 0.76 MB header; tensor
-data a sparse hole, so each file costs its header on disk) in a temporary
-directory and runs three nights into one ``--out``, each in a fresh driver
+spec: 291 tensors, a 32k SentencePiece vocabulary, a 0.76 MB header) in a
+temporary directory, the tensor data a hole except, with ``--data dense`` (the
+default), the ranges the sampling plan reads, which hold weight-like data of
+the file's own (``SyntheticGGUF``): samples that differ from file to file, as
+real models' do, rather than zero blocks that compress to nothing (``--data
+sparse``; header-only nights, ``--no-samples``, are always sparse). It
+runs three nights into one ``--out``, each in a fresh driver
 process on a LocalCluster of ``--workers`` worker processes:
 
 - ``full``: the first night, every file read;
@@ -17,9 +21,13 @@ process on a LocalCluster of ``--workers`` worker processes:
 Per night it prints wall time, files/s (listed files over the whole run), the
 bytes the night added under ``--out``, rows written per table, and the
 driver's peak resident memory (``ru_maxrss`` of the driver process, which also
-hosts the scheduler; the workers are other processes) and its own write bytes
-(``/proc/self/io`` ``write_bytes``: what the driver wrote to storage, the
-commit's log entries included).
+hosts the scheduler; the workers are other processes) and what it wrote two
+ways: ``driver output``, the bytes of the files under ``--out`` the driver
+writes (every table's Delta log entries, its own data files: reused ``files``
+rows, ``models``, model ``problems``, ``runs``; the pending marker), and
+``/proc/self/io`` ``write_bytes`` (what the process sent to storage, counted
+in whole pages per file, with whatever else the process writes; strace shows
+it 3 to 4 times the output bytes on a full night of small files).
 
 It then measures CPU seconds per file by phase in this process, on 20 of the
 files with the phases called one by one as ``audit_file`` calls them:
@@ -58,39 +66,64 @@ PROFILED_FILES: Final = 20
 # ------------------------------------------------------------------ the collection
 
 
-def _write(path: Path, content: bytes, file_size: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as f:
-        f.write(content)
-        f.truncate(file_size)
+class Collection:
+    """How the benchmark's files are written: the 32k spec's header, the data a hole or weight-like where sampled.
+
+    ``dense``: each file's sampled ranges (the plan's fetch, the same for every
+    file of one tensor table) hold weight-like data made by
+    :class:`~gguf_audit.testing.layouts.SyntheticGGUF` with the file's own
+    seed, so no two files' samples are alike, as no two models' are; the rest
+    of the file is a hole. ``sparse``: all data a hole (every block zero).
+    """
+
+    def __init__(self, dense: bool) -> None:
+        from gguf_audit.format.parser import parse_header
+        from gguf_audit.plan import plan_samples
+
+        self.dense = dense
+        self.content, _, _, self.file_size, _, _ = build_header(SPECS["32k"])
+        header = parse_header(self.content, self.file_size)
+        self.header: Any = header
+        self.ranges = [(r.start, r.end) for r in plan_samples(header, file_size=self.file_size).fetch]
+
+    def write(self, path: Path, seed: int, content: bytes | None = None) -> None:
+        from gguf_audit.testing.layouts import SyntheticGGUF
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        content = self.content if content is None else content
+        if self.dense:
+            synth = SyntheticGGUF.over_header(self.header, content, size=self.file_size, seed=seed)
+            synth.write_ranges(path, self.ranges)
+            return
+        with path.open("wb") as f:
+            f.write(content)
+            f.truncate(self.file_size)
 
 
-def make_collection(root: Path, n: int) -> tuple[bytes, int]:
-    """N files of the 32k spec under ``root`` (100 per folder); the header bytes and file size."""
-    content, _, _, file_size, _, _ = build_header(SPECS["32k"])
+def make_collection(root: Path, n: int, collection: Collection) -> None:
+    """N files of the 32k spec under ``root`` (100 per folder)."""
     for i in range(n):
-        _write(root / f"m{i // 100:05d}" / f"model-{i:07d}-Q4_K_M.gguf", content, file_size)
-    return content, file_size
+        collection.write(root / f"m{i // 100:05d}" / f"model-{i:07d}-Q4_K_M.gguf", seed=i)
 
 
-def churn(root: Path, content: bytes, file_size: int, n: int) -> dict[str, int]:
+def churn(root: Path, collection: Collection, n: int) -> dict[str, int]:
     """Apply the churn pattern to the first files of the collection; how many files each change touched."""
     counts = {k: max(1, round(n * share)) for k, share in CHURN.items()}
     files = sorted(root.rglob("*.gguf"))
     at = 0
-    for path in files[at : at + counts["rewritten"]]:
-        # Another conversion of the same model: a different header, the same size.
-        rewritten = content.replace(b"Llama-2-7B-like", b"Llama-2-7B-liky", 1)
-        _write(path, rewritten, file_size)
+    for i, path in enumerate(files[at : at + counts["rewritten"]]):
+        # Another conversion of the same model: a different header and data, the same size.
+        rewritten = collection.content.replace(b"Llama-2-7B-like", b"Llama-2-7B-liky", 1)
+        collection.write(path, seed=10_000_000 + i, content=rewritten)
     at += counts["rewritten"]
     for path in files[at : at + counts["truncated"]]:
         with path.open("r+b") as f:
-            f.truncate(file_size // 2)
+            f.truncate(collection.file_size // 2)
     at += counts["truncated"]
     for path in files[at : at + counts["removed"]]:
         path.unlink()
     for i in range(counts["new"]):
-        _write(root / "new" / f"model-new-{i:07d}-Q4_K_M.gguf", content, file_size)
+        collection.write(root / "new" / f"model-new-{i:07d}-Q4_K_M.gguf", seed=20_000_000 + i)
     return counts
 
 
@@ -159,8 +192,18 @@ def _proc_io() -> dict[str, int]:
     return {k: int(v) for k, v in (line.split(": ") for line in lines)}
 
 
+def _driver_bytes(root: Path) -> int:
+    """Bytes of the files under an output the driver writes: the Delta logs, its own data files, the marker."""
+    return sum(
+        p.stat().st_size
+        for p in root.rglob("*")
+        if p.is_file() and ("_delta_log" in p.parts or "_pending" in p.parts or p.name.startswith("part-driver-"))
+    )
+
+
 def run_night(root: Path, out: Path, *, incremental: bool, workers: int, samples: bool) -> dict[str, Any]:
     before = _tree_bytes(out) if out.exists() else 0
+    driver_before = _driver_bytes(out) if out.exists() else 0
     cmd = [sys.executable, __file__, "--night", "--root", str(root), "--out", str(out), "--workers", str(workers)]
     if incremental:
         cmd.append("--incremental")
@@ -172,6 +215,7 @@ def run_night(root: Path, out: Path, *, incremental: bool, workers: int, samples
         raise RuntimeError(f"night failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     figures: dict[str, Any] = json.loads(lines[-1][len("NIGHT ") :])
     figures["bytes_added"] = _tree_bytes(out) - before
+    figures["driver_output_bytes"] = _driver_bytes(out) - driver_before
     return figures
 
 
@@ -250,12 +294,22 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
+def _kb(n: float) -> str:
+    return f"{n / 1e3:,.0f} kB"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,5000")
     parser.add_argument("--budget-s", type=float, default=600.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-samples", action="store_true")
+    parser.add_argument(
+        "--data",
+        choices=("dense", "sparse"),
+        default="dense",
+        help="sampled data: weight-like (dense, the default) or a hole (sparse); header-only nights are sparse",
+    )
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--night", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
@@ -267,7 +321,14 @@ def main(argv: list[str] | None = None) -> int:
 
     samples = not args.no_samples
     sizes = [int(s) for s in args.sizes.split(",")]
-    report: dict[str, Any] = {"cpus": os.cpu_count(), "workers": args.workers, "samples": samples, "sizes": {}}
+    report: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "workers": args.workers,
+        "samples": samples,
+        "data": args.data if samples else "sparse",
+        "load_average_before": os.getloadavg()[0],
+        "sizes": {},
+    }
     begun = time.perf_counter()
     last_seconds_per_file: float | None = None
     for n in sizes:
@@ -280,11 +341,12 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="gguf-audit-nightly-") as tmp_dir:
             tmp = Path(tmp_dir)
             root, out = tmp / "collection", tmp / "out"
-            content, file_size = make_collection(root, n)
-            nights: dict[str, Any] = {}
+            collection = Collection(dense=args.data == "dense" and samples)
+            make_collection(root, n, collection)
+            nights: dict[str, Any] = {"data": "dense" if collection.dense else "sparse"}
             nights["full"] = run_night(root, out, incremental=False, workers=args.workers, samples=samples)
             nights["quiet"] = run_night(root, out, incremental=True, workers=args.workers, samples=samples)
-            nights["churn_counts"] = churn(root, content, file_size, n)
+            nights["churn_counts"] = churn(root, collection, n)
             nights["churn"] = run_night(root, out, incremental=True, workers=args.workers, samples=samples)
             if n == sizes[0]:
                 report["cpu_per_file"] = cpu_by_phase(root, PROFILED_FILES, samples)
@@ -300,17 +362,25 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_size(n: int, nights: dict[str, Any]) -> None:
     full = nights["full"]
-    print(f"\nN = {n:,} files (churn: {nights['churn_counts']})")
-    print("| night | wall | files/s | bytes added | share of full | rows written | driver peak RSS | driver writes |")
-    print("|---|---:|---:|---:|---:|---|---:|---:|")
+    print(
+        f"\nN = {n:,} files, data {nights['data']} (churn: {nights['churn_counts']}; "
+        f"load average after: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)"
+    )
+    print(
+        "| night | wall | files/s | bytes added | share of full | rows written | driver peak RSS "
+        "| driver output | driver write_bytes |"
+    )
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
     for name in ("full", "quiet", "churn"):
         r = nights[name]
         rows = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rows_written"].items()))
         share = r["bytes_added"] / full["bytes_added"] if full["bytes_added"] else 0.0
         writes = r["driver_write_bytes"] / full["bytes_added"] if full["bytes_added"] else 0.0
+        output = r["driver_output_bytes"] / full["bytes_added"] if full["bytes_added"] else 0.0
         print(
             f"| {name} | {r['wall_s']:.1f} s | {r['files_per_s']:.0f} | {_mb(r['bytes_added'])} | {share:.1%} "
-            f"| {rows} | {_mb(r['driver_peak_rss_bytes'])} | {_mb(r['driver_write_bytes'])} ({writes:.1%}) |"
+            f"| {rows} | {_mb(r['driver_peak_rss_bytes'])} | {_kb(r['driver_output_bytes'])} ({output:.1%}) "
+            f"| {_kb(r['driver_write_bytes'])} ({writes:.1%}) |"
         )
 
 
@@ -323,23 +393,35 @@ def _print_summary(report: dict[str, Any]) -> None:
     sizes = report["sizes"]
     if len(sizes) >= 2:
         first, last = sizes[min(sizes, key=int)], sizes[max(sizes, key=int)]
-        ratio = last["quiet"]["driver_peak_rss_bytes"] / first["quiet"]["driver_peak_rss_bytes"]
-        print(f"\ndriver peak RSS, quiet night, N={max(sizes, key=int)} against N={min(sizes, key=int)}: {ratio:.2f}x")
+        kind = "sampled" if report["samples"] else "header-only (--no-samples)"
+        print(f"\ndriver peak RSS, {kind} nights, N={max(sizes, key=int)} against N={min(sizes, key=int)}:")
+        for night in ("full", "quiet", "churn"):
+            ratio = last[night]["driver_peak_rss_bytes"] / first[night]["driver_peak_rss_bytes"]
+            print(f"  {night:5} {ratio:.2f}x")
     if cpu and sizes:
-        per_file = cpu["audit_file_total"]
+        per_file = cpu["audit_file_total"] + cpu["writing"]
         n = min(sizes, key=int)
         full = sizes[n]["full"]
         requests = full["requests"] / max(1, full["read"])
+        read_bytes = full["bytes_read"] / max(1, full["read"])
+        out_bytes = full["bytes_added"] / max(1, full["read"])
         hours = per_file * 1_000_000 / (50 * 2) / 3600
+        # What this run's whole pipeline got per core (listing, scheduling, commit and machine load included).
+        measured = full["wall_s"] * report["workers"] / max(1, full["read"]) * 1_000_000 / (50 * 2) / 3600
         gets = requests * 1_000_000
         print(
-            "\n1,000,000 files on 50 two-core workers (model: CPU per file from the phase run, "
-            "cores fully used, I/O overlapped with CPU as the per-worker threads do):"
+            "\n1,000,000 files on 50 two-core workers (model: CPU per file from the phase run, audit and "
+            "rows, cores fully used, reads overlapped with CPU by each worker's threads):"
         )
-        print(f"  full night: {hours:.2f} h of wall time, {gets / 1e6:.1f} M range GETs ({requests:.1f} per file)")
+        print(
+            f"  full night: {hours:.2f} h of wall time ({measured:.2f} h at this run's files per core-second); "
+            f"{gets / 1e6:.1f} M range GETs ({requests:.1f} per file), {read_bytes / 1e6:.2f} MB read "
+            f"and {out_bytes / 1e3:.1f} kB of tables written per file ({out_bytes * 1e6 / 1e9:,.1f} GB a night)"
+        )
         print(
             f"  S3 GETs at $0.0004 per 1,000: ${gets * 0.0004 / 1000:,.2f} a full night; a quiet night "
-            f"reads nothing and lists 1,000 keys per LIST: {1_000_000 / 1000:,.0f} LISTs"
+            f"reads no object and lists 1,000 keys per LIST at $0.005 per 1,000: "
+            f"{1_000_000 / 1000:,.0f} LISTs, ${1_000_000 / 1000 * 0.005 / 1000:,.3f}"
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -24,6 +25,7 @@ from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_lo
 from gguf_audit.format.model import Header
 from gguf_audit.format.wire import Limits
 from gguf_audit.io.errors import classify_error
+from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, IOStats, ReadConfig, open_source
 from gguf_audit.io.upstream import UpstreamCache, UpstreamConfig, locate_upstream
@@ -123,6 +125,7 @@ def audit_file(
     template_cache: TemplateCache = DEFAULT_TEMPLATE_CACHE,
     upstream_cache: UpstreamCache | None = None,
     revision: str | None = None,
+    gate: CpuGate | None = None,
 ) -> FileAudit:
     """Read ``url``'s header, judge it, and return every finding. Never raises.
 
@@ -130,8 +133,38 @@ def audit_file(
 
     ``template_cache`` audits each distinct set of chat templates once (shared
     by every thread that audits files with it); ``upstream_cache`` reads each
-    upstream place once for the files that share it (a batch's).
+    upstream place once for the files that share it (a batch's). With ``gate``, the audit holds
+    one of the process's CPU slots while it parses, checks and decodes, and
+    gives it back around every read (see :class:`~gguf_audit.io.gate.CpuGate`).
     """
+    with gate.held() if gate is not None else nullcontext():
+        return _audit_file(
+            url,
+            size,
+            etag,
+            storage_options,
+            fs,
+            config,
+            template_cache,
+            gate,
+            upstream_cache=upstream_cache,
+            revision=revision,
+        )
+
+
+def _audit_file(
+    url: str,
+    size: int | None,
+    etag: str | None,
+    storage_options: Mapping[str, Any] | None,
+    fs: fsspec.AbstractFileSystem | None,
+    config: AuditConfig,
+    template_cache: TemplateCache,
+    gate: CpuGate | None,
+    *,
+    upstream_cache: UpstreamCache | None,
+    revision: str | None,
+) -> FileAudit:
     begun = time.perf_counter()
     stats = IOStats()
     header: Header | None = None
@@ -144,7 +177,7 @@ def audit_file(
     source = None
     try:
         source = open_source(
-            url, storage_options=storage_options, size=size, fs=fs, config=config.read, revision=revision
+            url, storage_options=storage_options, size=size, fs=fs, config=config.read, revision=revision, gate=gate
         )
         stats = source.stats
         read = read_header(source, config=config.read, limits=config.limits)

@@ -77,7 +77,8 @@ def read_samples(
     fetch = plan_fetch(plan, held_bytes=len(held), max_gap_bytes=max_gap_bytes)
     got = read_ranges_into(source, fetch, held=held)
     big_endian = header.byte_order == "big"
-    items = [(block, got.store.get(block.offset, block.end_offset)) for block in plan.blocks]
+    get = got.store.get
+    items = [(block, get(block.offset, block.offset + block.n_bytes)) for block in plan.blocks]
     decoded = decode_samples(items, big_endian=big_endian)
     raws = [(block, raw) for block, raw in items if raw is not None]
     findings = list(check_samples(header, decoded))
@@ -94,7 +95,7 @@ def read_samples(
         fingerprint=fingerprint,
         fetched=tuple(fetch),
         sampled_tensors=len({b.tensor_index for b in read}),
-        sampled_strata=strata_mask((b.range for b in read), plan.data_start, plan.data_end),
+        sampled_strata=strata_mask(((b.offset, b.offset + b.n_bytes) for b in read), plan.data_start, plan.data_end),
     )
 
 

@@ -25,7 +25,7 @@ from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.execute import BatchResult
 from gguf_audit.pipelines.output import Recovered
 from gguf_audit.pipelines.parts import PartFile
-from gguf_audit.pipelines.tally import Tally, facts_of
+from gguf_audit.pipelines.tally import Tally
 from gguf_audit.tables.models import ModelSummary, summarise_model
 from gguf_audit.tables.schema import SCHEMA_VERSION
 
@@ -129,7 +129,7 @@ class Collector:
             return fresh
         self.seen.update(fresh)
         self.add_parts(result.parts)
-        self.facts.append(result.facts)
+        self.facts.append(result.facts.combine_chunks())  # a no-op for a worker's (see execute)
         self.tally.merge(result.tally)
         for fact in result.shard_facts:
             self.shard_facts[fact.url] = fact
@@ -140,10 +140,15 @@ class Collector:
             self.parts.setdefault(part.table, []).append(part)
             self.rows[part.table] += part.rows
 
-    def add_reused(self, files: pa.Table, tally: Tally, shard_facts: Sequence[ShardFacts]) -> None:
-        """Count the reused files (their files rows are written by the driver, see :meth:`add_parts`)."""
-        self.seen.update(str(u) for u in files.column("url").to_pylist())
-        self.facts.append(facts_of(files))
+    def add_reused(
+        self, urls: Sequence[str], facts: Sequence[pa.Table], tally: Tally, shard_facts: Sequence[ShardFacts]
+    ) -> None:
+        """Count the reused files (their files rows are written by the driver, see :meth:`add_parts`).
+
+        ``facts`` are the facts rows of those of them whose model is judged again.
+        """
+        self.seen.update(urls)
+        self.facts.extend(f.combine_chunks() for f in facts if f.num_rows)
         self.tally.merge(tally)
         for fact in shard_facts:
             self.shard_facts[fact.url] = fact

@@ -21,7 +21,7 @@ the environment, as for fsspec.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
@@ -38,6 +38,8 @@ __all__ = ["RUN_ID_KEY", "DeltaTables", "delta_storage_options", "table_uri"]
 RUN_ID_KEY: Final = "gguf_audit.run_id"
 """Commit metadata naming the run a commit belongs to (``DESCRIBE HISTORY`` shows it)."""
 PARTITION_BY: Final = [PARTITION_COLUMN]
+BATCH_ROWS: Final = 4096
+"""Rows per record batch when the driver streams a table (:meth:`DeltaTables.batches`)."""
 
 
 def table_uri(out_url: str, table: str) -> str:
@@ -178,6 +180,23 @@ class DeltaTables:
         """Rows of ``table`` as the current schema has them (columns older files lack are null)."""
         data = self.dataset(table, run_ids).to_table(columns=list(columns) if columns else None, filter=filter)
         return conform(data, table, columns)
+
+    def batches(
+        self,
+        table: str,
+        run_ids: Sequence[str] | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: ds.Expression | None = None,
+        batch_rows: int = BATCH_ROWS,
+    ) -> Iterator[pa.Table]:
+        """:meth:`read`'s rows a record batch at a time (at most ``batch_rows`` each), so a reader holds one batch."""
+        dataset = self.dataset(table, run_ids)
+        for batch in dataset.to_batches(
+            columns=list(columns) if columns else None, filter=filter, batch_size=batch_rows
+        ):
+            if batch.num_rows:
+                yield conform(pa.Table.from_batches([batch]), table, columns)
 
 
 def conform(data: pa.Table, table: str, columns: Sequence[str] | None = None) -> pa.Table:

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -33,6 +34,7 @@ from gguf_audit.checks.shards import ShardFacts, shard_facts
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import finding
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.source import IOStats
 from gguf_audit.io.upstream import UpstreamCache
 from gguf_audit.pipelines.batches import Batch
@@ -69,6 +71,8 @@ class TaskOptions:
     out: str = ""
     """The output URL the task writes its data files under."""
     out_storage_options: Mapping[str, Any] | None = None
+    cpu_slots: int = 0
+    """Files doing CPU work at once in a worker process (its dask threads); 0 lets every thread run at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,16 +100,30 @@ class BatchResult:
 
 
 class AuditPools:
-    """The thread pools a process audits files on: one per ``threads`` setting, made once, shared by every batch.
+    """The thread pools a process audits files on, and its CPU gates: made once, shared by every batch.
 
+    One pool per ``threads`` setting and one :class:`~gguf_audit.io.gate.CpuGate`
+    per slot count, so every batch a worker runs shares the worker's slots.
     Thread-safe: batches running on several dask threads of one worker ask for
-    a pool at the same time; the lock makes each pool exactly once.
+    a pool at the same time; the lock makes each pool and gate exactly once.
     """
 
     def __init__(self, thread_name_prefix: str = "gguf-audit-io") -> None:
         self._lock = threading.Lock()
         self._pools: dict[int, ThreadPoolExecutor] = {}
+        self._gates: dict[int, CpuGate] = {}
         self._prefix = thread_name_prefix
+
+    def gate(self, slots: int) -> CpuGate | None:
+        """The gate of ``slots`` CPU slots, made on first use; None for 0 (no gate)."""
+        if slots <= 0:
+            return None
+        with self._lock:
+            gate = self._gates.get(slots)
+            if gate is None:
+                gate = CpuGate(slots)
+                self._gates[slots] = gate
+            return gate
 
     def pool(self, threads: int) -> ThreadPoolExecutor:
         """The pool of ``threads`` threads, made on first use."""
@@ -133,7 +151,9 @@ def _failed_audit(listed: ListedFile, code: str, message: str, io_stats: IOStats
     )
 
 
-def _audit_one(listed: ListedFile, options: TaskOptions, upstream: UpstreamCache | None = None) -> FileAudit:
+def _audit_one(
+    listed: ListedFile, options: TaskOptions, upstream: UpstreamCache | None = None, gate: CpuGate | None = None
+) -> FileAudit:
     if listed.error_code is not None:  # the listing already failed for it (an hf:// repository)
         return _failed_audit(listed, listed.error_code, listed.error_message or "the listing failed")
     try:
@@ -145,13 +165,22 @@ def _audit_one(listed: ListedFile, options: TaskOptions, upstream: UpstreamCache
             config=options.audit,
             upstream_cache=upstream,
             revision=listed.revision,
+            gate=gate,
         )
     except Exception as exc:  # noqa: BLE001 - audit_file never raises; this guards the guard
         return _failed_audit(listed, "internal.unexpected", describe_exception(exc))
 
 
-def _tables_of(item: AuditedFile, run_id: str) -> AuditTables:
-    """One file's tables; a file whose rows cannot be built keeps a files row saying why."""
+def _tables_of(item: AuditedFile, run_id: str, gate: CpuGate | None = None) -> AuditTables:
+    """One file's tables; a file whose rows cannot be built keeps a files row saying why.
+
+    Built holding a slot of ``gate`` (CPU work, like the audit's).
+    """
+    with gate.held() if gate is not None else nullcontext():
+        return _build_tables(item, run_id)
+
+
+def _build_tables(item: AuditedFile, run_id: str) -> AuditTables:
     try:
         return audits_to_tables([item], run_id=run_id)
     except Exception as exc:  # noqa: BLE001 - one file's bad rows must not lose the batch
@@ -188,7 +217,10 @@ class _Rows:
 
     def result(self, batch_id: str, failures: Sequence[str] = ()) -> BatchResult:
         parts = self.parts.close()
+        # One chunk per column, not one per file: the driver keeps these for the whole night, and a
+        # chunk per file costs it Arrow objects per column and file (pickled: 1.1 kB a file more).
         facts = pa.concat_tables(self.facts) if self.facts else facts_of(audits_to_tables([], run_id="").files)
+        facts = facts.combine_chunks()
         return BatchResult(
             batch_id, parts, facts, self.tally, tuple(self.shard_facts), self.parts.rows(), tuple(failures)
         )
@@ -218,6 +250,7 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
     """Audit the batch's files on the shared pool, writing each file's rows as soon as its audit is done."""
     pool = WORKER_POOLS.pool(options.threads)
     upstream = UpstreamCache()  # a batch reads each directory's upstream once
+    gate = WORKER_POOLS.gate(options.cpu_slots)
     pending: dict[Future[FileAudit], int] = {}
     started: dict[Future[FileAudit], float] = {}
     files = list(enumerate(batch.files))
@@ -226,7 +259,7 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
     while next_file < len(files) or pending:
         while next_file < len(files) and len(pending) < options.threads:
             i, listed = files[next_file]
-            future_of = pool.submit(_audit_one, listed, options, upstream)
+            future_of = pool.submit(_audit_one, listed, options, upstream, gate)
             pending[future_of], started[future_of] = i, time.monotonic()
             next_file += 1
         done, expired = wait_for_files(started)
@@ -238,7 +271,7 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
                 future.result() if future in done else _failed_audit(batch.files[i], FILE_DEADLINE, deadline_message())
             )
             item = AuditedFile(audit, batch.files[i], batch.model_ids[i])
-            rows.add(_tables_of(item, options.run_id), audit)
+            rows.add(_tables_of(item, options.run_id, gate), audit)
 
 
 def audit_batch(batch: Batch, options: TaskOptions) -> BatchResult:

@@ -45,7 +45,15 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from fsspec.core import url_to_fs
 
-from gguf_audit.checks.lineage import Family, FamilyVerdict, Pair, families, judge_family, model_lineage
+from gguf_audit.checks.lineage import (
+    Family,
+    FamilyVerdict,
+    Pair,
+    carried_lineage,
+    families,
+    judge_family,
+    model_lineage,
+)
 from gguf_audit.compare import CompareBudget
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
@@ -162,9 +170,16 @@ def judge_lineage(
     """Families, findings and pairs of this night; the carried models whose family changed are judged again
     (and their problems, counted when carried, uncounted)."""
     members = _rows_by_model(collector)
-    models = [model_lineage(mid, members.get(mid, [])) for mid in groups]
+    columns = ["model_id", "architecture", "file_type_name", *ModelLineageCells().columns()]
+    stored = {str(r["model_id"]): r for r in carried.select(columns).to_pylist()}
+    # A carried model's files kept no facts rows on the driver: its stored row says its family.
+    models = [
+        model_lineage(mid, members[mid])
+        if mid in members or mid not in stored
+        else carried_lineage(mid, urls, stored[mid])
+        for mid, urls in groups.items()
+    ]
     grouped = families(models)
-    stored = {str(r["model_id"]): r for r in carried.select(["model_id", *ModelLineageCells().columns()]).to_pylist()}
     seen, covered = (
         (listing.safetensors_dirs, listing.listed_dirs) if listing is not None else (frozenset(), frozenset())
     )

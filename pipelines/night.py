@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gguf_audit.errors import GGUFAuditError, describe_exception
@@ -32,6 +33,7 @@ from gguf_audit.pipelines.reuse import (
     reused_problem_tally,
     reused_shard_facts,
 )
+from gguf_audit.pipelines.tally import Tally, facts_of
 from gguf_audit.tables.models import model_problems_to_table, models_to_table
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 
@@ -77,22 +79,42 @@ class Night:
         self.summaries_judged = 0
 
     def keep_reused(self) -> None:
-        """Write this night's ``files`` rows of the reused files and take the base run's models that stand."""
+        """Write this night's ``files`` rows of the reused files and take the base run's models that stand.
+
+        The reused rows are streamed from the base night a batch at a time and
+        written as they come; the driver keeps per reused file its URL and the
+        run that read it, and facts rows only for the files of models judged
+        again (a carried model needs none).
+        """
         if self.base_run_id is None or not self.plan.reuse:
             return
-        files = reused_files(self.out, self.base_run_id, self.plan.reuse, self.model_ids)
-        self.parts.write("files", files)
         read = {f.url for f in self.plan.read}
         carried, model_tally = carried_models(self.out, self.base_run_id, self.groups, read)
         self.carried = carried
-        carried_ids = set(carried.column("model_id").to_pylist())
-        # Shards of sets judged again need their stored facts; those of carried sets do not.
-        pairs = zip(files.column("url").to_pylist(), files.column("model_id").to_pylist(), strict=True)
-        shard_rows = [i for i, (u, m) in enumerate(pairs) if m not in carried_ids and parse_shard_name(u) is not None]
-        facts = reused_shard_facts(self.out, files.take(pa.array(shard_rows, pa.int64())))
-        tally = reused_problem_tally(self.out, files)
+        carried_ids = pa.array(sorted(set(carried.column("model_id").to_pylist())), pa.string())
+        tally = Tally()
+        pairs: dict[str, list[str]] = {}
+        urls: list[str] = []
+        facts: list[pa.Table] = []
+        shards: list[pa.Table] = []
+        for files in reused_files(self.out, self.base_run_id, self.plan.reuse, self.model_ids):
+            self.parts.write("files", files)
+            tally.merge(Tally.of_files(files))
+            batch_urls = [str(u) for u in files.column("url").to_pylist()]
+            urls.extend(batch_urls)
+            for url, source in zip(batch_urls, files.column("source_run_id").to_pylist(), strict=True):
+                pairs.setdefault(str(source), []).append(url)
+            judged = files.filter(pc.invert(pc.is_in(files.column("model_id"), value_set=carried_ids)))
+            facts.append(facts_of(judged))
+            # Shards of sets judged again need their stored facts; those of carried sets do not.
+            is_shard = [parse_shard_name(str(u)) is not None for u in judged.column("url").to_pylist()]
+            if any(is_shard):
+                shards.append(judged.filter(pa.array(is_shard, pa.bool_())))
+        shard_files = pa.concat_tables(shards) if shards else None
+        shard_facts = reused_shard_facts(self.out, shard_files) if shard_files is not None else []
+        tally.merge(reused_problem_tally(self.out, pairs))
         tally.merge(model_tally)
-        self.collector.add_reused(files, tally, facts)
+        self.collector.add_reused(urls, facts, tally, shard_facts)
 
     def lineage(self, config: ScanConfig) -> Lineage:
         """This night's families, lineage findings and compare pairs, once every file has its rows.

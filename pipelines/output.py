@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -205,6 +205,22 @@ class Output:
             member = ds.field("url").isin(pa.array(list(urls), pa.string()))
             expr = member if expr is None else expr & member
         return self.delta.read(table, run_ids, columns=columns, filter=expr)
+
+    def batches(
+        self,
+        table: str,
+        run_ids: Sequence[str],
+        *,
+        urls: Sequence[str] | None = None,
+        columns: Sequence[str] | None = None,
+        where: ds.Expression | None = None,
+    ) -> Iterator[pa.Table]:
+        """:meth:`read`'s rows a record batch at a time (the driver streams what grows with the collection)."""
+        expr = where
+        if urls is not None:
+            member = ds.field("url").isin(pa.array(list(urls), pa.string()))
+            expr = member if expr is None else expr & member
+        yield from self.delta.batches(table, run_ids, columns=columns, filter=expr)
 
     def read_pairs(
         self, table: str, pairs: Mapping[str, Sequence[str]], *, columns: Sequence[str] | None = None

@@ -33,12 +33,24 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.tables.schema import PARTITION_COLUMN, stored_schema
 
-__all__ = ["ROW_GROUP_ROWS", "PartFile", "PartWriter", "RunParts", "is_local_fs", "part_name"]
+__all__ = ["ROW_GROUP_ROWS", "STATISTICS_COLUMNS", "PartFile", "PartWriter", "RunParts", "is_local_fs", "part_name"]
 
 ROW_GROUP_ROWS: Final = 64 * 1024
 """Rows buffered per table before they are written as one row group."""
 ROW_GROUP_BYTES: Final = 16 << 20
 """...or this many bytes of Arrow buffers, whichever comes first (wide rows flush sooner)."""
+
+
+STATISTICS_COLUMNS: Final = frozenset(
+    {"url", "model_id", "source_run_id", "status", "code", "severity", "scope", "key", "tensor", "architecture"}
+)
+"""The columns whose min and max a data file records (what readers filter and join on).
+
+Every other column's statistics, and the Arrow schema copy pyarrow would add to
+each footer, are left out: the table schema is the Delta log's, and a night
+that writes a few rows per table would otherwise pay kilobytes of footer per
+data file (long strings such as messages and the run config recorded twice).
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +118,16 @@ class PartWriter:
             if is_local_fs(self.fs):
                 self.fs.makedirs(self.path.rsplit("/", 1)[0], exist_ok=True)
             self._file = self.fs.open(self.path, "wb")
-            self._writer = pq.ParquetWriter(self._file, self.schema, compression="zstd")
+            self._writer = pq.ParquetWriter(
+                self._file,
+                self.schema,
+                compression="zstd",
+                store_schema=False,
+                write_statistics=[n for n in self.schema.names if n in STATISTICS_COLUMNS],
+            )
+            # The schema's own key-values (table, schema version) still go in, without the Arrow schema copy.
+            if self.schema.metadata:
+                self._writer.add_key_value_metadata({k.decode(): v.decode() for k, v in self.schema.metadata.items()})
         self._writer.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
         self._pending = []
         self._pending_rows = 0

@@ -16,6 +16,10 @@ only the other models are judged again, a sharded one from the shard facts
 of its read shards and, for its unchanged shards, from the few stored rows
 the checks need (:func:`reused_shard_facts`).
 
+The base night's rows are streamed a record batch at a time (the listing and
+a URL set are all the driver holds per file), so the driver's memory does not
+grow with the rows of the collection.
+
 Which runs can be built on (:func:`base_run`): the last committed run of the
 same schema version (a version that only added columns reads the old rows
 with the new columns null), the same check settings and the same
@@ -26,7 +30,7 @@ the same bytes otherwise). The tool's own version is recorded, not compared.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -69,28 +73,29 @@ class ReusePlan:
 
 
 def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReusePlan:
-    """Which listed files keep their rows from ``base_run_id``, and which are read."""
+    """Which listed files keep their rows from ``base_run_id``, and which are read.
+
+    The base night's ``files`` rows are streamed a batch at a time: the driver
+    keeps only the set of URLs found unchanged, never the rows.
+    """
     if base_run_id is None:
         return ReusePlan({}, list(listing.files))
+    listed = {f.url: f for f in listing.files}
     columns = ["url", "size", "etag", "version_id", "mtime", "sha256", "codes"]
-    previous = out.read("files", [base_run_id], columns=columns)
-    before: dict[str, tuple[ListedFile, list[str]]] = {}
-    for row in previous.to_pylist():
-        listed = ListedFile(row["url"], row["size"], row["etag"], row["version_id"], row["mtime"], row["sha256"])
-        before[row["url"]] = (listed, list(row["codes"] or ()))
-    reuse: dict[str, ListedFile] = {}
-    read: list[ListedFile] = []
-    for listed in listing.files:
-        prior = before.get(listed.url)
-        if (
-            prior is not None
-            and listed.unchanged_since(prior[0])
-            and not any(c.startswith(_RETRY_PREFIXES) for c in prior[1])
+    unchanged: set[str] = set()
+    for rows in out.batches("files", [base_run_id], columns=columns):
+        for url, size, etag, version_id, mtime, sha256, codes in zip(
+            *(rows.column(c).to_pylist() for c in columns), strict=True
         ):
-            reuse[listed.url] = listed
-        else:
-            read.append(listed)
-    return ReusePlan(reuse, read)
+            now = listed.get(url)
+            if (
+                now is not None
+                and not any(c.startswith(_RETRY_PREFIXES) for c in codes or ())
+                and now.unchanged_since(ListedFile(url, size, etag, version_id, mtime, sha256))
+            ):
+                unchanged.add(url)
+    reuse = {f.url: f for f in listing.files if f.url in unchanged}
+    return ReusePlan(reuse, [f for f in listing.files if f.url not in unchanged])
 
 
 def base_run(out: Output, config: ScanConfig) -> tuple[str | None, str | None]:
@@ -152,13 +157,15 @@ def reuse_rows(table: pa.Table, listing: Mapping[str, ListedFile]) -> pa.Table:
 
 def reused_files(
     out: Output, base_run_id: str, reuse: Mapping[str, ListedFile], model_ids: Mapping[str, str]
-) -> pa.Table:
-    """This run's ``files`` rows for the ``reuse`` files: the base run's, with the new listing and model ids."""
-    rows = reuse_rows(out.read("files", [base_run_id], urls=list(reuse)), reuse)
-    if rows.num_rows == 0:
-        return rows
-    ids = pa.array([model_ids[u] for u in rows.column("url").to_pylist()], pa.string())
-    return _set_column(rows, "model_id", ids)
+) -> Iterator[pa.Table]:
+    """This run's ``files`` rows for the ``reuse`` files, a batch at a time: the base run's, with the new
+    listing and model ids (the driver writes each batch and keeps what it needs of it, never all rows)."""
+    for batch in out.batches("files", [base_run_id]):
+        rows = reuse_rows(batch, reuse)
+        if rows.num_rows == 0:
+            continue
+        ids = pa.array([model_ids[u] for u in rows.column("url").to_pylist()], pa.string())
+        yield _set_column(rows, "model_id", ids)
 
 
 def source_pairs(files: pa.Table) -> dict[str, list[str]]:
@@ -169,12 +176,18 @@ def source_pairs(files: pa.Table) -> dict[str, list[str]]:
     return pairs
 
 
-def reused_problem_tally(out: Output, files: pa.Table) -> Tally:
-    """The tally of reused ``files`` rows with their problems, read where the reading run wrote them."""
-    tally = Tally.of_files(files)
-    if files.num_rows:
-        problems = out.read_pairs("problems", source_pairs(files), columns=["code", "severity", "scope"])
-        tally.add_problems(problems.filter(pc.equal(problems.column("scope"), "file")))
+def reused_problem_tally(out: Output, pairs: Mapping[str, Sequence[str]]) -> Tally:
+    """The tally of the ``problems`` (scope ``file``) of reused files, read where the reading run wrote them.
+
+    ``pairs`` names the files by the run that read them (:func:`source_pairs`);
+    the rows are streamed and counted a batch at a time.
+    """
+    tally = Tally()
+    for source, urls in pairs.items():
+        if not urls:
+            continue
+        for problems in out.batches("problems", [source], urls=urls, columns=["code", "severity", "scope"]):
+            tally.add_problems(problems.filter(pc.equal(problems.column("scope"), "file")))
     return tally
 
 

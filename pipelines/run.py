@@ -262,6 +262,7 @@ def run_scan(
                     config.threads,
                     out=out.url,
                     out_storage_options=out.fsspec_options,
+                    cpu_slots=threads_per_worker,
                 )
                 read_bytes = 0
 

@@ -43,6 +43,7 @@ __all__ = [
     "FamilyVerdict",
     "ModelLineage",
     "Pair",
+    "carried_lineage",
     "combine_digests",
     "families",
     "family_key",
@@ -110,12 +111,33 @@ class ModelLineage:
     file_type_name: str | None
     directory: str
     """Where its files live (the parent of the first URL), for safetensors beside it."""
+    stored_key: str | None = None
+    """The family key an earlier night computed, for a model carried without its files' facts."""
 
     @property
     def key(self) -> str | None:
+        if self.stored_key is not None:
+            return self.stored_key
         if self.tensors is None or self.full_precision is None:
             return None
         return family_key(self.architecture, self.refinement, self.tensors)
+
+
+def carried_lineage(model_id: str, urls: Sequence[str], row: Mapping[str, Any]) -> ModelLineage:
+    """A model whose files did not change, from its stored ``models`` row (``family_key``,
+    ``full_precision``, ``architecture``, ``file_type_name``): the driver keeps no facts rows for it."""
+    first = str(urls[0]) if urls else model_id
+    return ModelLineage(
+        model_id=model_id,
+        urls=tuple(str(u) for u in urls),
+        architecture=row.get("architecture"),
+        refinement=None,
+        tensors=None,
+        full_precision=row.get("full_precision"),
+        file_type_name=row.get("file_type_name"),
+        directory=first.rsplit("/", 1)[0] if "/" in first else "",
+        stored_key=row.get("family_key") if row.get("full_precision") is not None else None,
+    )
 
 
 def _refinement(row: Mapping[str, Any]) -> str | None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+import numpy as np
+
 from gguf_audit.decode.kernels import F32Array, NoDecoder, decode_blocks, has_decoder
 from gguf_audit.decode.scales import ScaleProblems, block_scale_problems
 from gguf_audit.decode.stats import BlockStats, SampleRow, row_stats
@@ -23,6 +25,10 @@ from gguf_audit.format.ggml_types import ggml_type_name
 from gguf_audit.plan import PlannedBlock
 
 __all__ = ["DecodedBlock", "SampleStatus", "decode_sample", "decode_samples", "sample_fingerprint", "sample_rows"]
+
+
+_STATS_ROWS: Final = 256
+"""Blocks per :func:`row_stats` call."""
 
 
 class SampleStatus(StrEnum):
@@ -60,61 +66,78 @@ def decode_samples(
     """
     out: list[DecodedBlock | None] = [None] * len(items)
     batches: dict[tuple[int, int], list[int]] = defaultdict(list)
+    decodable: dict[int, bool] = {}
     for i, (block, raw) in enumerate(items):
+        type_id = block.type_id
+        can = decodable.get(type_id)
+        if can is None:
+            can = decodable[type_id] = has_decoder(type_id, big_endian=big_endian)
         if raw is None or len(raw) != block.n_bytes:
             got = "nothing" if raw is None else f"{len(raw)} bytes"
             out[i] = DecodedBlock(block, SampleStatus.UNREAD, note=f"read {got} of {block.n_bytes}")
-        elif not has_decoder(block.type_id, big_endian=big_endian):
+        elif not can:
             order = "big-endian " if big_endian else ""
-            note = f"no decoder for {order}{ggml_type_name(block.type_id)} blocks"
+            note = f"no decoder for {order}{ggml_type_name(type_id)} blocks"
             out[i] = DecodedBlock(block, SampleStatus.NO_DECODER, note=note)
         else:
             batches[(block.tensor_index, block.n_bytes)].append(i)
+    # Values of every batch, grouped by values per block: one row_stats call per width, not per tensor.
+    by_width: dict[int, list[tuple[list[int], F32Array, list[ScaleProblems]]]] = defaultdict(list)
     for indices in batches.values():
-        blocks = [items[i][0] for i in indices]
+        type_id = items[indices[0]][0].type_id
         raw = b"".join(items[i][1] or b"" for i in indices)
-        type_id = blocks[0].type_id
         try:
-            values = decode_blocks(raw, type_id, big_endian=big_endian).reshape(len(blocks), -1)
+            values = decode_blocks(raw, type_id, big_endian=big_endian).reshape(len(indices), -1)
             scales = block_scale_problems(raw, type_id, big_endian=big_endian)
             if scales.ok or (scales.type_rejected and scales.first_bad_block is None):
                 clean = ScaleProblems(1, 0, 0, None, scales.type_rejected)
-                per_block = [clean] * len(blocks)
+                per_block = [clean] * len(indices)
             else:
                 per_block = [block_scale_problems(items[i][1] or b"", type_id, big_endian=big_endian) for i in indices]
         except NoDecoder as exc:
             for i in indices:
                 out[i] = DecodedBlock(items[i][0], SampleStatus.NO_DECODER, note=exc.message)
             continue
-        for i, block, v, stats, sc in zip(indices, blocks, values, row_stats(values), per_block, strict=True):
-            out[i] = DecodedBlock(block, SampleStatus.OK, values=v, stats=stats, scales=sc)
+        by_width[values.shape[1]].append((indices, values, per_block))
+    for group in by_width.values():
+        every = np.concatenate([values for _, values, _ in group])
+        # In slices that stay in cache: one call over thousands of rows is slower than a few.
+        stats = iter([s for k in range(0, len(every), _STATS_ROWS) for s in row_stats(every[k : k + _STATS_ROWS])])
+        for indices, values, per_block in group:
+            for i, v, sc in zip(indices, values, per_block, strict=True):
+                out[i] = DecodedBlock(items[i][0], SampleStatus.OK, v, next(stats), sc)  # positional: a block each
     return [d for d in out if d is not None]
 
 
 def sample_rows(decoded: Iterable[DecodedBlock]) -> list[SampleRow]:
     """A row per decoded block (blocks without values get none)."""
     rows = []
+    names: dict[int, str] = {}
     for d in decoded:
         s = d.stats
         if s is None:
             continue
         b = d.block
+        name = names.get(b.type_id)
+        if name is None:
+            name = names[b.type_id] = ggml_type_name(b.type_id)
+        # Positional, in SampleRow's field order (a row per block: keyword matching costs more than the row).
         rows.append(
             SampleRow(
-                tensor=b.tensor,
-                block_index=b.block_index,
-                offset=b.offset,
-                n_bytes=b.n_bytes,
-                type=ggml_type_name(b.type_id),
-                count=s.count,
-                min=s.min,
-                max=s.max,
-                mean=s.mean,
-                std=s.std,
-                max_abs=s.max_abs,
-                n_nan=s.n_nan,
-                n_inf=s.n_inf,
-                zero_fraction=s.zero_fraction,
+                b.tensor,
+                b.block_index,
+                b.offset,
+                b.n_bytes,
+                name,
+                s.count,
+                s.min,
+                s.max,
+                s.mean,
+                s.std,
+                s.max_abs,
+                s.n_nan,
+                s.n_inf,
+                s.zero_fraction,
             )
         )
     return rows

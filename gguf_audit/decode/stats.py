@@ -71,18 +71,28 @@ def row_stats(values: npt.NDArray[np.floating[Any]]) -> list[BlockStats]:
     if v.ndim != 2:
         raise ValueError(f"row_stats takes a 2-D array. Got shape {v.shape}.")
     with np.errstate(all="ignore"):
-        nan = np.isnan(v)
-        inf = np.isinf(v)
-        finite = ~(nan | inf)
-        n_finite = finite.sum(axis=1)
-        x = np.where(finite, v, 0.0).astype(np.float64)
-        mean = x.sum(axis=1) / np.maximum(n_finite, 1)
-        var = np.where(finite, (x - mean[:, None]) ** 2, 0.0).sum(axis=1) / np.maximum(n_finite, 1)
-        lo = np.where(finite, x, np.inf).min(axis=1)
-        hi = np.where(finite, x, -np.inf).max(axis=1)
-    # Python numbers once per column (tolist), not one numpy scalar per cell.
-    n_nan = nan.sum(axis=1).tolist()
-    n_inf = inf.sum(axis=1).tolist()
+        finite = np.isfinite(v)
+        if finite.all():
+            # Nearly always: no masking needed, and the same sums in the same order as the masked path.
+            n_finite = np.full(v.shape[0], v.shape[1], dtype=np.int64)
+            x = v.astype(np.float64)
+            mean = x.sum(axis=1) / max(v.shape[1], 1)
+            var = ((x - mean[:, None]) ** 2).sum(axis=1) / max(v.shape[1], 1)
+            lo = x.min(axis=1)
+            hi = x.max(axis=1)
+            n_nan = n_inf = [0] * v.shape[0]
+        else:
+            nan = np.isnan(v)
+            inf = ~finite & ~nan
+            n_finite = finite.sum(axis=1)
+            x = np.where(finite, v, 0.0).astype(np.float64)
+            mean = x.sum(axis=1) / np.maximum(n_finite, 1)
+            var = np.where(finite, (x - mean[:, None]) ** 2, 0.0).sum(axis=1) / np.maximum(n_finite, 1)
+            lo = np.where(finite, x, np.inf).min(axis=1)
+            hi = np.where(finite, x, -np.inf).max(axis=1)
+            # Python numbers once per column (tolist), not one numpy scalar per cell.
+            n_nan = nan.sum(axis=1).tolist()
+            n_inf = inf.sum(axis=1).tolist()
     n_zero = (v == 0).sum(axis=1).tolist()
     count = int(v.shape[1])
     std = np.sqrt(var).tolist()

@@ -35,6 +35,11 @@ class ByteStore:
 
     def get(self, start: int, end: int) -> bytes | None:
         """Bytes ``[start, end)`` when the segments cover them all."""
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i >= 0 and end <= self._starts[i] + len(self._data[i]):
+            # One segment holds it all (nearly always: a block inside one fetched range).
+            seg_start = self._starts[i]
+            return self._data[i][start - seg_start : end - seg_start] if end > start else b""
         pieces = []
         pos = start
         while pos < end:

@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -22,6 +23,7 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.errors import SourceError
 from gguf_audit.io.errors import RangeAnswerError, classify_error, describe_io_error
+from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.hub import hub_endpoint, hub_headers, parse_hf_url, resolve_url
 from gguf_audit.io.limits import (
     DEFAULT_HOST_LIMITS,
@@ -176,6 +178,8 @@ class FsspecSource:
     pauses: HostPauses = DEFAULT_HOST_PAUSES
     range_ignored: bool = False
     """Set once the server answered a Range request with the whole body."""
+    gate: CpuGate | None = None
+    """The process's CPU gate: every request gives the caller's slot back while it waits."""
 
     sizes_from_response: ClassVar[bool] = False
     """Whether a read's response tells the file size (so no look-up is needed first)."""
@@ -190,10 +194,15 @@ class FsspecSource:
         if parsed is not None and parsed.total is not None and self.known_size is None:
             self.known_size = parsed.total
 
+    def _waiting(self) -> AbstractContextManager[None]:
+        """The block a request waits in: the CPU gate's slot given back, if there is a gate."""
+        return self.gate.released() if self.gate is not None else nullcontext()
+
     def ensure_size(self) -> int | None:
         """The file size, from one ``info`` call when nobody told it yet."""
         if self.known_size is None:
-            info = self._call(lambda: self.fs.info(self.path), count_bytes=False)
+            with self._waiting():
+                info = self._call(lambda: self.fs.info(self.path), count_bytes=False)
             size = info.get("size") if isinstance(info, dict) else None
             self.known_size = int(size) if size is not None else None
         return self.known_size
@@ -210,9 +219,10 @@ class FsspecSource:
     def read(self, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        if self._async:
-            return sync(self.fs.loop, self._attempts, start, end, None, True)  # type: ignore[no-any-return]
-        return self._call(lambda: self._fetch(start, end))  # type: ignore[no-any-return]
+        with self._waiting():
+            if self._async:
+                return sync(self.fs.loop, self._attempts, start, end, None, True)  # type: ignore[no-any-return]
+            return self._call(lambda: self._fetch(start, end))  # type: ignore[no-any-return]
 
     def _fetch(self, start: int, end: int) -> bytes:
         """One ranged read of a sync filesystem; fewer bytes only at the end of the file."""
@@ -289,10 +299,11 @@ class FsspecSource:
             return []
         begun = time.perf_counter()
         try:
-            if self._async:
-                out: list[bytes | SourceError] = sync(self.fs.loop, self._read_ranges, ranges)
-            else:
-                out = [self._read_or_error(s, e) for s, e in ranges]
+            with self._waiting():
+                if self._async:
+                    out: list[bytes | SourceError] = sync(self.fs.loop, self._read_ranges, ranges)
+                else:
+                    out = [self._read_or_error(s, e) for s, e in ranges]
         finally:
             self.stats.seconds += time.perf_counter() - begun
         return out
@@ -480,6 +491,7 @@ def open_source(
     fs: fsspec.AbstractFileSystem | None = None,
     config: ReadConfig = DEFAULT_READ_CONFIG,
     revision: str | None = None,
+    gate: CpuGate | None = None,
 ) -> FsspecSource:
     """A byte source for ``url``: any fsspec URL or a local path.
 
@@ -488,9 +500,11 @@ def open_source(
     An ``hf://`` URL is read through the Hub's resolve URL
     (:mod:`gguf_audit.io.hub`) at ``revision`` (the commit sha its listing
     saw), else at the URL's own revision, else ``main``.
+    ``gate`` is the CPU gate the caller's thread holds a slot of, given back
+    around every request.
     """
     if url.startswith("hf://") and fs is None:
-        return _hub_source(url, storage_options or {}, size, config, revision)
+        return _hub_source(url, storage_options or {}, size, config, revision, gate)
     if fs is None:
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         options = _with_timeouts(protocol, storage_options or {}, config)
@@ -499,14 +513,19 @@ def open_source(
         path = fs._strip_protocol(url)
     protocol = _protocol_of(fs)
     if protocol in ("http", "https"):
-        return HTTPSource(url=url, fs=fs, path=url, known_size=size, config=config)
+        return HTTPSource(url=url, fs=fs, path=url, known_size=size, config=config, gate=gate)
     if protocol in ("s3", "s3a") and hasattr(fs, "_call_s3"):
-        return S3Source(url=url, fs=fs, path=path, known_size=size, config=config)
-    return FsspecSource(url=url, fs=fs, path=path, known_size=size, config=config)
+        return S3Source(url=url, fs=fs, path=path, known_size=size, config=config, gate=gate)
+    return FsspecSource(url=url, fs=fs, path=path, known_size=size, config=config, gate=gate)
 
 
 def _hub_source(
-    url: str, options: Mapping[str, Any], size: int | None, config: ReadConfig, revision: str | None
+    url: str,
+    options: Mapping[str, Any],
+    size: int | None,
+    config: ReadConfig,
+    revision: str | None,
+    gate: CpuGate | None = None,
 ) -> HTTPSource:
     """An HTTP source over the resolve URL of ``url``, with the bearer token huggingface_hub resolves."""
     try:
@@ -521,4 +540,4 @@ def _hub_source(
     if options.get("client_kwargs"):
         http_options["client_kwargs"] = dict(options["client_kwargs"])
     fs, _ = url_to_fs(target, **_with_timeouts("http", http_options, config))
-    return HTTPSource(url=target, fs=fs, path=target, known_size=size, config=config)
+    return HTTPSource(url=target, fs=fs, path=target, known_size=size, config=config, gate=gate)

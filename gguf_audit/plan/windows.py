@@ -292,24 +292,33 @@ class _Placer:
         return self.add(*window)
 
     def blocks(self) -> list[PlannedBlock]:
-        wanted: dict[int, set[int]] = {}
+        wanted: dict[int, list[tuple[int, int]]] = {}
         for _, _, runs in self.windows:
             for j, lo, hi in runs:
-                wanted.setdefault(j, set()).update(range(lo, hi))
+                wanted.setdefault(j, []).append((lo, hi))
         out = []
-        for j, indices in wanted.items():
+        for j, spans in wanted.items():
             seg = self.segs[j]
             t, g = seg.tensor, seg.geo
             last = g.n_blocks - 1
-            for i in sorted(indices):
-                if i == last:
-                    out.append(block_at(i, seg.index, t, g))  # the one that may be short
-                    continue
-                n_bytes = g.block_elems * g.element_bytes if g.element_bytes else g.block_bytes
-                offset = seg.start + i * g.block_bytes
-                out.append(
-                    PlannedBlock(seg.index, t.name, t.type_id, i, i * g.block_elems, g.block_elems, offset, n_bytes)
-                )
+            n_bytes = g.block_elems * g.element_bytes if g.element_bytes else g.block_bytes
+            name, type_id, index, elems, stride, start = (
+                t.name,
+                t.type_id,
+                seg.index,
+                g.block_elems,
+                g.block_bytes,
+                seg.start,
+            )
+            # Each block index once, in order: runs merged rather than put in a set block by block.
+            upto = 0
+            for lo, hi in sorted(spans):
+                for i in range(max(lo, upto), hi):
+                    if i == last:
+                        out.append(block_at(i, index, t, g))  # the one that may be short
+                        continue
+                    out.append(PlannedBlock(index, name, type_id, i, i * elems, elems, start + i * stride, n_bytes))
+                upto = max(upto, hi)
         return out
 
     def spans(self) -> list[tuple[int, int]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -24,6 +24,7 @@ from typing import Final
 import numpy as np
 
 from gguf_audit.format.ggml_types import ggml_type_info
+from gguf_audit.format.model import Header
 from gguf_audit.testing.builder import KV, Tensor, build_gguf_layout, kv_str
 
 __all__ = ["LLAMA_7B_LIKE", "LLAMA_70B_LIKE", "SyntheticGGUF", "TensorRegion", "llama_table"]
@@ -192,6 +193,37 @@ class SyntheticGGUF:
             p = pos + j
             p = p[(p >= lo) & (p < hi) & (p < r.end)]
             out[p - start] = byte
+
+    @classmethod
+    def over_header(cls, header: Header, content: bytes, *, size: int, seed: int = 0) -> SyntheticGGUF:
+        """A synthetic file with an existing header: ``content`` (its bytes) parsed as ``header``.
+
+        Its tensors' data is made on demand as :meth:`read` makes any synthetic
+        file's, ``seed`` choosing which pseudo-random weights.
+        """
+        synth = cls([], seed=seed)
+        synth.header = bytes(content)
+        synth.data_offset = header.data_offset
+        synth.regions = tuple(
+            TensorRegion(t.name, t.type_id, t.data_offset, t.n_bytes, _block(t.type_id)) for t in header.tensors
+        )
+        synth.full_size = synth.size = size
+        synth._starts = [r.start for r in synth.regions]
+        return synth
+
+    def write_ranges(self, path: str | Path, ranges: Iterable[tuple[int, int]]) -> int:
+        """Write the file to ``path`` sparsely: its header, and its bytes in ``ranges`` (the rest a hole).
+
+        A file whose sampled ranges hold weight-like data at a fraction of its
+        size on disk; returns its size.
+        """
+        with open(path, "wb") as f:
+            f.write(self.header)
+            for start, end in ranges:
+                f.seek(start)
+                f.write(self.read(start, end))
+            f.truncate(self.size)
+        return self.size
 
     def write_sparse(self, path: str | Path) -> int:
         """Write the file to ``path`` as its header and a sparse hole (all data zero); returns its size."""

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from gguf_audit.decode.stats import block_stats, combine_stats
+from gguf_audit.decode.stats import block_stats, combine_stats, row_stats
 
 
 def test_block_stats_counts_nonfinite_and_summarises_the_rest() -> None:
@@ -43,3 +43,15 @@ def test_combined_stats_equal_the_stats_of_all_values(parts: list[np.ndarray]) -
     if whole.mean is not None:
         assert combined.mean == pytest.approx(whole.mean, abs=1e-6)
         assert combined.std == pytest.approx(whole.std, rel=1e-6, abs=1e-6)
+
+
+def test_row_stats_all_finite_path_matches_the_masked_path_exactly() -> None:
+    # All-finite rows skip the masks; a NaN row in the same array forces them. Same floats, bit for bit.
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((40, 256)).astype(np.float32) * np.float32(0.02)
+    rows[3, :17] = 0.0
+    bad = np.full((1, 256), np.nan, dtype=np.float32)
+    fast = row_stats(rows)
+    masked = row_stats(np.concatenate([rows, bad]))[:-1]
+    assert fast == masked
+    assert all(s.n_nan == 0 and s.n_inf == 0 for s in fast) and fast[3].n_zero == 17

@@ -14,6 +14,7 @@ from gguf_audit.pipelines import execute as execute_module
 from gguf_audit.pipelines import parts as parts_module
 from gguf_audit.pipelines.batches import make_batches
 from gguf_audit.pipelines.execute import WORKER_POOLS, BatchResult, TaskOptions, audit_batch
+from gguf_audit.pipelines.parts import STATISTICS_COLUMNS
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import audits_to_tables
 
@@ -42,6 +43,7 @@ def test_audit_batch_writes_its_rows(tmp_path: Path, local_collection: Path, mon
     assert pq.ParquetFile(out / "tensors" / part.path).metadata.num_row_groups > 1
     assert tensors.num_rows == sum(files.column("n_tensors").to_pylist())
     assert result.facts.num_rows == 3 and set(result.facts.column("model_id").to_pylist()) == {"m"}
+    assert all(column.num_chunks == 1 for column in result.facts.columns)  # what the driver keeps all night
     assert [f.url for f in result.shard_facts] == [listed[2].url]
     assert result.tally.statuses == {"ok": 3} and result.tally.bytes_read > 0
 
@@ -78,3 +80,19 @@ def test_audit_batch_never_raises(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     result = audit_batch(batch, options)
     messages = _rows(out, result, "problems").column("message").to_pylist()
     assert len(messages) == 3 and all(m.startswith("batch failed: RuntimeError") for m in messages)
+
+
+def test_data_files_keep_their_key_values_but_no_schema_copy(tmp_path: Path, local_collection: Path) -> None:
+    listed = [ListedFile("file://" + str(local_collection / "tiny-llama-Q4_K_M.gguf"))]
+    batch = make_batches(listed, {f.url: "m" for f in listed}, 10)[0]
+    out = tmp_path / "out"
+    result = audit_batch(batch, TaskOptions("r1", {}, AuditConfig(), 2, out=str(out)))
+    for part in result.parts:
+        meta = pq.ParquetFile(out / part.table / part.path).metadata
+        kv = meta.metadata or {}
+        assert kv[b"gguf_audit.table"] == part.table.encode() and b"gguf_audit.schema_version" in kv
+        assert b"ARROW:schema" not in kv  # the Delta log holds the schema; footers stay small
+        columns = [meta.row_group(0).column(i) for i in range(meta.num_columns)]
+        with_stats = {c.path_in_schema.split(".")[0] for c in columns if c.is_stats_set}
+        assert with_stats and with_stats <= STATISTICS_COLUMNS, part.table
+        assert "url" in with_stats or part.table not in ("files", "tensors", "metadata", "samples")

@@ -61,3 +61,26 @@ def test_write_sparse_keeps_the_header_and_the_size(tmp_path: Path) -> None:
     path = tmp_path / "m.gguf"
     assert model.write_sparse(path) == model.size == path.stat().st_size
     assert path.read_bytes()[: len(model.header)] == model.header
+
+
+def test_over_header_writes_weight_like_bytes_where_asked_and_a_hole_elsewhere(tmp_path: Path) -> None:
+    source = SyntheticGGUF(llama_table(2, 256, 512, 1024, 256), seed=1)
+    header = _header(source)
+    model = SyntheticGGUF.over_header(header, source.header, size=source.size, seed=5)
+    assert [r.start for r in model.regions] == [r.start for r in source.regions]
+    region = model.regions[1]
+    wanted = [(region.start, region.start + 4096), (model.size - 100, model.size)]
+    path = tmp_path / "m.gguf"
+    assert model.write_ranges(path, wanted) == model.size == path.stat().st_size
+    data = path.read_bytes()
+    assert data[: len(source.header)] == source.header
+    for start, end in wanted:
+        assert data[start:end] == model.read(start, end) and any(data[start:end])
+    assert not any(data[region.start + 4096 : region.start + 8192])  # not asked: a hole
+    # Another seed, other weights; the same seed, the same.
+    other = SyntheticGGUF.over_header(header, source.header, size=source.size, seed=6)
+    assert other.read(*wanted[0]) != model.read(*wanted[0])
+    assert (
+        SyntheticGGUF.over_header(header, source.header, size=source.size, seed=5).read(*wanted[0])
+        == data[wanted[0][0] : wanted[0][1]]
+    )
