@@ -204,7 +204,8 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
     for r in result.recovered:
         lines.append(f"  (first {r.action} the earlier run {r.run_id})")
     by_status = ", ".join(f"{s} {result.statuses.get(s, 0)}" for s in ("ok", "warning", "error", "unreadable"))
-    lines.append(f"files: {result.n_files} ({by_status}) in {result.n_models} models")
+    unloadable = f"; {result.n_unloadable} llama.cpp would refuse" if result.n_unloadable else ""
+    lines.append(f"files: {result.n_files} ({by_status}{unloadable}) in {result.n_models} models")
     if result.problem_codes:
         lines.append("most frequent problems:")
         ranked = sorted(result.problem_codes.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -84,6 +84,8 @@ class ScanResult:
     """Rows this run added to each table (``runs`` not counted)."""
     n_models_judged: int = 0
     """Models judged in this run (the others kept the base run's rows)."""
+    n_unloadable: int = 0
+    """Files llama.cpp would refuse, whatever their findings' severities (a big-endian file's is a warning)."""
 
     @property
     def files_per_second(self) -> float:
@@ -91,7 +93,14 @@ class ScanResult:
         return self.n_read / self.audit_seconds if self.audit_seconds > 0 else 0.0
 
     def reaches(self, fail_on: str) -> bool:
-        """Whether any problem, of a file or a model, is at least ``fail_on`` severe."""
+        """Whether any problem, of a file or a model, is at least ``fail_on`` severe, or a file will not load.
+
+        A file llama.cpp refuses fails the run at either level, even when its
+        findings are warnings: "the night passed" must not hide a file that
+        cannot be loaded.
+        """
+        if self.n_unloadable:
+            return True
         if fail_on == "warning":
             return bool(self.severities.get("error", 0) or self.severities.get("warning", 0))
         return bool(self.severities.get("error", 0))

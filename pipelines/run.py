@@ -319,6 +319,7 @@ def run_scan(
             recovered=tuple(recovered),
             rows_written=dict(collector.rows),
             n_models_judged=night.summaries_judged,
+            n_unloadable=tally.unloadable,
         )
         observer.committing()
         committing = True

@@ -40,6 +40,8 @@ class Tally:
     code_severities: dict[str, str] = field(default_factory=dict)
     bytes_read: int = 0
     requests: int = 0
+    unloadable: int = 0
+    """Files llama.cpp would refuse (``loadable`` false), whatever their findings' severities."""
 
     @classmethod
     def of_files(cls, files: pa.Table) -> Tally:
@@ -48,6 +50,8 @@ class Tally:
         tally.statuses.update(files.column("status").to_pylist())
         tally.bytes_read = int(pc.sum(files.column("bytes_read")).as_py() or 0)
         tally.requests = int(pc.sum(files.column("requests")).as_py() or 0)
+        if "loadable" in files.column_names:
+            tally.unloadable = int(pc.sum(pc.equal(files.column("loadable"), False)).as_py() or 0)
         return tally
 
     @classmethod
@@ -79,3 +83,4 @@ class Tally:
             self._note(code, severity)
         self.bytes_read += other.bytes_read
         self.requests += other.requests
+        self.unloadable += other.unloadable

@@ -184,3 +184,22 @@ def test_an_unwritable_out_fails_before_auditing(
                 assert lines[0].startswith("gguf-audit scan: ") and repr(out) in lines[0]
         assert srv.requests == []  # the manifest is a local file: nothing was listed or read
     assert "gguf-audit-missing-bucket" not in {b["Name"] for b in moto.client().list_buckets()["Buckets"]}
+
+
+def test_a_file_llama_cpp_refuses_fails_the_night_even_with_only_warnings(client: Any, tmp_path: Path) -> None:
+    """A big-endian file's finding is a warning, but llama.cpp refuses it: the night fails --fail-on error."""
+    from gguf_audit.pipelines.cli import render_summary
+    from gguf_audit.pipelines.config import ScanConfig
+    from gguf_audit.pipelines.run import run_scan
+
+    root = tmp_path / "models"
+    root.mkdir()
+    kvs, tensors = tiny_llama_like()
+    (root / "be.gguf").write_bytes(build_gguf(kvs, tensors, big_endian=True))
+    config = ScanConfig(roots=(str(root),), out=str(tmp_path / "out"), samples=False, compare=False)
+    result = run_scan(config, client=client)
+    assert result.severities.get("error", 0) == 0  # no finding is an error...
+    assert result.n_unloadable == 1  # ...but the file will not load
+    assert result.reaches("error") and result.reaches("warning")
+    assert "1 llama.cpp would refuse" in render_summary(result, "error")
+    assert "the run fails --fail-on error" in render_summary(result, "error")
