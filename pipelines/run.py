@@ -306,7 +306,7 @@ def run_scan(
             incomplete_models=incomplete_models(models),
             bytes_read=tally.bytes_read,
             requests=tally.requests,
-            collection_bytes=listing.total_bytes,
+            collection_bytes=max(listing.total_bytes, tally.size_bytes),
             listing_seconds=listing.seconds,
             audit_seconds=audit_seconds,
             seconds=time.perf_counter() - begun,

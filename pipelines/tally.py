@@ -42,6 +42,8 @@ class Tally:
     requests: int = 0
     unloadable: int = 0
     """Files llama.cpp would refuse (``loadable`` false), whatever their findings' severities."""
+    size_bytes: int = 0
+    """The files' sizes as listed or learnt from the first read (manifests of plain URLs list none)."""
 
     @classmethod
     def of_files(cls, files: pa.Table) -> Tally:
@@ -50,6 +52,8 @@ class Tally:
         tally.statuses.update(files.column("status").to_pylist())
         tally.bytes_read = int(pc.sum(files.column("bytes_read")).as_py() or 0)
         tally.requests = int(pc.sum(files.column("requests")).as_py() or 0)
+        if "size" in files.column_names:
+            tally.size_bytes = int(pc.sum(files.column("size")).as_py() or 0)
         if "loadable" in files.column_names:
             tally.unloadable = int(pc.sum(pc.equal(files.column("loadable"), False)).as_py() or 0)
         return tally
@@ -84,3 +88,4 @@ class Tally:
         self.bytes_read += other.bytes_read
         self.requests += other.requests
         self.unloadable += other.unloadable
+        self.size_bytes += other.size_bytes

@@ -203,3 +203,22 @@ def test_a_file_llama_cpp_refuses_fails_the_night_even_with_only_warnings(client
     assert result.reaches("error") and result.reaches("warning")
     assert "1 llama.cpp would refuse" in render_summary(result, "error")
     assert "the run fails --fail-on error" in render_summary(result, "error")
+
+
+def test_a_manifest_scan_learns_the_collection_size_from_its_reads(
+    client: Any, tmp_path: Path, sample: dict[str, bytes]
+) -> None:
+    """A manifest of plain URLs lists no size: the summary's collection size comes from the first reads."""
+    from gguf_audit.pipelines.cli import render_summary
+    from gguf_audit.pipelines.config import ScanConfig
+    from gguf_audit.pipelines.run import run_scan
+
+    files = {f"m/{i}.gguf": sample["tiny-llama-Q4_K_M.gguf"] for i in range(3)}
+    with RangeHTTPServer(files=files) as srv:
+        manifest = tmp_path / "urls.txt"
+        manifest.write_text("".join(srv.url_for(n) + "\n" for n in files))
+        config = ScanConfig(manifests=(str(manifest),), out=str(tmp_path / "out"), samples=False, compare=False)
+        result = run_scan(config, client=client)
+    total = sum(len(d) for d in files.values())
+    assert result.collection_bytes == total
+    assert f"of {total / 1024 / 1024:.1f} MiB" in render_summary(result, "error")
