@@ -43,7 +43,6 @@ import queue
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,9 +55,12 @@ from typing import Any
 
 import gguf
 import numpy as np
+from header_http import HTTPCase, measure_http
+from header_tables import markdown_table, mb, mb_or_dash, ms, print_table, ratio
 
 # Run as a script, benchmarks/ is sys.path[0]: the generator and the naive peer sit beside this file.
 from headers import SPECS, GeneratedFile, write_model
+from launcher import Launcher
 from naive_reader import NaiveHeader, read_naive
 
 from gguf_audit.checks.structure import check_structure
@@ -66,7 +68,6 @@ from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 
 READERS = ("ours", "gguf", "naive")
-LATENCIES_S = (0.0, 0.05)
 
 
 # ------------------------------------------------------------------ readers
@@ -254,50 +255,10 @@ def child_memory(mode: str, reader: str, path: Path, file_size: int, data_offset
     }
 
 
-# A process that only runs commands: started first thing, while the benchmark
-# is still small, so the children it starts inherit its small ru_maxrss
-# instead of the benchmark's peak (Linux keeps the larger across exec).
-_LAUNCHER = """
-import json, subprocess, sys
-for line in sys.stdin:
-    done = subprocess.run(json.loads(line), capture_output=True, text=True, timeout=600)
-    sys.stdout.write(json.dumps([done.returncode, done.stdout, done.stderr]) + "\\n")
-    sys.stdout.flush()
-"""
-
-
 _MEMORY_FIELDS = {
     "tracemalloc": ("tracemalloc_peak_bytes", "tracemalloc_child_s"),
     "rss": ("maxrss_before_bytes", "maxrss_delta_bytes", "rss_before_bytes", "hwm_growth_bytes", "rss_child_s"),
 }
-
-
-class Launcher:
-    """Runs commands in children of a process started before the benchmark grew."""
-
-    def __init__(self) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-S", "-c", _LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-
-    def run(self, cmd: Sequence[str]) -> tuple[int, str, str]:
-        stdin, stdout = self._proc.stdin, self._proc.stdout
-        if stdin is None or stdout is None:
-            raise RuntimeError("the launcher has no pipes")
-        stdin.write(json.dumps(list(cmd)) + "\n")
-        stdin.flush()
-        line = stdout.readline()
-        if not line:
-            raise RuntimeError(f"the launcher exited with {self._proc.wait()}")
-        code, out, err = json.loads(line)
-        return int(code), str(out), str(err)
-
-    def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        self._proc.wait(timeout=30)
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
 
 
 def measure_memory(
@@ -349,95 +310,7 @@ def measure_memory(
 # ------------------------------------------------------------------ HTTP
 
 
-@dataclass
-class HTTPCase:
-    label: str
-    latency_ms: float
-    size_listed: bool
-    requests: int
-    """The most any run made (they all make the same, unless a retry happened)."""
-    request_counts: list[int]
-    ranges: list[str | None]
-    bytes_sent: int
-    bytes_read: int
-    header_bytes: int
-    runs_s: list[float]
-    status: str
-    findings: list[str]
-
-    @property
-    def bytes_ratio(self) -> float:
-        return self.bytes_sent / self.header_bytes
-
-
-def measure_http(files: Sequence[GeneratedFile], root: Path, repeats: int) -> list[HTTPCase]:
-    # Imported here: fsspec and aiohttp would grow the memory children's
-    # import footprint (they import this module) for nothing.
-    from gguf_audit.audit import audit_file
-    from gguf_audit.testing.http import RangeHTTPServer
-
-    cases: list[HTTPCase] = []
-    with RangeHTTPServer(root=root) as server:
-        # The first audit opens fsspec's HTTP filesystem and its session: not counted.
-        audit_file(server.url_for(files[0].path.name), size=files[0].file_size)
-        for latency_s in LATENCIES_S:
-            server.latency_s = latency_s
-            for g in files:
-                url = server.url_for(g.path.name)
-                for size_listed in (True, False):
-                    runs: list[float] = []
-                    counts: list[int] = []
-                    for _ in range(repeats):
-                        server.reset_stats()
-                        begun = time.perf_counter()
-                        result = audit_file(url, size=g.file_size if size_listed else None)
-                        runs.append(time.perf_counter() - begun)
-                        counts.append(len(server.requests))
-                    requests = server.requests  # the last run's; counts has every run's
-                    cases.append(
-                        HTTPCase(
-                            label=g.label,
-                            latency_ms=latency_s * 1000,
-                            size_listed=size_listed,
-                            requests=max(counts),
-                            request_counts=counts,
-                            ranges=[r.range for r in requests],
-                            bytes_sent=server.bytes_sent,
-                            bytes_read=result.io.bytes_read,
-                            header_bytes=g.header_bytes,
-                            runs_s=runs,
-                            status=str(result.status),
-                            findings=sorted({f.code for f in result.findings}),
-                        )
-                    )
-        server.latency_s = 0.0
-    return cases
-
-
 # ------------------------------------------------------------------ output
-
-
-def mb(n: float) -> str:
-    return f"{n / 1e6:.2f}"
-
-
-def ms(s: float) -> str:
-    return f"{s * 1000:.1f}"
-
-
-def print_table(title: str, head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    print(f"\n{title}")
-    print("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
-    print("  ".join("-" * w for w in widths))
-    for r in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
-
-
-def markdown_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" for _ in head) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def check_agreement(files: Sequence[GeneratedFile], timings: dict[tuple[str, str], Timing]) -> list[str]:
@@ -453,14 +326,6 @@ def check_agreement(files: Sequence[GeneratedFile], timings: dict[tuple[str, str
         if seen["ours"]["header_bytes"] != g.header_bytes or seen["naive"]["header_bytes"] != g.header_bytes:
             problems.append(f"{g.label}: header end differs from the builder's {g.header_bytes}")
     return problems
-
-
-def _mb_or_dash(n: int | None, unit: str = "") -> str:
-    return "-" if n is None else mb(n) + unit
-
-
-def _ratio(a: float | None, b: float | None, digits: int = 3) -> str:
-    return "-" if a is None or not b else f"{a / b:.{digits}f}"
 
 
 def print_report(
@@ -495,7 +360,7 @@ def print_report(
         [
             [g.label, mb(g.header_bytes), ms(min(prefix_runs[g.label]))]
             + [f"{ms(t(r, g).min_s)} / {ms(t(r, g).median_s)} ({len(t(r, g).runs_s)})" for r in READERS]
-            + [_ratio(t("ours", g).min_s, t("naive", g).min_s, 2), _ratio(t("ours", g).min_s, t("gguf", g).min_s)]
+            + [ratio(t("ours", g).min_s, t("naive", g).min_s, 2), ratio(t("ours", g).min_s, t("gguf", g).min_s)]
             for g in files
         ],
     )
@@ -506,10 +371,10 @@ def print_report(
          "hwm ours", "hwm GGUFReader", "hwm naive", "tm ours/GGUF", "rss ours/GGUF"],
         [
             [g.label]
-            + [_mb_or_dash(m(r, g, key)) for key in ("tracemalloc_peak_bytes", "maxrss_delta_bytes",
+            + [mb_or_dash(m(r, g, key)) for key in ("tracemalloc_peak_bytes", "maxrss_delta_bytes",
                                                        "hwm_growth_bytes") for r in READERS]
-            + [_ratio(m("ours", g, "tracemalloc_peak_bytes"), m("gguf", g, "tracemalloc_peak_bytes")),
-               _ratio(m("ours", g, "maxrss_delta_bytes"), m("gguf", g, "maxrss_delta_bytes"))]
+            + [ratio(m("ours", g, "tracemalloc_peak_bytes"), m("gguf", g, "tracemalloc_peak_bytes")),
+               ratio(m("ours", g, "maxrss_delta_bytes"), m("gguf", g, "maxrss_delta_bytes"))]
             for g in files
         ],
     )  # fmt: skip
@@ -537,12 +402,12 @@ def print_report(
              "peak ours", "peak GGUFReader", "RSS ours", "RSS GGUFReader"],
             [
                 [g.label, f"{mb(g.header_bytes)} MB", f"{ms(t('ours', g).min_s)} ms", f"{ms(t('naive', g).min_s)} ms",
-                 f"{ms(t('gguf', g).min_s)} ms", _ratio(t("ours", g).min_s, t("naive", g).min_s, 2),
-                 _ratio(t("ours", g).min_s, t("gguf", g).min_s),
-                 _mb_or_dash(m('ours', g, 'tracemalloc_peak_bytes'), " MB"),
-                 _mb_or_dash(m('gguf', g, 'tracemalloc_peak_bytes'), " MB"),
-                 _mb_or_dash(m('ours', g, 'maxrss_delta_bytes'), " MB"),
-                 _mb_or_dash(m('gguf', g, 'maxrss_delta_bytes'), " MB")]
+                 f"{ms(t('gguf', g).min_s)} ms", ratio(t("ours", g).min_s, t("naive", g).min_s, 2),
+                 ratio(t("ours", g).min_s, t("gguf", g).min_s),
+                 mb_or_dash(m('ours', g, 'tracemalloc_peak_bytes'), " MB"),
+                 mb_or_dash(m('gguf', g, 'tracemalloc_peak_bytes'), " MB"),
+                 mb_or_dash(m('ours', g, 'maxrss_delta_bytes'), " MB"),
+                 mb_or_dash(m('gguf', g, 'maxrss_delta_bytes'), " MB")]
                 for g in files
             ],
         )
