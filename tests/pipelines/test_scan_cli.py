@@ -16,7 +16,7 @@ from gguf_audit.pipelines import run as run_module
 from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
 from gguf_audit.pipelines.config import ConfigError
 from gguf_audit.pipelines.sample_collection import build_sample_collection
-from gguf_audit.testing.builder import build_gguf, tiny_llama_like
+from gguf_audit.testing.builder import build_gguf, kv_str, tiny_llama_like
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
 
@@ -35,7 +35,7 @@ def test_readme_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     assert status == 1  # the collection holds errors on purpose
     assert "dask: a local cluster, 2 workers" in err
     assert f"{SAMPLE_COUNT}/{SAMPLE_COUNT}" in err  # the progress bar reached the end
-    assert f"files: {SAMPLE_COUNT} (ok 7, warning 0, error 2, unreadable 1) in 7 models" in out
+    assert f"files: {SAMPLE_COUNT} (ok 7, warning 0, error 2, unreadable 1; 3 llama.cpp would refuse) in 7 models" in out
     assert re.search(r"^\s+1\s+shard\.missing\s+error$", out, re.M)
     assert "sharded/llama-split: missing 00002 of 00003" in out
     assert f"every listed file has exactly one row: {SAMPLE_COUNT} of {SAMPLE_COUNT}" in out
@@ -91,10 +91,15 @@ def test_fail_on_warning(
     common = ["--scheduler", str(client.scheduler.address), "--no-progress"]
     assert _scan(capsys, str(root), "--out", str(tmp_path / "o1"), "--fail-on", "warning", *common)[0] == 0
     kvs, tensors = tiny_llama_like()
-    (root / "be.gguf").write_bytes(build_gguf(kvs, tensors, big_endian=True))  # header.big_endian: a warning
+    odd = [kv_str("general.name", "tiny\x1b[2J") if kv.key == "general.name" else kv for kv in kvs]
+    (root / "odd.gguf").write_bytes(build_gguf(odd, tensors))  # meta.control_characters: a warning; it loads
     status, out, _ = _scan(capsys, str(root), "--out", str(tmp_path / "o2"), *common)
-    assert status == 0 and "header.big_endian" in out
+    assert status == 0 and "meta.control_characters" in out
     assert _scan(capsys, str(root), "--out", str(tmp_path / "o3"), "--fail-on", "warning", *common)[0] == 1
+    # A big-endian file's finding is a warning too, but llama.cpp refuses it: the default level fails the night.
+    (root / "be.gguf").write_bytes(build_gguf(kvs, tensors, big_endian=True))
+    status, out, _ = _scan(capsys, str(root), "--out", str(tmp_path / "o4"), *common)
+    assert status == 1 and "header.big_endian" in out and "1 llama.cpp would refuse" in out
 
 
 def test_credentials_are_refused_and_never_written(
