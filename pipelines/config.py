@@ -37,6 +37,7 @@ from gguf_audit.io.options import check_no_credentials as _check_no_credentials
 from gguf_audit.io.source import ReadConfig
 from gguf_audit.io.upstream import UpstreamConfig
 from gguf_audit.plan import SampleConfig
+from gguf_audit.redact import redact_url
 
 __all__ = [
     "ConfigError",
@@ -157,10 +158,13 @@ class ScanConfig:
         return {name: getattr(self, name) for name in CHECK_SETTINGS}
 
     def public(self) -> dict[str, Any]:
-        """The settings safe to record in the ``runs`` table: no storage options at all."""
+        """The settings safe to record in the ``runs`` table: no storage options at all, URLs redacted."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out.pop("storage_options")
         out.pop("out_storage_options")
+        out["roots"] = tuple(redact_url(r) for r in self.roots)
+        out["manifests"] = tuple(redact_url(m) for m in self.manifests)
+        out["out"] = redact_url(self.out)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     def public_json(self) -> str:

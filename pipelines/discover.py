@@ -223,7 +223,7 @@ def _list_root(
         raise DiscoveryError(f"cannot open root {root!r}: {type(exc).__name__}: {exc}") from exc
     if protocol in ("http", "https"):
         # HTTP cannot list: a URL root names one file (many belong in a manifest).
-        return [ListedFile(url=root)], False
+        return [ListedFile.at(root)], False
     fs.invalidate_cache()  # a long-lived process must see objects changed since its last listing
     path = path.rstrip("/") or path
     try:
@@ -367,8 +367,8 @@ def read_manifest(url: str, storage_options: Mapping[str, Any] | None = None) ->
         if entry is None:
             continue
         out.append(
-            ListedFile(
-                url=_resolve(entry.strip(), url),
+            ListedFile.at(
+                _resolve(entry.strip(), url),
                 size=_opt_int(row.get("size")),
                 etag=_opt_str(row.get("etag")),
                 version_id=_opt_str(row.get("version_id")),

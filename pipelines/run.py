@@ -46,6 +46,7 @@ from gguf_audit.pipelines.night import CommitObserver, Night, RunError
 from gguf_audit.pipelines.output import Output, OutputError, new_run_id
 from gguf_audit.pipelines.reuse import base_run, plan_reuse
 from gguf_audit.pipelines.workers import worker_problems
+from gguf_audit.redact import install_log_redaction
 
 __all__ = ["RunError", "ScanObserver", "run_scan"]
 
@@ -207,6 +208,7 @@ def run_scan(
     The output is checked first (:meth:`Output.preflight`): nothing is listed
     or read when it cannot take the run.
     """
+    install_log_redaction()  # every gguf_audit logger's lines show URLs without their credentials
     observer = observer or ScanObserver()
     started = datetime.now(UTC)
     begun = time.perf_counter()
