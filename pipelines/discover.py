@@ -81,6 +81,11 @@ class Listing:
         return sum(f.size or 0 for f in self.files)
 
     @property
+    def read_urls(self) -> dict[str, str]:
+        """The URL to read each file from, by its (redacted) URL, for the files whose URL holds credentials."""
+        return {f.url: f.read_url for f in self.files if f.read_url is not None}
+
+    @property
     def unsized(self) -> int:
         """Files whose size the listing did not give (manifests of plain URLs): learnt from the first read."""
         return sum(1 for f in self.files if f.size is None)

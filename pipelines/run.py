@@ -281,12 +281,14 @@ def run_scan(
                 _run_batches(dask_client, batches, options, on_result)
                 audit_seconds = time.perf_counter() - audit_begun
                 lineage = night.lineage(config)
-                run_compare(dask_client, lineage, compare_options(config, run_id, out), collector)
+                run_compare(dask_client, lineage, compare_options(config, run_id, out, listing.read_urls), collector)
         else:
             lineage = night.lineage(config)
             if lineage.pairs:  # a model judged again with no file read: its family lost a member (reference, anchor)
                 with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
-                    run_compare(dask_client, lineage, compare_options(config, run_id, out), collector)
+                    run_compare(
+                        dask_client, lineage, compare_options(config, run_id, out, listing.read_urls), collector
+                    )
 
         models = night.judge_models(lineage)
         night.close_parts()

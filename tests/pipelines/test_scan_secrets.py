@@ -8,9 +8,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from corpus import corpus_dir
 from pipeline_helpers import read_dataset
 
 from gguf_audit.cli import main
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.run import run_scan
 from gguf_audit.tables.schema import TABLE_NAMES
 from gguf_audit.testing.http import RangeHTTPServer
 
@@ -143,3 +146,31 @@ def test_presigned_urls_never_reach_tables_files_output_or_logs(
         raw = path.read_bytes()
         for secret in secrets:
             assert secret.encode() not in raw, (path, secret)
+
+
+def test_compare_reads_presigned_files_and_stores_them_redacted(client: Any, tmp_path: Path) -> None:
+    """The full-precision reference and its quantized sibling, both presigned: compared through the real URLs."""
+    models = corpus_dir() / "models"
+    names = {"f/tiny-llama-F16.gguf": "F16", "f/tiny-llama-Q8_0.gguf": "Q8_0"}
+    with RangeHTTPServer(files={n: (models / f"tiny-llama-{q}.gguf").read_bytes() for n, q in names.items()}) as srv:
+        manifest = tmp_path / "manifest.txt"
+        manifest.write_text("".join(f"{srv.url_for(n)}?{_s3_query(1)}\n" for n in names))
+        out = tmp_path / "out"
+        result = run_scan(ScanConfig(manifests=(str(manifest),), out=str(out), compare_tensors=2), client=client)
+        reads = [r.path for r in srv.requests if r.method == "GET" and r.path.startswith("/f/tiny-llama-F16.gguf")]
+    assert result.n_files == 2
+    # The reference was read by its audit and again by the comparison, each time with its signature.
+    assert len(reads) >= 2 and all("X-Amz-Signature=deadbeef1c0ffee1" in p for p in reads)
+    compare = read_dataset(out, "compare").to_pylist()
+    assert compare and all(r["url"].endswith("/f/tiny-llama-Q8_0.gguf?" + _shown_s3()) for r in compare)
+    assert all(r["reference_url"].endswith("/f/tiny-llama-F16.gguf?" + _shown_s3()) for r in compare)
+    for name, strings in _table_strings(out).items():
+        for secret in _secrets(1):
+            assert not any(secret in s for s in strings), (name, secret)
+
+
+def _shown_s3() -> str:
+    return (
+        "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***&X-Amz-Date=***&X-Amz-Expires=***"
+        "&X-Amz-SignedHeaders=host&X-Amz-Security-Token=***&X-Amz-Signature=***"
+    )
