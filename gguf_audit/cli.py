@@ -142,6 +142,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     except (FormatError, SourceError) as exc:
         print(redact_text(f"gguf-audit: {args.url}: {exc}"), file=sys.stderr)
         return EXIT_PROBLEMS
+    samples = dataclasses.replace(samples, url=redact_url(samples.url))
     if args.json:
         sys.stdout.write(dumps(file_samples_to_json(samples)) + "\n")
     else:
@@ -156,8 +157,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     except CompareUsageError as exc:
         raise _UsageError(str(exc)) from None
     except (FormatError, SourceError, ReferenceFormatError) as exc:
-        print(f"gguf-audit: {exc}", file=sys.stderr)
+        print(redact_text(f"gguf-audit: {exc}"), file=sys.stderr)
         return EXIT_PROBLEMS
+    shown = tuple(dataclasses.replace(f, message=redact_text(f.message)) for f in result.findings)
+    result = dataclasses.replace(
+        result, quant_url=redact_url(result.quant_url), reference_url=redact_url(result.reference_url), findings=shown
+    )
     if args.json:
         sys.stdout.write(dumps(comparison_to_json(result)) + "\n")
     else:

@@ -159,3 +159,22 @@ def test_inspect_of_a_missing_presigned_url_redacts_the_message(
     assert redact_url(url) in problems[0]["message"]
     for secret in SECRETS:
         assert secret not in captured.out and secret not in captured.err
+
+
+def test_sample_and_compare_show_redacted_urls(capsys: pytest.CaptureFixture[str]) -> None:
+    models = corpus_dir() / "models"
+    files = {f"m/{q}.gguf": (models / f"tiny-llama-{q}.gguf").read_bytes() for q in ("F16", "Q8_0")}
+    with RangeHTTPServer(files=files) as srv:
+        quant, reference = _presigned(srv, "m/Q8_0.gguf"), _presigned(srv, "m/F16.gguf")
+        main(["sample", quant, "--json"])
+        sampled = capsys.readouterr()
+        main(["compare", quant, reference])
+        compared = capsys.readouterr()
+        gets = [r.path for r in srv.requests if r.method == "GET"]
+    assert {p.split("?", 1)[0] for p in gets} == {"/m/Q8_0.gguf", "/m/F16.gguf"}
+    assert all("X-Amz-Signature=0f1e2d3c4b5a69788796a5b4c3d2e1f0" in p for p in gets)
+    assert json.loads(sampled.out)["url"] == redact_url(quant)
+    assert redact_url(quant) in compared.out and redact_url(reference) in compared.out
+    for captured in (sampled, compared):
+        for secret in SECRETS:
+            assert secret not in captured.out and secret not in captured.err
