@@ -35,6 +35,7 @@ from fsspec.core import url_to_fs
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.hub_listing import list_hub_root
+from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile
 
 SAFETENSORS_SUFFIX: Final = ".safetensors"
@@ -60,7 +61,10 @@ _MANIFEST_SUFFIXES: Final = {".txt": "text", ".list": "text", ".csv": "csv", ".p
 
 
 class DiscoveryError(GGUFAuditError, OSError):
-    """A root or manifest cannot be listed or read; the run cannot start."""
+    """A root or manifest cannot be listed or read; the run cannot start. Its message shows URLs redacted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_text(message))
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,3 +174,16 @@ def _shown_s3() -> str:
         "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***&X-Amz-Date=***&X-Amz-Expires=***"
         "&X-Amz-SignedHeaders=host&X-Amz-Security-Token=***&X-Amz-Signature=***"
     )
+
+
+def test_a_manifest_that_cannot_be_read_is_named_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with RangeHTTPServer(files={}) as srv:
+        manifest = f"{srv.url_for('lists/gone.csv')}?{_s3_query(1)}"
+        status = main(["scan", "--manifest", manifest, "--out", str(tmp_path / "out"), "--no-progress"])
+        requested = [r.path for r in srv.requests]
+    captured = capsys.readouterr()
+    assert status == 2 and any("X-Amz-Signature=deadbeef1c0ffee1" in p for p in requested)
+    assert "cannot read manifest" in captured.err and "lists/gone.csv?" in captured.err
+    assert "X-Amz-Signature=***" in captured.err
+    for secret in _secrets(1):
+        assert secret not in captured.out and secret not in captured.err
