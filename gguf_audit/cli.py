@@ -30,7 +30,7 @@ from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
 from gguf_audit.io.upstream import UpstreamConfig
 from gguf_audit.plan import SampleConfig, SelectionError
-from gguf_audit.redact import redact_text, redact_url
+from gguf_audit.redact import install_log_redaction, redact_text, redact_url
 from gguf_audit.report.json import audit_to_json, comparison_to_json, dumps, file_samples_to_json
 from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, sarif_run
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
@@ -355,6 +355,7 @@ def _run(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
+    install_log_redaction()  # the loggers imported so far; run_scan adds its own
     try:
         return int(args.func(args))
     except _UsageError as exc:

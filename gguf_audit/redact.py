@@ -148,8 +148,15 @@ def redact_text(text: str) -> str:
     """``text`` with every URL in it redacted (:func:`redact_url`), and any loose ``secret=value`` too."""
     if "://" not in text and "=" not in text:
         return text
-    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    text = _URL.sub(_redact_match, text)
     return _LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, text)
+
+
+def _redact_match(match: re.Match[str]) -> str:
+    # Punctuation that ends a sentence or closes a bracket is the text's, not the URL's.
+    url = match.group(0)
+    bare = url.rstrip(".,;:!)]}")
+    return redact_url(bare) + url[len(bare) :]
 
 
 def is_redacted(url: str) -> bool:

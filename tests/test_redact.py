@@ -93,6 +93,9 @@ def test_redact_text_finds_urls_and_loose_parameters() -> None:
     assert "token=***," in out and "X-Amz-Signature=***" in out
     assert redact_text(out) == out
     assert redact_text("no url here: a=1") == "no url here: a=1"
+    assert redact_text("(see https://h/m.gguf?sig=S1&se=2), then https://u:p@h/x.") == (
+        "(see https://h/m.gguf?sig=***&se=***), then https://***@h/x."
+    )
 
 
 def test_log_filter_redacts_message_args_and_traceback(caplog: pytest.LogCaptureFixture) -> None:
