@@ -313,7 +313,8 @@ def _resolve(entry: str, manifest_url: str) -> str:
     if "://" in entry:
         return entry
     if not entry.startswith("/"):
-        base = manifest_url.rsplit("/", 1)[0] if "/" in manifest_url else "."
+        where = manifest_url.split("#", 1)[0].split("?", 1)[0]  # a presigned query may hold '/'
+        base = where.rsplit("/", 1)[0] if "/" in where else "."
         entry = f"{base}/{entry}"
     if "://" in entry:
         return entry

@@ -13,6 +13,7 @@ from pipeline_helpers import read_dataset
 
 from gguf_audit.cli import main
 from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.discover import read_manifest
 from gguf_audit.pipelines.run import run_scan
 from gguf_audit.tables.schema import TABLE_NAMES
 from gguf_audit.testing.http import RangeHTTPServer
@@ -187,3 +188,11 @@ def test_a_manifest_that_cannot_be_read_is_named_redacted(tmp_path: Path, capsys
     assert "X-Amz-Signature=***" in captured.err
     for secret in _secrets(1):
         assert secret not in captured.out and secret not in captured.err
+
+
+def test_relative_entries_of_a_presigned_manifest_resolve_beside_it() -> None:
+    with RangeHTTPServer(files={"lists/m.txt": b"a.gguf\nsub/b.gguf\n"}) as srv:
+        manifest = f"{srv.url_for('lists/m.txt')}?X-Amz-Credential=AK/2026/x&X-Amz-Signature=s1"
+        listed = read_manifest(manifest)
+    assert [f.url for f in listed] == [srv.url_for("lists/a.gguf"), srv.url_for("lists/sub/b.gguf")]
+    assert [f.read_url for f in listed] == [None, None]
