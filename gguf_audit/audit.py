@@ -7,6 +7,7 @@ Only ``KeyboardInterrupt``, ``SystemExit`` and cancellation pass through.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
@@ -30,6 +31,7 @@ from gguf_audit.io.header import read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, IOStats, ReadConfig, open_source
 from gguf_audit.io.upstream import UpstreamCache, UpstreamConfig, locate_upstream
 from gguf_audit.plan import SampleConfig
+from gguf_audit.redact import redact_text, redact_url
 from gguf_audit.samples import SampleRead, sample_file
 from gguf_audit.templates.audit import (
     DEFAULT_TEMPLATE_CACHE,
@@ -126,10 +128,16 @@ def audit_file(
     upstream_cache: UpstreamCache | None = None,
     revision: str | None = None,
     gate: CpuGate | None = None,
+    display_url: str | None = None,
 ) -> FileAudit:
     """Read ``url``'s header, judge it, and return every finding. Never raises.
 
     ``revision`` pins an ``hf://`` file to the commit sha its listing saw.
+
+    ``display_url`` is the URL the result shows (its ``url``, its messages) when
+    it differs from the one read, e.g. :func:`gguf_audit.redact.redact_url` of a
+    presigned URL; by default the URL read. Either way, credentials in error
+    texts are redacted.
 
     ``template_cache`` audits each distinct set of chat templates once (shared
     by every thread that audits files with it); ``upstream_cache`` reads each
@@ -149,6 +157,7 @@ def audit_file(
             gate,
             upstream_cache=upstream_cache,
             revision=revision,
+            display_url=display_url,
         )
 
 
@@ -164,6 +173,7 @@ def _audit_file(
     *,
     upstream_cache: UpstreamCache | None,
     revision: str | None,
+    display_url: str | None,
 ) -> FileAudit:
     begun = time.perf_counter()
     stats = IOStats()
@@ -175,6 +185,7 @@ def _audit_file(
     sampled: SampleRead | None = None
     upstream_url: str | None = None
     source = None
+    shown = url if display_url is None else display_url
     try:
         source = open_source(
             url, storage_options=storage_options, size=size, fs=fs, config=config.read, revision=revision, gate=gate
@@ -190,7 +201,7 @@ def _audit_file(
             return found, renders
 
         checks = check_header(
-            header, file_size=source.size, url=url, semantics=config.semantics, templates=chat_templates
+            header, file_size=source.size, url=shown, semantics=config.semantics, templates=chat_templates
         )
         findings.extend(checks)
         templates = chat
@@ -200,20 +211,22 @@ def _audit_file(
             rows, fingerprint = list(sampled.rows), sampled.fingerprint
         if config.upstream is not None:
             upstream_url = _check_upstream(url, header, config, storage_options, stats, upstream_cache, findings)
+            upstream_url = redact_url(upstream_url) if upstream_url is not None else None
     except FormatError as exc:
         findings.append(finding(exc.code, exc.message, offset=exc.offset))
     except SourceError as exc:
-        findings.append(finding(exc.code, f"{url}: {exc.message}"))
+        findings.append(finding(exc.code, f"{shown}: {exc.message}"))
     except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes a file's audit
         code, _ = classify_error(exc)
         if isinstance(exc, OSError):
-            findings.append(finding(code, f"{url}: {type(exc).__name__}: {exc}"))
+            findings.append(finding(code, f"{shown}: {type(exc).__name__}: {exc}"))
         else:
             findings.append(finding("internal.unexpected", describe_exception(exc)))
     if source is not None and source.size is not None:
         size = source.size
+    findings = [_redacted(f, url, shown) for f in findings]
     return FileAudit(
-        url=url,
+        url=shown,
         size=size,
         header=header,
         findings=findings,
@@ -227,6 +240,13 @@ def _audit_file(
         sampled_strata=sampled.sampled_strata if sampled is not None else None,
         upstream_url=upstream_url,
     )
+
+
+def _redacted(found: Finding, url: str, shown: str) -> Finding:
+    """``found`` with the URL read shown as ``shown`` and any other credential in its message redacted."""
+    message = found.message.replace(url, shown) if url != shown else found.message
+    message = redact_text(message)
+    return found if message == found.message else dataclasses.replace(found, message=message)
 
 
 def _check_upstream(

@@ -30,6 +30,7 @@ from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
 from gguf_audit.io.upstream import UpstreamConfig
 from gguf_audit.plan import SampleConfig, SelectionError
+from gguf_audit.redact import install_log_redaction, redact_text, redact_url
 from gguf_audit.report.json import audit_to_json, comparison_to_json, dumps, file_samples_to_json
 from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, sarif_run
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
@@ -93,7 +94,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     sample_config = _sample_config(args)
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
     config = _with_upstream(config, args)
-    audit = audit_file(_readable(args.url), storage_options=options, config=config)
+    url = _readable(args.url)
+    audit = audit_file(url, display_url=redact_url(url), storage_options=options, config=config)
     fmt = "json" if args.json else args.format
     if fmt in ("json", "jsonl"):
         out = audit_to_json(audit, full_arrays=args.full_arrays, samples=args.samples)
@@ -138,8 +140,9 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     except SelectionError as exc:
         raise _UsageError(str(exc)) from exc
     except (FormatError, SourceError) as exc:
-        print(f"gguf-audit: {args.url}: {exc}", file=sys.stderr)
+        print(redact_text(f"gguf-audit: {args.url}: {exc}"), file=sys.stderr)
         return EXIT_PROBLEMS
+    samples = dataclasses.replace(samples, url=redact_url(samples.url))
     if args.json:
         sys.stdout.write(dumps(file_samples_to_json(samples)) + "\n")
     else:
@@ -154,8 +157,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     except CompareUsageError as exc:
         raise _UsageError(str(exc)) from None
     except (FormatError, SourceError, ReferenceFormatError) as exc:
-        print(f"gguf-audit: {exc}", file=sys.stderr)
+        print(redact_text(f"gguf-audit: {exc}"), file=sys.stderr)
         return EXIT_PROBLEMS
+    shown = tuple(dataclasses.replace(f, message=redact_text(f.message)) for f in result.findings)
+    result = dataclasses.replace(
+        result, quant_url=redact_url(result.quant_url), reference_url=redact_url(result.reference_url), findings=shown
+    )
     if args.json:
         sys.stdout.write(dumps(comparison_to_json(result)) + "\n")
     else:
@@ -348,21 +355,23 @@ def _run(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
+    install_log_redaction()  # the loggers imported so far; run_scan adds its own
     try:
         return int(args.func(args))
     except _UsageError as exc:
-        print(f"gguf-audit: {exc}", file=sys.stderr)
+        print(redact_text(f"gguf-audit: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         raise  # main's to end quietly
     except (GGUFAuditError, OSError) as exc:
-        print(f"gguf-audit: {args.command} failed: {exc}", file=sys.stderr)
+        print(redact_text(f"gguf-audit: {args.command} failed: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         if os.environ.get(TRACEBACK_ENV) == "1":
             raise
         print(
-            f"gguf-audit: {args.command} failed: {describe_exception(exc)} (set {TRACEBACK_ENV}=1 for the traceback)",
+            redact_text(f"gguf-audit: {args.command} failed: {describe_exception(exc)}")
+            + f" (set {TRACEBACK_ENV}=1 for the traceback)",
             file=sys.stderr,
         )
         return EXIT_USAGE

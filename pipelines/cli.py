@@ -33,6 +33,7 @@ from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
 from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
 from gguf_audit.pipelines.workers import missing_pipeline_module
+from gguf_audit.redact import RedactFilter, redact_text
 from gguf_audit.report.format import escape, fmt_bytes
 from gguf_audit.report.sarif import sarif_json
 
@@ -308,13 +309,14 @@ def cmd_scan(args: argparse.Namespace) -> int:
     try:
         config = _config_from_args(args)
     except ConfigError as exc:
-        print(f"gguf-audit scan: {exc}", file=sys.stderr)
+        print(redact_text(f"gguf-audit scan: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     if not config.roots and not config.manifests:
         print("gguf-audit scan: give at least one ROOT or --manifest (or roots in --config)", file=sys.stderr)
         return EXIT_FAILED
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("gguf-audit: %(message)s"))
+    handler.addFilter(RedactFilter())
     logger = logging.getLogger("gguf_audit.pipelines")
     logger.addHandler(handler)
     progress = _Progress(enabled=not args.no_progress, stream=sys.stderr)
@@ -325,19 +327,23 @@ def cmd_scan(args: argparse.Namespace) -> int:
         print(f"gguf-audit scan: {signal.Signals(signum).name} received; nothing was committed", file=sys.stderr)
         return 128 + signum
     except OutputError as exc:
-        print(f"gguf-audit scan: {exc}", file=sys.stderr)
+        print(redact_text(f"gguf-audit scan: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except ImportError as exc:
         print(f"gguf-audit scan: needs the pipeline extra (pip install 'gguf-audit[pipeline]'): {exc}", file=sys.stderr)
         return EXIT_FAILED
     except (GGUFAuditError, OSError) as exc:
-        print(f"gguf-audit scan: the run failed, nothing was committed: {exc}", file=sys.stderr)
+        print(redact_text(f"gguf-audit scan: the run failed, nothing was committed: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     finally:
         progress.close()
         logger.removeHandler(handler)
-    print(render_summary(result, config.fail_on))
-    print(_duckdb_block(result, options_for(config.out, config.out_storage_options or config.storage_options)))
+    print(redact_text(render_summary(result, config.fail_on)))
+    print(
+        redact_text(
+            _duckdb_block(result, options_for(config.out, config.out_storage_options or config.storage_options))
+        )
+    )
     if not _export(args, config, result.run_id):
         return EXIT_FAILED
     return EXIT_PROBLEMS if result.reaches(config.fail_on) else EXIT_OK
@@ -359,7 +365,7 @@ def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> bool:
             write_text(args.jsonl, night_jsonl(out, run_id))
             print(f"JSON Lines written to {escape(args.jsonl)}")
     except (GGUFAuditError, OSError, ValueError) as exc:
-        print(f"gguf-audit scan: the night was committed, but its export failed: {exc}", file=sys.stderr)
+        print(redact_text(f"gguf-audit scan: the night was committed, but its export failed: {exc}"), file=sys.stderr)
         return False
     return True
 

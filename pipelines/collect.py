@@ -26,6 +26,7 @@ from gguf_audit.pipelines.execute import BatchResult
 from gguf_audit.pipelines.output import Recovered
 from gguf_audit.pipelines.parts import PartFile
 from gguf_audit.pipelines.tally import Tally
+from gguf_audit.redact import redact_url
 from gguf_audit.tables.models import ModelSummary, summarise_model
 from gguf_audit.tables.schema import SCHEMA_VERSION
 
@@ -220,8 +221,8 @@ def runs_row(config: ScanConfig, result: ScanResult, started: datetime, versions
         "status": "committed",
         "started_at": started,
         "finished_at": datetime.now(UTC),
-        "roots": list(config.roots),
-        "manifests": list(config.manifests),
+        "roots": [redact_url(r) for r in config.roots],
+        "manifests": [redact_url(m) for m in config.manifests],
         "include": list(config.include),
         "exclude": list(config.exclude),
         "incremental": config.incremental,

@@ -11,9 +11,10 @@ the driver files them as ``problems`` of the quantized file's model).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gguf_audit.checks.lineage import Pair
@@ -24,6 +25,7 @@ from gguf_audit.io.source import ReadConfig
 from gguf_audit.pipelines.discover import options_for
 from gguf_audit.pipelines.execute import WORKER_POOLS
 from gguf_audit.pipelines.parts import PartFile, RunParts
+from gguf_audit.redact import redact_text
 from gguf_audit.tables.lineage import compare_rows
 from gguf_audit.tables.schema import rows_to_table
 
@@ -43,6 +45,8 @@ class CompareOptions:
     threads: int
     out: str
     out_storage_options: Mapping[str, Any] | None = None
+    read_urls: Mapping[str, str] = field(default_factory=dict)
+    """The URL to read a file from, by its redacted URL, where the two differ (presigned, ``user:password@``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +67,25 @@ class CompareResult:
 
 
 def _compare(pair: Pair, options: CompareOptions) -> Comparison | Finding:
+    quant = options.read_urls.get(pair.quant_url, pair.quant_url)
+    reference = options.read_urls.get(pair.reference_url, pair.reference_url)
     try:
-        return compare_files(
-            pair.quant_url,
-            pair.reference_url,
+        result = compare_files(
+            quant,
+            reference,
             budget=options.budget,
-            storage_options=options_for(pair.quant_url, options.storage_options),
-            reference_storage_options=options_for(pair.reference_url, options.storage_options),
+            storage_options=options_for(quant, options.storage_options),
+            reference_storage_options=options_for(reference, options.storage_options),
             read_config=options.read,
         )
     except SourceError as exc:
-        return finding(exc.code, f"comparing against {pair.reference_url}: {exc.message}")
+        return finding(exc.code, redact_text(f"comparing against {pair.reference_url}: {exc.message}"))
     except Exception as exc:  # noqa: BLE001 - a pair that cannot be compared is a finding, never a lost task
-        return finding("internal.unexpected", f"comparing against {pair.reference_url}: {describe_exception(exc)}")
+        message = f"comparing against {pair.reference_url}: {describe_exception(exc)}"
+        return finding("internal.unexpected", redact_text(message))
+    # rows and messages show the URLs as listed (redacted), never the ones read
+    shown = tuple(dataclasses.replace(f, message=redact_text(f.message)) for f in result.findings)
+    return dataclasses.replace(result, quant_url=pair.quant_url, reference_url=pair.reference_url, findings=shown)
 
 
 def compare_batch(batch: CompareBatch, options: CompareOptions) -> CompareResult:

@@ -37,6 +37,7 @@ from gguf_audit.io.options import check_no_credentials as _check_no_credentials
 from gguf_audit.io.source import ReadConfig
 from gguf_audit.io.upstream import UpstreamConfig
 from gguf_audit.plan import SampleConfig
+from gguf_audit.redact import redact_text
 
 __all__ = [
     "ConfigError",
@@ -157,14 +158,23 @@ class ScanConfig:
         return {name: getattr(self, name) for name in CHECK_SETTINGS}
 
     def public(self) -> dict[str, Any]:
-        """The settings safe to record in the ``runs`` table: no storage options at all."""
+        """The settings safe to record in the ``runs`` table: no storage options at all, URLs redacted."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out.pop("storage_options")
         out.pop("out_storage_options")
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+        return {k: _public_value(v) for k, v in out.items()}
 
     def public_json(self) -> str:
         return json.dumps(self.public(), sort_keys=True)
+
+
+def _public_value(value: Any) -> Any:
+    """A setting as recorded: tuples as lists, any URL in a string redacted (roots, manifests, out, upstream)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, tuple):
+        return [_public_value(v) for v in value]
+    return value
 
 
 # ------------------------------------------------------------------ parsing

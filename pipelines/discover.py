@@ -35,6 +35,7 @@ from fsspec.core import url_to_fs
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.hub_listing import list_hub_root
+from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile
 
 SAFETENSORS_SUFFIX: Final = ".safetensors"
@@ -60,7 +61,10 @@ _MANIFEST_SUFFIXES: Final = {".txt": "text", ".list": "text", ".csv": "csv", ".p
 
 
 class DiscoveryError(GGUFAuditError, OSError):
-    """A root or manifest cannot be listed or read; the run cannot start."""
+    """A root or manifest cannot be listed or read; the run cannot start. Its message shows URLs redacted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_text(message))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,11 @@ class Listing:
     def total_bytes(self) -> int:
         """The listed sizes added up (files whose size the listing did not give count nothing)."""
         return sum(f.size or 0 for f in self.files)
+
+    @property
+    def read_urls(self) -> dict[str, str]:
+        """The URL to read each file from, by its (redacted) URL, for the files whose URL holds credentials."""
+        return {f.url: f.read_url for f in self.files if f.read_url is not None}
 
     @property
     def unsized(self) -> int:
@@ -223,7 +232,7 @@ def _list_root(
         raise DiscoveryError(f"cannot open root {root!r}: {type(exc).__name__}: {exc}") from exc
     if protocol in ("http", "https"):
         # HTTP cannot list: a URL root names one file (many belong in a manifest).
-        return [ListedFile(url=root)], False
+        return [ListedFile.at(root)], False
     fs.invalidate_cache()  # a long-lived process must see objects changed since its last listing
     path = path.rstrip("/") or path
     try:
@@ -304,7 +313,8 @@ def _resolve(entry: str, manifest_url: str) -> str:
     if "://" in entry:
         return entry
     if not entry.startswith("/"):
-        base = manifest_url.rsplit("/", 1)[0] if "/" in manifest_url else "."
+        where = manifest_url.split("#", 1)[0].split("?", 1)[0]  # a presigned query may hold '/'
+        base = where.rsplit("/", 1)[0] if "/" in where else "."
         entry = f"{base}/{entry}"
     if "://" in entry:
         return entry
@@ -367,8 +377,8 @@ def read_manifest(url: str, storage_options: Mapping[str, Any] | None = None) ->
         if entry is None:
             continue
         out.append(
-            ListedFile(
-                url=_resolve(entry.strip(), url),
+            ListedFile.at(
+                _resolve(entry.strip(), url),
                 size=_opt_int(row.get("size")),
                 etag=_opt_str(row.get("etag")),
                 version_id=_opt_str(row.get("version_id")),

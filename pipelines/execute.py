@@ -42,6 +42,7 @@ from gguf_audit.pipelines.deadline import FILE_DEADLINE, deadline_message, wait_
 from gguf_audit.pipelines.discover import options_for
 from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.pipelines.tally import Tally, facts_of
+from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import AuditedFile, AuditTables, audits_to_tables
 
@@ -144,7 +145,7 @@ def _failed_audit(listed: ListedFile, code: str, message: str, io_stats: IOStats
         url=listed.url,
         size=listed.size,
         header=None,
-        findings=[finding(code, message)],
+        findings=[finding(code, redact_text(message))],
         io=io_stats or IOStats(),
         seconds=0.0,
         etag=listed.etag,
@@ -158,10 +159,11 @@ def _audit_one(
         return _failed_audit(listed, listed.error_code, listed.error_message or "the listing failed")
     try:
         return audit_file(
-            listed.url,
+            listed.source_url,
+            display_url=listed.url,
             size=listed.size,
             etag=listed.etag,
-            storage_options=options_for(listed.url, options.storage_options),
+            storage_options=options_for(listed.source_url, options.storage_options),
             config=options.audit,
             upstream_cache=upstream,
             revision=listed.revision,
@@ -242,6 +244,7 @@ def write_file_rows(
 
 def lost_result(batch: Batch, options: TaskOptions, code: str, message: str) -> BatchResult:
     """The rows of a batch none of whose files could be audited: each file gets one ``code`` problem."""
+    message = redact_text(message)
     audits = [_failed_audit(listed, code, message) for listed in batch.files]
     return write_file_rows(batch, options, audits, (message,))
 

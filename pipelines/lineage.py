@@ -256,8 +256,11 @@ def reload_shard_facts(
         collector.shard_facts[fact.url] = fact
 
 
-def compare_options(config: ScanConfig, run_id: str, out: Output) -> CompareOptions:
+def compare_options(
+    config: ScanConfig, run_id: str, out: Output, read_urls: Mapping[str, str] | None = None
+) -> CompareOptions:
     return CompareOptions(
+        read_urls=dict(read_urls or {}),
         run_id=run_id,
         storage_options=dict(config.storage_options),
         read=config.read_config,

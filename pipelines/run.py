@@ -46,6 +46,7 @@ from gguf_audit.pipelines.night import CommitObserver, Night, RunError
 from gguf_audit.pipelines.output import Output, OutputError, new_run_id
 from gguf_audit.pipelines.reuse import base_run, plan_reuse
 from gguf_audit.pipelines.workers import worker_problems
+from gguf_audit.redact import install_log_redaction
 
 __all__ = ["RunError", "ScanObserver", "run_scan"]
 
@@ -207,6 +208,7 @@ def run_scan(
     The output is checked first (:meth:`Output.preflight`): nothing is listed
     or read when it cannot take the run.
     """
+    install_log_redaction()  # every gguf_audit logger's lines show URLs without their credentials
     observer = observer or ScanObserver()
     started = datetime.now(UTC)
     begun = time.perf_counter()
@@ -280,12 +282,14 @@ def run_scan(
                 _run_batches(dask_client, batches, options, on_result)
                 audit_seconds = time.perf_counter() - audit_begun
                 lineage = night.lineage(config)
-                run_compare(dask_client, lineage, compare_options(config, run_id, out), collector)
+                run_compare(dask_client, lineage, compare_options(config, run_id, out, listing.read_urls), collector)
         else:
             lineage = night.lineage(config)
             if lineage.pairs:  # a model judged again with no file read: its family lost a member (reference, anchor)
                 with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
-                    run_compare(dask_client, lineage, compare_options(config, run_id, out), collector)
+                    run_compare(
+                        dask_client, lineage, compare_options(config, run_id, out, listing.read_urls), collector
+                    )
 
         models = night.judge_models(lineage)
         night.close_parts()

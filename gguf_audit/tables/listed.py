@@ -10,15 +10,25 @@ Pure: a frozen value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
+
+from gguf_audit.redact import redact_url
 
 __all__ = ["ListedFile"]
 
 
 @dataclass(frozen=True, slots=True)
 class ListedFile:
-    """One file as the listing (or a manifest) described it, before anything is read."""
+    """One file as the listing (or a manifest) described it, before anything is read.
+
+    ``url`` is the file's identity, in every row and message: redacted
+    (:func:`gguf_audit.redact.redact_url`), stable across nights. The URL to
+    read, when it holds a secret (``user:password@``, a presigned query), is
+    :attr:`read_url`, which no table, message or ``repr`` shows; make both
+    with :meth:`at`.
+    """
 
     url: str
     size: int | None = None
@@ -32,6 +42,20 @@ class ListedFile:
     """Set when the listing itself failed for this entry (a repository that could not be listed): the
     ``io.*`` code the file's row gets instead of an audit, with :attr:`error_message`."""
     error_message: str | None = None
+    read_url: str | None = field(default=None, repr=False, compare=False)
+    """The URL bytes are read from when it differs from :attr:`url` (its credentials); None: :attr:`url`.
+    Goes to the workers that read, never into a row."""
+
+    @classmethod
+    def at(cls, url: str, **facts: Any) -> ListedFile:
+        """The file at ``url`` (which may hold credentials): ``url`` redacted, the real one kept to read."""
+        shown = redact_url(url)
+        return cls(url=shown, read_url=None if shown == url else url, **facts)
+
+    @property
+    def source_url(self) -> str:
+        """The URL to read the file's bytes from."""
+        return self.url if self.read_url is None else self.read_url
 
     def unchanged_since(self, previous: ListedFile) -> bool:
         """Whether the listing shows the same bytes as ``previous`` (same URL, an earlier run).

@@ -21,6 +21,7 @@ from gguf_audit.decode.stats import SampleRow
 from gguf_audit.findings import CODES, Finding, Severity
 from gguf_audit.format.model import Header, ValueType
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.redact import redact_text
 from gguf_audit.tables.cells import arrow_text, digest, fits_int64, i64, value_cells
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.provenance import lineage_cells
@@ -188,7 +189,7 @@ def problem_row(f: Finding, *, url: str | None, model_id: str, scope: str, run_i
         "code": f.code,
         "severity": str(f.severity),
         "refused": info.refused if info is not None else None,
-        "message": arrow_text(f.message),
+        "message": arrow_text(redact_text(f.message)),
         "tensor": arrow_text(f.tensor) if f.tensor is not None else None,
         "offset": i64(f.offset),
         "source_run_id": run_id,

@@ -35,7 +35,8 @@ def test_readme_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     assert status == 1  # the collection holds errors on purpose
     assert "dask: a local cluster, 2 workers" in err
     assert f"{SAMPLE_COUNT}/{SAMPLE_COUNT}" in err  # the progress bar reached the end
-    assert f"files: {SAMPLE_COUNT} (ok 7, warning 0, error 2, unreadable 1; 3 llama.cpp would refuse) in 7 models" in out
+    statuses = "ok 7, warning 0, error 2, unreadable 1; 3 llama.cpp would refuse"
+    assert f"files: {SAMPLE_COUNT} ({statuses}) in 7 models" in out
     assert re.search(r"^\s+1\s+shard\.missing\s+error$", out, re.M)
     assert "sharded/llama-split: missing 00002 of 00003" in out
     assert f"every listed file has exactly one row: {SAMPLE_COUNT} of {SAMPLE_COUNT}" in out
