@@ -200,11 +200,7 @@ class Output:
         where: ds.Expression | None = None,
     ) -> pa.Table:
         """Rows of ``table`` in the partitions of ``run_ids`` (only those of ``urls`` when given)."""
-        expr = where
-        if urls is not None:
-            member = ds.field("url").isin(pa.array(list(urls), pa.string()))
-            expr = member if expr is None else expr & member
-        return self.delta.read(table, run_ids, columns=columns, filter=expr)
+        return self.delta.read(table, run_ids, columns=columns, filter=_with_urls(where, urls))
 
     def batches(
         self,
@@ -216,11 +212,7 @@ class Output:
         where: ds.Expression | None = None,
     ) -> Iterator[pa.Table]:
         """:meth:`read`'s rows a record batch at a time (the driver streams what grows with the collection)."""
-        expr = where
-        if urls is not None:
-            member = ds.field("url").isin(pa.array(list(urls), pa.string()))
-            expr = member if expr is None else expr & member
-        yield from self.delta.batches(table, run_ids, columns=columns, filter=expr)
+        yield from self.delta.batches(table, run_ids, columns=columns, filter=_with_urls(where, urls))
 
     def read_pairs(
         self, table: str, pairs: Mapping[str, Sequence[str]], *, columns: Sequence[str] | None = None
@@ -318,6 +310,14 @@ class Output:
             self.roll_back(run_id)
             done.append(Recovered(run_id, "cleaned" if committed else "rolled back"))
         return done
+
+
+def _with_urls(where: ds.Expression | None, urls: Sequence[str] | None) -> ds.Expression | None:
+    """``where``, narrowed to the rows of ``urls`` when given."""
+    if urls is None:
+        return where
+    member = ds.field("url").isin(pa.array(list(urls), pa.string()))
+    return member if where is None else where & member
 
 
 def rows_in(table: pa.Table, column: str, values: Sequence[str]) -> pa.Table:

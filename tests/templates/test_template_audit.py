@@ -8,8 +8,9 @@ from pathlib import Path
 import gguf
 import pytest
 from corpus import truth, truth_files
+from template_helpers import FAST, KEY, TEMPLATES, by_key, named_key, template_findings
 
-from gguf_audit.findings import CODES, Finding, Severity
+from gguf_audit.findings import CODES, Severity
 from gguf_audit.templates.audit import (
     TEMPLATE_MISSING,
     TEMPLATE_RENDER_ERROR,
@@ -21,29 +22,7 @@ from gguf_audit.templates.audit import (
     template_ends_turn,
 )
 from gguf_audit.templates.inspect.inspector import inspect_template_source
-from gguf_audit.templates.limits import TAIL_CHARS, TemplateLimits
-
-TEMPLATES = Path(__file__).parent / "fixtures"
-#: Small limits so every hostile template ends quickly; no per-file budget (these "files" hold dozens).
-FAST = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0, max_templates=100, max_renders=100, file_seconds=600)
-KEY = "tokenizer.chat_template"
-
-
-def _key(name: str) -> str:
-    return f"{KEY}.{name}"
-
-
-def _codes(audit: TemplateAudit) -> set[str]:
-    return {f.code for f in audit.findings}
-
-
-def _template_findings(audit: TemplateAudit) -> list[Finding]:
-    return [f for f in audit.findings if f.code.startswith("template.")]
-
-
-def _by_key(audits: tuple[TemplateAudit, ...]) -> dict[str, TemplateAudit]:
-    return {a.key: a for a in audits}
-
+from gguf_audit.templates.limits import TAIL_CHARS
 
 # --- the registry ------------------------------------------------------------
 
@@ -82,10 +61,10 @@ EOS = {"chatml": "<|im_end|>", "llama3": "<|eot_id|>", "llama31_tools": "<|eot_i
 
 @pytest.fixture(scope="module")
 def fixture_audits() -> dict[str, TemplateAudit]:
-    templates = {_key(name): (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8") for name in FIXTURES}
+    templates = {named_key(name): (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8") for name in FIXTURES}
     audits, file_findings = audit_templates(templates, bos_token="<s>", eos_token="</s>", limits=FAST)
     assert file_findings == ()
-    return _by_key(audits)
+    return by_key(audits)
 
 
 def test_fixtures_exist() -> None:
@@ -95,8 +74,8 @@ def test_fixtures_exist() -> None:
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_realistic_template_has_no_finding(fixture_audits: dict[str, TemplateAudit], name: str) -> None:
-    audit = fixture_audits[_key(name)]
-    assert _template_findings(audit) == []
+    audit = fixture_audits[named_key(name)]
+    assert template_findings(audit) == []
     assert inspect_template_source((TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")) == []
     assert audit.rendered is not None
     assert audit.conversation == EXPECTED_CONVERSATION.get(name, "full")
@@ -105,14 +84,14 @@ def test_realistic_template_has_no_finding(fixture_audits: dict[str, TemplateAud
 
 def test_tool_templates_render_the_tool_call(fixture_audits: dict[str, TemplateAudit]) -> None:
     for name in ("llama31_tools", "qwen_tools", "hermes_tools", "deepseek_r1"):
-        rendered = fixture_audits[_key(name)].rendered
+        rendered = fixture_audits[named_key(name)].rendered
         assert rendered is not None
         assert "get_weather" in rendered
         assert '"city": "Paris"' in rendered
 
 
 def test_strftime_now_is_deterministic(fixture_audits: dict[str, TemplateAudit]) -> None:
-    rendered = fixture_audits[_key("llama31_tools")].rendered
+    rendered = fixture_audits[named_key("llama31_tools")].rendered
     assert rendered is not None and "Today Date: 26 Jul 2024" in rendered
 
 
@@ -128,7 +107,7 @@ def test_strftime_now_is_deterministic(fixture_audits: dict[str, TemplateAudit])
     ],
 )
 def test_template_ends_turn(fixture_audits: dict[str, TemplateAudit], name: str, end_text: str, expected: bool) -> None:
-    assert template_ends_turn(fixture_audits[_key(name)], end_text) is expected
+    assert template_ends_turn(fixture_audits[named_key(name)], end_text) is expected
 
 
 def test_template_ends_turn_unknown_without_render() -> None:
@@ -233,8 +212,8 @@ def test_corpus_template_is_clean(
     corpus_audits: dict[tuple[Path, str], tuple[TemplateAudit, str]], path: Path, key: str
 ) -> None:
     audit, eos = corpus_audits[(path, key)]
-    assert [f for f in _template_findings(audit) if f.severity == Severity.ERROR] == []
-    assert _template_findings(audit) == []
+    assert [f for f in template_findings(audit) if f.severity == Severity.ERROR] == []
+    assert template_findings(audit) == []
     assert audit.rendered is not None
     if "[INST]" in audit.rendered:
         # Llama 2 closes assistant turns with the EOS text. (phi-3's vocab file
@@ -291,19 +270,19 @@ UNSAFE = {
 
 @pytest.fixture(scope="module")
 def unsafe_audits() -> dict[str, TemplateAudit]:
-    audits, _ = audit_templates({_key(k): v for k, v in UNSAFE.items()}, limits=FAST)
-    return _by_key(audits)
+    audits, _ = audit_templates({named_key(k): v for k, v in UNSAFE.items()}, limits=FAST)
+    return by_key(audits)
 
 
 @pytest.mark.parametrize("name", sorted(UNSAFE))
 def test_hostile_template_is_unsafe(unsafe_audits: dict[str, TemplateAudit], name: str) -> None:
     assert inspect_template_source(UNSAFE[name]) != []
-    audit = unsafe_audits[_key(name)]
+    audit = unsafe_audits[named_key(name)]
     unsafe = [f for f in audit.findings if f.code == TEMPLATE_UNSAFE]
     assert unsafe
     for f in unsafe:
         assert f.severity == Severity.ERROR
-        assert f.message.startswith(f"{_key(name)}: ")
+        assert f.message.startswith(f"{named_key(name)}: ")
         assert "\n" not in f.message
     # The sandbox refusing the escape is the unsafe finding, not a second one.
     assert not any(f.code == TEMPLATE_RENDER_ERROR and "SecurityError" in f.message for f in audit.findings)
@@ -323,7 +302,7 @@ def test_hostile_template_is_unsafe(unsafe_audits: dict[str, TemplateAudit], nam
     ],
 )
 def test_unsafe_message_names_the_value(unsafe_audits: dict[str, TemplateAudit], name: str, named: str) -> None:
-    messages = [f.message for f in unsafe_audits[_key(name)].findings if f.code == TEMPLATE_UNSAFE]
+    messages = [f.message for f in unsafe_audits[named_key(name)].findings if f.code == TEMPLATE_UNSAFE]
     assert any(named in m and "line 1" in m for m in messages), messages
 
 

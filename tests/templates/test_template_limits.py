@@ -8,15 +8,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import jinja2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from template_helpers import FAST, KEY, TEMPLATES, by_key, codes, named_key
 
-from gguf_audit.findings import Finding, Severity
+from gguf_audit.findings import Severity
 from gguf_audit.templates import audit as tpl
 from gguf_audit.templates.audit import (
     TEMPLATE_RENDER_ERROR,
@@ -29,28 +29,6 @@ from gguf_audit.templates.audit import (
 from gguf_audit.templates.inspect.inspector import TemplateInspectionError, inspect_template_source
 from gguf_audit.templates.limits import MAX_TEMPLATE_CHARS, TAIL_CHARS, TemplateLimits
 from gguf_audit.templates.sandbox import runner
-
-TEMPLATES = Path(__file__).parent / "fixtures"
-#: Small limits so every hostile template ends quickly; no per-file budget (these "files" hold dozens).
-FAST = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0, max_templates=100, max_renders=100, file_seconds=600)
-KEY = "tokenizer.chat_template"
-
-
-def _key(name: str) -> str:
-    return f"{KEY}.{name}"
-
-
-def _codes(audit: TemplateAudit) -> set[str]:
-    return {f.code for f in audit.findings}
-
-
-def _template_findings(audit: TemplateAudit) -> list[Finding]:
-    return [f for f in audit.findings if f.code.startswith("template.")]
-
-
-def _by_key(audits: tuple[TemplateAudit, ...]) -> dict[str, TemplateAudit]:
-    return {a.key: a for a in audits}
-
 
 # --- the registry ------------------------------------------------------------
 
@@ -79,14 +57,14 @@ DOS = {
 @pytest.fixture(scope="module")
 def dos_audits() -> tuple[dict[str, TemplateAudit], float]:
     start = time.monotonic()
-    audits, _ = audit_templates({_key(k): v for k, (v, _) in DOS.items()}, limits=FAST)
-    return _by_key(audits), time.monotonic() - start
+    audits, _ = audit_templates({named_key(k): v for k, (v, _) in DOS.items()}, limits=FAST)
+    return by_key(audits), time.monotonic() - start
 
 
 @pytest.mark.parametrize("name", sorted(DOS))
 def test_denial_of_service_hits_a_named_limit(dos_audits: tuple[dict[str, TemplateAudit], float], name: str) -> None:
     audits, _ = dos_audits
-    audit = audits[_key(name)]
+    audit = audits[named_key(name)]
     limits = [f for f in audit.findings if f.code == TEMPLATE_RESOURCE_LIMIT]
     assert len(limits) == 1, audit.findings
     assert any(word in limits[0].message for word in DOS[name][1]), limits[0].message
@@ -106,12 +84,12 @@ def test_deep_expression_is_a_resource_limit_not_a_crash() -> None:
     with pytest.raises(TemplateInspectionError):
         inspect_template_source(source)
     audits, _ = audit_templates({KEY: source}, limits=FAST)
-    assert _codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
 
 
 def test_oversized_template_is_not_parsed() -> None:
     audits, _ = audit_templates({KEY: "x" * (MAX_TEMPLATE_CHARS + 1)}, limits=FAST)
-    assert _codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
     assert str(MAX_TEMPLATE_CHARS) in audits[0].findings[0].message
 
 
@@ -131,26 +109,26 @@ def test_syntax_error_names_the_line() -> None:
 
 def test_render_error_only_when_even_the_simplest_conversation_fails() -> None:
     templates = {
-        _key("always"): "{{ raise_exception('no chat for you') }}",
-        _key("no_system"): "{% for m in messages %}{% if m.role == 'system' %}"
+        named_key("always"): "{{ raise_exception('no chat for you') }}",
+        named_key("no_system"): "{% for m in messages %}{% if m.role == 'system' %}"
         "{{ raise_exception('System role not supported') }}{% endif %}{{ m.content }}{% endfor %}",
-        _key("undefined_method"): "{{ messages[0].content.nonexistent() }}",
+        named_key("undefined_method"): "{{ messages[0].content.nonexistent() }}",
     }
-    audits = _by_key(audit_templates(templates, limits=FAST)[0])
-    always = audits[_key("always")]
+    audits = by_key(audit_templates(templates, limits=FAST)[0])
+    always = audits[named_key("always")]
     assert [f.code for f in always.findings] == [TEMPLATE_RENDER_ERROR]
     assert always.findings[0].severity == Severity.WARNING
     assert "no chat for you" in always.findings[0].message
     assert always.rendered is None
-    assert audits[_key("no_system")].findings == ()
-    assert audits[_key("no_system")].conversation == "no_system"
-    assert _codes(audits[_key("undefined_method")]) == {TEMPLATE_RENDER_ERROR}
+    assert audits[named_key("no_system")].findings == ()
+    assert audits[named_key("no_system")].conversation == "no_system"
+    assert codes(audits[named_key("undefined_method")]) == {TEMPLATE_RENDER_ERROR}
 
 
 def test_mutating_a_list_is_a_render_error_not_unsafe() -> None:
     # transformers' immutable sandbox refuses list.append too: broken, not hostile.
     audits, _ = audit_templates({KEY: "{% set x = [] %}{{ x.append(1) }}"}, limits=FAST)
-    assert _codes(audits[0]) == {TEMPLATE_RENDER_ERROR}
+    assert codes(audits[0]) == {TEMPLATE_RENDER_ERROR}
 
 
 def test_digest_and_tail() -> None:
@@ -167,7 +145,7 @@ def test_output_limit_bounds_the_render() -> None:
     limits = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0, output_chars=1000)
     source = "{% for i in range(5000) %}x{% endfor %}"
     audits, _ = audit_templates({KEY: source}, limits=limits)
-    assert _codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
     assert "1000 characters" in audits[0].findings[0].message
 
 
@@ -202,7 +180,7 @@ def spawns(monkeypatch: pytest.MonkeyPatch) -> Iterator[_SpawnCounter]:
 
 def test_one_child_renders_all_templates_of_a_file(spawns: _SpawnCounter) -> None:
     names = ("chatml", "llama3", "qwen_tools")
-    templates = {_key(n): (TEMPLATES / f"{n}.jinja").read_text(encoding="utf-8") for n in names}
+    templates = {named_key(n): (TEMPLATES / f"{n}.jinja").read_text(encoding="utf-8") for n in names}
     audits, _ = audit_templates(templates, limits=FAST)
     assert spawns.calls == 1
     assert all(a.rendered is not None and a.findings == () for a in audits)
@@ -210,13 +188,13 @@ def test_one_child_renders_all_templates_of_a_file(spawns: _SpawnCounter) -> Non
 
 def test_a_limit_the_child_catches_needs_no_restart(spawns: _SpawnCounter) -> None:
     templates = {
-        _key("spin"): DOS["silent_loops"][0],
-        _key("chatml"): (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8"),
+        named_key("spin"): DOS["silent_loops"][0],
+        named_key("chatml"): (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8"),
     }
-    audits = _by_key(audit_templates(templates, limits=FAST)[0])
+    audits = by_key(audit_templates(templates, limits=FAST)[0])
     assert spawns.calls == 1
-    assert _codes(audits[_key("spin")]) == {TEMPLATE_RESOURCE_LIMIT}
-    assert audits[_key("chatml")].findings == ()
+    assert codes(audits[named_key("spin")]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert audits[named_key("chatml")].findings == ()
 
 
 def test_a_killed_child_is_restarted_for_the_rest(spawns: _SpawnCounter, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,27 +208,27 @@ def test_a_killed_child_is_restarted_for_the_rest(spawns: _SpawnCounter, monkeyp
     monkeypatch.setattr(runner, "_child_command", lambda: [sys.executable, "-s", "-c", blocked])
     limits = TemplateLimits(cpu_seconds=1.0, wall_seconds=1.0)
     templates = {
-        _key("spin"): DOS["silent_loops"][0],
-        _key("chatml"): (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8"),
+        named_key("spin"): DOS["silent_loops"][0],
+        named_key("chatml"): (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8"),
     }
     start = time.monotonic()
-    audits = _by_key(audit_templates(templates, limits=limits)[0])
+    audits = by_key(audit_templates(templates, limits=limits)[0])
     elapsed = time.monotonic() - start
     assert spawns.calls == 2
-    (limit,) = audits[_key("spin")].findings
+    (limit,) = audits[named_key("spin")].findings
     assert limit.code == TEMPLATE_RESOURCE_LIMIT
     assert "wall-clock" in limit.message
-    assert audits[_key("chatml")].findings == ()
-    assert audits[_key("chatml")].rendered is not None
+    assert audits[named_key("chatml")].findings == ()
+    assert audits[named_key("chatml")].rendered is not None
     assert elapsed < 10
 
 
 def test_identical_templates_render_once(spawns: _SpawnCounter) -> None:
     source = (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8")
-    audits, _ = audit_templates({KEY: source, _key("default"): source}, limits=FAST)
+    audits, _ = audit_templates({KEY: source, named_key("default"): source}, limits=FAST)
     assert spawns.calls == 1
     assert audits[0].rendered == audits[1].rendered is not None
-    assert [a.key for a in audits] == [KEY, _key("default")]
+    assert [a.key for a in audits] == [KEY, named_key("default")]
 
 
 def test_the_child_refuses_files_and_processes() -> None:
