@@ -143,6 +143,7 @@ class _Progress(ScanObserver):
         self.enabled = enabled
         self.stream = stream
         self.bar: Any = None
+        self.total = 0
 
     def listed(self, listing: Listing, n_reused: int) -> None:
         reused = f", {n_reused} unchanged since the last run" if n_reused else ""
@@ -154,18 +155,17 @@ class _Progress(ScanObserver):
         else:
             sizes = fmt_bytes(listing.total_bytes)
         print(f"listed {n} files ({sizes}) in {listing.seconds:.2f} s{reused}", file=self.stream)
-        if self.enabled:
-            from tqdm import tqdm  # optional dependency (the pipeline extra), imported when a bar is shown
-
-            self.bar = tqdm(total=len(listing.files), unit="file", file=self.stream, dynamic_ncols=True, leave=True)
+        self.total = n
 
     def cluster(self, scheduler: str, dashboard: str | None, n_workers: int) -> None:
         where = "a local cluster" if scheduler == "local" else f"the scheduler at {scheduler}"
-        line = f"dask: {where}, {n_workers} workers" + (f"; dashboard {dashboard}" if dashboard else "")
-        if self.bar is not None:
-            self.bar.write(line, file=self.stream)
-        else:
-            print(line, file=self.stream)
+        # The cluster line (with the dashboard link) first and once, then the bar below it.
+        link = f"; dashboard {dashboard}" if dashboard else ""
+        print(f"dask: {where}, {n_workers} workers{link}", file=self.stream)
+        if self.enabled and self.bar is None:
+            from tqdm import tqdm  # optional dependency (the pipeline extra), imported when a bar is shown
+
+            self.bar = tqdm(total=self.total, unit="file", file=self.stream, dynamic_ncols=True, leave=True)
 
     def progress(self, done: int, total: int, bytes_read: int) -> None:
         if self.bar is not None:
