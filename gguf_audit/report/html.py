@@ -216,31 +216,27 @@ def _changes(diff: NightDiff | None) -> str:
         f"<td>{fmt_bytes(c.size_before)} → {fmt_bytes(c.size_after)}</td></tr>"
         for c in diff.changed_files[:MAX_ROWS]
     )
-    parts.append(
-        f"<h3>Changed files ({len(diff.changed_files)})</h3>"
-        + (
-            f"<table><thead><tr><th>file</th><th>status</th><th>loadable</th><th>size</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>"
-            if rows
-            else '<p class="empty">none</p>'
-        )
-    )
+    parts.append(f"<h3>Changed files ({len(diff.changed_files)})</h3>" + _table_or_none(FILE_HEAD, rows))
     flips = "".join(
         f'<tr><td class="url">{text(m.model_id)}</td><td>{_verdict(m.loadable_before)} → {_verdict(m.loadable_after)}'
         f"</td><td>{'complete' if m.complete_before else 'incomplete'} → "
         f"{'complete' if m.complete_after else 'incomplete'}</td></tr>"
         for m in diff.model_flips[:MAX_ROWS]
     )
-    parts.append(
-        f"<h3>Models flipped ({len(diff.model_flips)})</h3>"
-        + (
-            f"<table><thead><tr><th>model</th><th>loadable</th><th>complete</th></tr></thead><tbody>{flips}</tbody>"
-            "</table>"
-            if flips
-            else '<p class="empty">none</p>'
-        )
-    )
+    parts.append(f"<h3>Models flipped ({len(diff.model_flips)})</h3>" + _table_or_none(MODEL_HEAD, flips))
     return "".join(parts)
+
+
+FILE_HEAD: Final = ("file", "status", "loadable", "size")
+MODEL_HEAD: Final = ("model", "loadable", "complete")
+
+
+def _table_or_none(head: Sequence[str], rows: str) -> str:
+    """A table of ``rows`` (already escaped ``<tr>`` markup) under ``head``, or "none" when there is no row."""
+    if not rows:
+        return '<p class="empty">none</p>'
+    cells = "".join(f"<th>{h}</th>" for h in head)
+    return f"<table><thead><tr>{cells}</tr></thead><tbody>{rows}</tbody></table>"
 
 
 def _incomplete(models: Sequence[ModelRow]) -> str:
