@@ -3,12 +3,15 @@
 A worker (or the driver, for the few rows it writes itself) writes each
 table's rows of one batch as one Parquet file, ``part-<batch>-<random>.parquet``,
 with the table's explicit stored schema (every column but the ``run_id``
-partition, which lives in the commit's partition values). Rows are written as
+partition, which lives in the commit's partition values, and those a file
+written in one piece has no value for). Rows are written as
 they are ready and flushed in row groups of about :data:`ROW_GROUP_ROWS`
 rows, so a writer holds at most one row group per table whatever the batch
-size. Closing a writer gives a :class:`PartFile` per table: its path relative
-to the table root, size, rows and modification time, all the driver needs
-for the table's add action. Nothing here is visible to a reader until the
+size. The first row group fixes the file's layout (stored columns, row order,
+each column's encoding: :mod:`~gguf_audit.pipelines.layout`). Closing a
+writer gives a :class:`PartFile` per table: its path relative to the table
+root, size, rows and modification time, all the driver needs for the table's
+add action. Nothing here is visible to a reader until the
 driver commits it; a file no commit names is removed by ``gguf-audit tables
 --vacuum``.
 
@@ -31,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
+from gguf_audit.pipelines.layout import Layout, choose_layout, in_key_order
 from gguf_audit.tables.schema import PARTITION_COLUMN, stored_schema
 
 __all__ = ["ROW_GROUP_ROWS", "STATISTICS_COLUMNS", "PartFile", "PartWriter", "RunParts", "is_local_fs", "part_name"]
@@ -97,6 +101,7 @@ class PartWriter:
         self._pending_bytes = 0
         self._file: Any = None
         self._writer: pq.ParquetWriter | None = None
+        self._layout: Layout | None = None
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -111,31 +116,47 @@ class PartWriter:
         if self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
             self._flush()
 
-    def _flush(self) -> None:
+    def _open(self, layout: Layout) -> pq.ParquetWriter:
+        if is_local_fs(self.fs):
+            self.fs.makedirs(self.path.rsplit("/", 1)[0], exist_ok=True)
+        self._file = self.fs.open(self.path, "wb")
+        writer = pq.ParquetWriter(
+            self._file,
+            layout.schema,
+            store_schema=False,
+            write_statistics=[n for n in layout.schema.names if n in STATISTICS_COLUMNS],
+            **layout.writer_options(),
+        )
+        # The schema's own key-values (table, schema version) still go in, without the Arrow schema copy.
+        if self.schema.metadata:
+            writer.add_key_value_metadata({k.decode(): v.decode() for k, v in self.schema.metadata.items()})
+        return writer
+
+    def _flush(self, *, last: bool = False) -> None:
+        """Write the pending rows as one row group; the first one also fixes the file's layout.
+
+        ``last`` says nothing else will come (the file is written in one
+        piece), so columns with no value in any row can be left out.
+        """
         if not self._pending:
             return
-        if self._writer is None:
-            if is_local_fs(self.fs):
-                self.fs.makedirs(self.path.rsplit("/", 1)[0], exist_ok=True)
-            self._file = self.fs.open(self.path, "wb")
-            self._writer = pq.ParquetWriter(
-                self._file,
-                self.schema,
-                compression="zstd",
-                store_schema=False,
-                write_statistics=[n for n in self.schema.names if n in STATISTICS_COLUMNS],
-            )
-            # The schema's own key-values (table, schema version) still go in, without the Arrow schema copy.
-            if self.schema.metadata:
-                self._writer.add_key_value_metadata({k.decode(): v.decode() for k, v in self.schema.metadata.items()})
-        self._writer.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
+        rows = in_key_order(self.table, pa.concat_tables(self._pending))
+        layout = self._layout
+        if layout is None:
+            layout = self._layout = choose_layout(self.schema, rows, complete=last)
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = self._open(layout)
+        if layout.schema.names != rows.schema.names:
+            rows = rows.select(layout.schema.names)
+        writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
         self._pending = []
         self._pending_rows = 0
         self._pending_bytes = 0
 
     def close(self) -> PartFile | None:
         """Write what is pending and close; None when the table got no rows."""
-        self._flush()
+        self._flush(last=True)
         if self._writer is None:
             return None
         self._writer.close()
