@@ -74,7 +74,7 @@ class Night:
         self.urls = [f.url for f in listing.files]
         self.model_ids = {u: mid for mid, members in groups.items() for u in members}
         self.collector = Collector(frozenset(self.urls))
-        self.parts = RunParts(out.url, out.fsspec_options, run_id, "driver", DRIVER_TABLES)
+        self.parts = RunParts(out.url, out.fsspec_options, run_id, "driver", DRIVER_TABLES, measure_encodings=True)
         self.carried = SCHEMAS["models"].empty_table()
         self.summaries_judged = 0
 
@@ -183,7 +183,9 @@ class Night:
         """Commit every table, ``runs`` last with the versions the others reached."""
 
         def runs_part(versions: Mapping[str, int]) -> PartFile:
-            writer = RunParts(self.out.url, self.out.fsspec_options, self.run_id, "driver", ("runs",))
+            writer = RunParts(
+                self.out.url, self.out.fsspec_options, self.run_id, "driver", ("runs",), measure_encodings=True
+            )
             writer.write("runs", rows_to_table("runs", [runs_row(config, result, started, versions)]))
             [part] = writer.close()
             return part

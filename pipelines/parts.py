@@ -88,8 +88,11 @@ class PartWriter:
     file); :meth:`close` gives its :class:`PartFile`, :meth:`abort` drops it.
     """
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, table: str, run_id: str, tag: str) -> None:
+    def __init__(
+        self, fs: fsspec.AbstractFileSystem, root: str, table: str, run_id: str, tag: str, *, measure: bool = False
+    ) -> None:
         self.fs = fs
+        self.measure = measure
         self.table = table
         self.run_id = run_id
         self.schema = stored_schema(table)
@@ -143,7 +146,7 @@ class PartWriter:
         rows = in_key_order(self.table, pa.concat_tables(self._pending))
         layout = self._layout
         if layout is None:
-            layout = self._layout = choose_layout(self.schema, rows, complete=last)
+            layout = self._layout = choose_layout(self.schema, rows, complete=last, measure=self.measure)
         writer = self._writer
         if writer is None:
             writer = self._writer = self._open(layout)
@@ -190,7 +193,10 @@ def _mtime_ms(info: Mapping[str, Any]) -> int:
 
 
 class RunParts:
-    """A :class:`PartWriter` per table for one batch of one run, under the output ``out_url``."""
+    """A :class:`PartWriter` per table for one batch of one run, under the output ``out_url``.
+
+    ``measure_encodings`` for the driver's files (:func:`~gguf_audit.pipelines.layout.choose_layout`).
+    """
 
     def __init__(
         self,
@@ -199,11 +205,13 @@ class RunParts:
         run_id: str,
         tag: str,
         tables: Sequence[str],
+        *,
+        measure_encodings: bool = False,
     ) -> None:
         fs, root = url_to_fs(out_url, **dict(storage_options or {}))
         self.fs: fsspec.AbstractFileSystem = fs
         root = root.rstrip("/") or root
-        self.writers = {t: PartWriter(fs, root, t, run_id, tag) for t in tables}
+        self.writers = {t: PartWriter(fs, root, t, run_id, tag, measure=measure_encodings) for t in tables}
 
     def write(self, table: str, rows: pa.Table) -> None:
         self.writers[table].write(rows)

@@ -105,7 +105,7 @@ def test_each_column_keeps_the_encoding_that_made_it_smallest() -> None:
             "digest": pa.array([shuffle.choice(digests) for _ in range(n)]),  # 50 long values: a dictionary
         }
     )
-    layout = choose_layout(rows.schema, rows, complete=True)
+    layout = choose_layout(rows.schema, rows, complete=True, measure=True)
     assert layout.encodings == {"offset": "DELTA_BINARY_PACKED"}
     assert layout.dictionary == ["digest"]
     chosen = io.BytesIO()
@@ -122,3 +122,26 @@ def test_an_encoding_the_writer_refuses_leaves_the_choice_to_the_others() -> Non
     sizes = _trial(rows, {"s": "BYTE_STREAM_SPLIT"})  # not an encoding of strings
     assert set(sizes) == {"dictionary", "PLAIN"}
     assert all(v > 0 for v in sizes["PLAIN"].values())
+
+
+def _chunk_encodings(path: Path, column: str) -> set[str]:
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    [chunk] = [meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema == column]
+    return set(chunk.encodings)
+
+
+def test_the_driver_measures_its_encodings_and_workers_keep_the_dictionary(tmp_path: Path) -> None:
+    """The driver's files (rows every night writes) are measured; a worker's keep dictionary encoding."""
+    out = Output(str(tmp_path / "out"))
+    out.preflight()
+    rows = rows_to_table("files", [_file_row(f"file:///mirror/org/model-{i:05d}.gguf", "r1") for i in range(500)])
+    paths = {}
+    for measure in (True, False):
+        parts = RunParts(out.url, out.fsspec_options, "r1", "t", ("files",), measure_encodings=measure)
+        parts.write("files", rows)
+        [part] = parts.close()
+        paths[measure] = tmp_path / "out" / "files" / part.path
+    assert "DELTA_BYTE_ARRAY" in _chunk_encodings(paths[True], "url")  # sorted URLs share their prefixes
+    assert "RLE_DICTIONARY" in _chunk_encodings(paths[False], "url")
+    assert paths[True].stat().st_size < paths[False].stat().st_size
+    assert pq.read_table(paths[True]).equals(pq.read_table(paths[False]))
