@@ -68,3 +68,12 @@ def read_only_dir(path: Path) -> Iterator[Path]:
         yield path
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def file_row(url: str, run_id: str, **extra: object) -> dict[str, object]:
+    """A ``files`` row with just the columns that cannot be null (and ``extra``), as read by ``run_id``."""
+    return {
+        "url": url, "model_id": url, "status": "ok", "n_problems": 0, "n_errors": 0, "n_warnings": 0,
+        "bytes_read": 1, "requests": 1, "io_seconds": 0.0, "seconds": 0.0, "source_run_id": run_id, "reused": False,
+        **extra,
+    }  # fmt: skip

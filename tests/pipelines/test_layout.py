@@ -11,6 +11,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pipeline_helpers import file_row
 
 from gguf_audit.pipelines import parts as parts_module
 from gguf_audit.pipelines.duck import connect
@@ -18,14 +19,6 @@ from gguf_audit.pipelines.layout import _trial, choose_layout
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import RunParts
 from gguf_audit.tables.schema import rows_to_table, stored_schema
-
-
-def _file_row(url: str, run_id: str, **extra: object) -> dict[str, object]:
-    return {
-        "url": url, "model_id": url, "status": "ok", "n_problems": 0, "n_errors": 0, "n_warnings": 0,
-        "bytes_read": 1, "requests": 1, "io_seconds": 0.0, "seconds": 0.0, "source_run_id": run_id, "reused": False,
-        **extra,
-    }  # fmt: skip
 
 
 def _stored_columns(path: Path) -> list[str]:
@@ -40,7 +33,7 @@ def test_a_file_written_in_one_piece_leaves_out_its_empty_columns_and_every_read
     written = {}
     for run_id, extra in (("r1", {}), ("r2", {"quantized_by": "someone"})):
         parts = RunParts(out.url, out.fsspec_options, run_id, "t", ("files",))
-        parts.write("files", rows_to_table("files", [_file_row(f"file:///m/{run_id}.gguf", run_id, **extra)]))
+        parts.write("files", rows_to_table("files", [file_row(f"file:///m/{run_id}.gguf", run_id, **extra)]))
         [part] = parts.close()
         written[run_id] = tmp_path / "out" / "files" / part.path
         out.delta.commit("files", [part], run_id)
@@ -65,7 +58,7 @@ def test_a_file_written_in_row_groups_keeps_every_column(tmp_path: Path, monkeyp
     out = Output(str(tmp_path / "out"))
     out.preflight()
     parts = RunParts(out.url, out.fsspec_options, "r1", "t", ("files",))
-    rows = [_file_row(f"file:///m/{i}.gguf", "r1", quantized_by="late" if i == 3 else None) for i in range(4)]
+    rows = [file_row(f"file:///m/{i}.gguf", "r1", quantized_by="late" if i == 3 else None) for i in range(4)]
     for row in rows:
         parts.write("files", rows_to_table("files", [row]))
     [part] = parts.close()
@@ -80,7 +73,7 @@ def test_files_and_models_rows_are_written_in_key_order(tmp_path: Path) -> None:
     out.preflight()
     parts = RunParts(out.url, out.fsspec_options, "r1", "t", ("files",))
     urls = [f"file:///m/{name}.gguf" for name in ("c", "a", "d", "b")]
-    parts.write("files", rows_to_table("files", [_file_row(u, "r1") for u in urls]))
+    parts.write("files", rows_to_table("files", [file_row(u, "r1") for u in urls]))
     [part] = parts.close()
     assert pq.read_table(tmp_path / "out" / "files" / part.path).column("url").to_pylist() == sorted(urls)
 
@@ -134,7 +127,7 @@ def test_the_driver_measures_its_encodings_and_workers_keep_the_dictionary(tmp_p
     """The driver's files (rows every night writes) are measured; a worker's keep dictionary encoding."""
     out = Output(str(tmp_path / "out"))
     out.preflight()
-    rows = rows_to_table("files", [_file_row(f"file:///mirror/org/model-{i:05d}.gguf", "r1") for i in range(500)])
+    rows = rows_to_table("files", [file_row(f"file:///mirror/org/model-{i:05d}.gguf", "r1") for i in range(500)])
     paths = {}
     for measure in (True, False):
         parts = RunParts(out.url, out.fsspec_options, "r1", "t", ("files",), measure_encodings=measure)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pipeline_helpers import read_only_dir, s3_options
+from pipeline_helpers import file_row, read_only_dir, s3_options
 
 from gguf_audit.pipelines.output import COMMIT_ORDER, Output, OutputError
 from gguf_audit.pipelines.parts import PartFile, RunParts
@@ -50,13 +50,6 @@ def _write(out: Output, run_id: str, table: str, rows: list[dict[str, object]]) 
     return part
 
 
-def _file_row(url: str, run_id: str) -> dict[str, object]:
-    return {
-        "url": url, "model_id": url, "status": "ok", "n_problems": 0, "n_errors": 0, "n_warnings": 0,
-        "bytes_read": 1, "requests": 1, "io_seconds": 0.0, "seconds": 0.0, "source_run_id": run_id, "reused": False,
-    }  # fmt: skip
-
-
 def _runs_part(out: Output, run_id: str) -> PartFile:
     from datetime import UTC, datetime
 
@@ -73,12 +66,12 @@ def _runs_part(out: Output, run_id: str) -> PartFile:
 def test_a_failed_commit_leaves_every_table_at_its_previous_version(tmp_path: Path) -> None:
     out = Output(str(tmp_path / "out"))
     out.preflight()
-    first = {"files": [_write(out, "r1", "files", [_file_row("a", "r1")])]}
+    first = {"files": [_write(out, "r1", "files", [file_row("a", "r1")])]}
     versions = out.commit("r1", first, lambda v: _runs_part(out, "r1"))
     assert set(versions) == set(COMMIT_ORDER) and versions["files"] == 0
     assert out.last_committed_run() == "r1" and out.pending() == []
 
-    second = {"files": [_write(out, "r2", "files", [_file_row("a", "r2"), _file_row("b", "r2")])]}
+    second = {"files": [_write(out, "r2", "files", [file_row("a", "r2"), file_row("b", "r2")])]}
 
     def broken_runs(v: dict[str, int]) -> PartFile:
         raise OSError("the store went away")
@@ -94,10 +87,10 @@ def test_a_failed_commit_leaves_every_table_at_its_previous_version(tmp_path: Pa
 def test_recover_rolls_back_a_commit_whose_driver_died(tmp_path: Path) -> None:
     out = Output(str(tmp_path / "out"))
     out.preflight()
-    out.commit("r1", {"files": [_write(out, "r1", "files", [_file_row("a", "r1")])]}, lambda v: _runs_part(out, "r1"))
+    out.commit("r1", {"files": [_write(out, "r1", "files", [file_row("a", "r1")])]}, lambda v: _runs_part(out, "r1"))
     # A driver that died after committing files and before runs: its marker and its files rows are left.
     out.fs.pipe_file(out.path("_pending", "r2.json"), b"{}")
-    out.delta.commit("files", [_write(out, "r2", "files", [_file_row("b", "r2")])], "r2")
+    out.delta.commit("files", [_write(out, "r2", "files", [file_row("b", "r2")])], "r2")
     # A driver that died after its runs row, before removing its marker.
     out.fs.pipe_file(out.path("_pending", "r1.json"), b"{}")
     assert out.read("files", ["r2"]).num_rows == 1
