@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +16,12 @@ from gguf_audit.audit import AuditConfig
 from gguf_audit.pipelines import execute as execute_module
 from gguf_audit.pipelines import parts as parts_module
 from gguf_audit.pipelines.batches import make_batches
+from gguf_audit.pipelines.deadline import FILE_DEADLINE, wait_for_files
 from gguf_audit.pipelines.execute import WORKER_POOLS, BatchResult, TaskOptions, audit_batch
 from gguf_audit.pipelines.parts import STATISTICS_COLUMNS
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import audits_to_tables
+from gguf_audit.testing.http import RangeHTTPServer
 
 
 def _rows(out: Path, result: BatchResult, table: str) -> pa.Table:
@@ -96,3 +101,33 @@ def test_data_files_keep_their_key_values_but_no_schema_copy(tmp_path: Path, loc
         with_stats = {c.path_in_schema.split(".")[0] for c in columns if c.is_stats_set}
         assert with_stats and with_stats <= STATISTICS_COLUMNS, part.table
         assert "url" in with_stats or part.table not in ("files", "tensors", "metadata", "samples")
+
+
+def test_a_file_whose_server_stalls_gets_a_deadline_row_and_its_batch_goes_on(
+    tmp_path: Path, local_collection: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that sends headers and then nothing holds one file's audit, not the batch: past the per-file
+    deadline the file is written with ``run.file_deadline`` and the other files' rows are written as usual."""
+    data = (local_collection / "tiny-llama-Q4_K_M.gguf").read_bytes()
+    release = threading.Event()
+
+    def stalled(start: int, end: int) -> bytes:
+        release.wait(60)
+        return data[start:end]
+
+    monkeypatch.setattr(execute_module, "wait_for_files", functools.partial(wait_for_files, deadline_seconds=1.0))
+    out = tmp_path / "out"
+    with RangeHTTPServer(files={"ok.gguf": data}) as server:
+        server.put_virtual("stalls.gguf", len(data), stalled)
+        listed = [ListedFile(server.url_for("ok.gguf")), ListedFile(server.url_for("stalls.gguf"))]
+        batch = make_batches(listed, {f.url: f.url for f in listed}, 10)[0]
+        begun = time.monotonic()
+        try:
+            result = audit_batch(batch, TaskOptions("r1", {}, AuditConfig(), 2, out=str(out)))
+            took = time.monotonic() - begun
+        finally:
+            release.set()  # the stalled read ends and its pool thread with it
+    codes = {r["url"]: r["codes"] for r in _rows(out, result, "files").to_pylist()}
+    assert codes == {listed[0].url: [], listed[1].url: [FILE_DEADLINE]}
+    assert took < 20  # the deadline, not the read's own timeout, ended the wait
+    assert {r["code"] for r in _rows(out, result, "problems").to_pylist()} == {FILE_DEADLINE}
