@@ -24,7 +24,15 @@ import re
 from typing import Final
 from urllib.parse import unquote_plus
 
-__all__ = ["REDACTED", "RedactFilter", "install_log_redaction", "is_redacted", "redact_text", "redact_url"]
+__all__ = [
+    "REDACTED",
+    "RedactFilter",
+    "install_handler_redaction",
+    "install_log_redaction",
+    "is_redacted",
+    "redact_text",
+    "redact_url",
+]
 
 REDACTED: Final = "***"
 
@@ -202,3 +210,25 @@ def install_log_redaction(prefix: str = "gguf_audit") -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, RedactFilter) for f in logger.filters):
             logger.addFilter(_FILTER)
+
+
+def install_handler_redaction() -> int:
+    """Put the redacting filter on every handler configured so far, of any logger; how many got one.
+
+    Third-party loggers (dask's ``distributed``, fsspec, s3fs, botocore,
+    urllib3, huggingface_hub) can log a URL they were given, presigned query
+    and all, and their records never pass a ``gguf_audit`` logger's filters.
+    A handler's filters see every record the handler emits, whichever logger
+    it came from and whichever child logged it, so filtering at the handlers
+    covers them. Handlers added later are not covered (call again after
+    configuring logging). Idempotent.
+    """
+    loggers: list[logging.Logger] = [logging.getLogger()]
+    loggers += [v for v in list(logging.Logger.manager.loggerDict.values()) if isinstance(v, logging.Logger)]
+    added = 0
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            if not any(isinstance(f, RedactFilter) for f in handler.filters):
+                handler.addFilter(_FILTER)
+                added += 1
+    return added

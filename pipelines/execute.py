@@ -19,6 +19,7 @@ cannot be built keeps a ``files`` row saying why.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -42,7 +43,7 @@ from gguf_audit.pipelines.deadline import FILE_DEADLINE, deadline_message, wait_
 from gguf_audit.pipelines.discover import options_for
 from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.pipelines.tally import Tally, facts_of
-from gguf_audit.redact import redact_text
+from gguf_audit.redact import install_handler_redaction, install_log_redaction, redact_text
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import AuditedFile, AuditTables, audits_to_tables
 
@@ -277,12 +278,20 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
             rows.add(_tables_of(item, options.run_id, gate), audit)
 
 
+@functools.cache
+def _redact_logs() -> None:
+    """Once per worker process: its log lines, ours and the libraries', show URLs without their credentials."""
+    install_log_redaction()
+    install_handler_redaction()
+
+
 def audit_batch(batch: Batch, options: TaskOptions) -> BatchResult:
     """Audit every file of ``batch`` with overlapping reads, write its rows, return what was written.
 
     Never raises for a file's sake; a batch whose data files cannot be
     written at all raises (the driver reruns it, then splits it).
     """
+    _redact_logs()
     rows = _Rows(RunParts(options.out, options.out_storage_options, options.run_id, batch.batch_id, FILE_TABLES))
     try:
         _audit_and_write(batch, options, rows)

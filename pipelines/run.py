@@ -46,7 +46,7 @@ from gguf_audit.pipelines.night import CommitObserver, Night, RunError
 from gguf_audit.pipelines.output import Output, OutputError, new_run_id
 from gguf_audit.pipelines.reuse import base_run, plan_reuse
 from gguf_audit.pipelines.workers import worker_problems
-from gguf_audit.redact import install_log_redaction
+from gguf_audit.redact import install_handler_redaction, install_log_redaction
 
 __all__ = ["RunError", "ScanObserver", "run_scan"]
 
@@ -211,6 +211,7 @@ def run_scan(
     or read when it cannot take the run.
     """
     install_log_redaction()  # every gguf_audit logger's lines show URLs without their credentials
+    install_handler_redaction()  # and every handler's, whichever library logged (dask, fsspec, botocore...)
     observer = observer or ScanObserver()
     started = datetime.now(UTC)
     begun = time.perf_counter()

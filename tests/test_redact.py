@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Iterator
@@ -10,7 +11,14 @@ import pytest
 from corpus import corpus_dir
 
 from gguf_audit.cli import main
-from gguf_audit.redact import RedactFilter, install_log_redaction, is_redacted, redact_text, redact_url
+from gguf_audit.redact import (
+    RedactFilter,
+    install_handler_redaction,
+    install_log_redaction,
+    is_redacted,
+    redact_text,
+    redact_url,
+)
 from gguf_audit.testing.http import RangeHTTPServer
 
 S3 = (
@@ -181,3 +189,25 @@ def test_sample_and_compare_show_redacted_urls(capsys: pytest.CaptureFixture[str
     for captured in (sampled, compared):
         for secret in SECRETS:
             assert secret not in captured.out and secret not in captured.err
+
+
+def test_handler_filter_redacts_what_other_libraries_log() -> None:
+    """A library's logger (here one named like dask's) logs a presigned URL: its handler writes it redacted."""
+    library = logging.getLogger("thirdparty_probe")
+    sink = io.StringIO()
+    handler = logging.StreamHandler(sink)
+    library.addHandler(handler)
+    library.propagate = False
+    try:
+        assert install_handler_redaction() >= 1
+        assert install_handler_redaction() == 0  # idempotent
+        logging.getLogger("thirdparty_probe.child").warning("fetching %s", S3)
+        try:
+            raise OSError(f"cannot open {S3}")
+        except OSError:
+            library.exception("failed")
+    finally:
+        library.removeHandler(handler)
+    text = sink.getvalue()
+    assert "0f1e2d3c" not in text and "AKIAEXAMPLE" not in text
+    assert text.count("X-Amz-Signature=***") == 2

@@ -10,8 +10,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import cloudpickle
 import pyarrow.compute as pc
 import pytest
+from distributed import Client
 from pipeline_helpers import SAMPLE_COUNT, read_dataset
 
 from gguf_audit.cli import main as gguf_audit_main
@@ -100,6 +102,35 @@ def test_scan_with_scheduler_flag(
     files = read_dataset(out, "files")
     assert files.num_rows == len(set(files.column("url").to_pylist())) == SAMPLE_COUNT
     assert pc.sum(files.column("bytes_read")).as_py() > 0
+
+    # The worker process redacts what any library logs there, through whichever handler writes it.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    with Client(external_scheduler, timeout=30) as client:
+        [(handlers, lines)] = client.run(_worker_log_lines).values()
+    assert handlers >= 1  # distributed's own stderr handler, at least
+    assert lines and all("X-Amz-Signature=***" in line and "0f1e2d3c" not in line for line in lines)
+
+
+_PRESIGNED = "https://b.s3.amazonaws.com/m.gguf?X-Amz-Credential=AKIAEXAMPLE&X-Amz-Signature=0f1e2d3c"
+
+
+def _worker_log_lines() -> tuple[int, list[str]]:
+    """In a worker process: each configured handler's view of a record a library logs with a presigned URL."""
+    import logging
+
+    loggers = [
+        logging.getLogger(),
+        *(v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)),
+    ]
+    handlers = [h for logger in loggers for h in logger.handlers]
+    lines = []
+    for handler in handlers:
+        record = logging.LogRecord(
+            "distributed.worker", logging.WARNING, __file__, 1, "fetching %s", (_PRESIGNED,), None
+        )
+        if handler.filter(record):
+            lines.append(record.getMessage())
+    return len(handlers), lines
 
 
 def test_workers_without_the_package_are_refused_before_submitting(
