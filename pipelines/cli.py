@@ -229,9 +229,10 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
         f"read {fmt_bytes(result.bytes_read)} of {fmt_bytes(result.collection_bytes)}{share} "
         f"in {result.requests} requests"
     )
+    listed = "" if result.listing_requests is None else f" ({result.listing_requests} requests)"
     lines.append(
         f"{result.n_read} files read in {result.audit_seconds:.2f} s ({result.files_per_second:.1f} files/s); "
-        f"listing {result.listing_seconds:.2f} s, whole run {result.seconds:.2f} s"
+        f"listing {result.listing_seconds:.2f} s{listed}, whole run {result.seconds:.2f} s"
     )
     dropped = (
         f" ({result.duplicates_dropped} duplicate rows of rerun batches dropped)" if result.duplicates_dropped else ""

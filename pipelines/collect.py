@@ -87,6 +87,8 @@ class ScanResult:
     """Models judged in this run (the others kept the base run's rows)."""
     n_unloadable: int = 0
     """Files llama.cpp would refuse, whatever their findings' severities (a big-endian file's is a warning)."""
+    listing_requests: int | None = None
+    """Requests the listing sent; None when a listed store's requests are not counted."""
 
     @property
     def files_per_second(self) -> float:
@@ -253,4 +255,5 @@ def runs_row(config: ScanConfig, result: ScanResult, started: datetime, versions
         # no plain column addition for every Delta reader)
         "compare_version": versions.get("compare"),
         "compare_rows": int(result.rows_written.get("compare", 0)),
+        "listing_requests": result.listing_requests,
     }

@@ -34,7 +34,9 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.io.hub import hub_endpoint
 from gguf_audit.pipelines.hub_listing import list_hub_root
+from gguf_audit.pipelines.listing_requests import ListingRequests, counting
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile
 
@@ -78,6 +80,8 @@ class Listing:
     sources for lineage, never audited as GGUF."""
     listed_dirs: frozenset[str] = frozenset()
     """Directories whose every file the root listings saw: lineage needs no listing of its own for them."""
+    requests: int | None = None
+    """Requests the listing sent (:mod:`~gguf_audit.pipelines.listing_requests`); None when a store was not counted."""
 
     @property
     def total_bytes(self) -> int:
@@ -211,12 +215,18 @@ def _find(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Mapping[str, An
 
 
 def _list_root(
-    root: str, storage_options: Mapping[str, Any], include: Sequence[str], exclude: Sequence[str]
+    root: str,
+    storage_options: Mapping[str, Any],
+    include: Sequence[str],
+    exclude: Sequence[str],
+    requests: ListingRequests | None = None,
 ) -> tuple[list[ListedFile], bool]:
     """The files under ``root``, and whether the listing saw every file of their directories (a directory
     root on a store that lists; not a single file, not HTTP)."""
     protocol = _protocol(root)
     if protocol == "hf":
+        if requests is not None:
+            requests.watch_hub(hub_endpoint(options_for(root, storage_options)))
         try:
             listed = list_hub_root(
                 root,
@@ -231,8 +241,10 @@ def _list_root(
     except (ImportError, ValueError, TypeError) as exc:
         raise DiscoveryError(f"cannot open root {root!r}: {type(exc).__name__}: {exc}") from exc
     if protocol in ("http", "https"):
-        # HTTP cannot list: a URL root names one file (many belong in a manifest).
+        # HTTP cannot list: a URL root names one file (many belong in a manifest); no request is sent.
         return [ListedFile.at(root)], False
+    if requests is not None:
+        requests.watch(fs)
     fs.invalidate_cache()  # a long-lived process must see objects changed since its last listing
     path = path.rstrip("/") or path
     try:
@@ -408,19 +420,30 @@ def discover(
     found: dict[str, ListedFile] = {}
     safetensors: set[str] = set()
     listed_dirs: set[str] = set()
-    for root in roots:
-        listed_files, whole = _list_root(root, options, include, exclude)
-        for listed in listed_files:
-            directory = listed.url.rsplit("/", 1)[0]
-            if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
-                safetensors.add(directory)  # a source beside the GGUFs, not a file to audit
-                continue
-            if whole:
-                listed_dirs.add(directory)
-            found.setdefault(listed.url, listed)
-    for manifest in manifests:
-        for listed in read_manifest(manifest, options):
-            found.setdefault(listed.url, listed)
-    return Listing(
-        tuple(found.values()), time.perf_counter() - begun, frozenset(safetensors), frozenset(listed_dirs | safetensors)
-    )
+    with counting() as requests:
+        for root in roots:
+            listed_files, whole = _list_root(root, options, include, exclude, requests)
+            for listed in listed_files:
+                directory = listed.url.rsplit("/", 1)[0]
+                if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
+                    safetensors.add(directory)  # a source beside the GGUFs, not a file to audit
+                    continue
+                if whole:
+                    listed_dirs.add(directory)
+                found.setdefault(listed.url, listed)
+        for manifest in manifests:
+            _watch_manifest(manifest, options, requests)
+            for listed in read_manifest(manifest, options):
+                found.setdefault(listed.url, listed)
+    dirs = frozenset(listed_dirs | safetensors)
+    return Listing(tuple(found.values()), time.perf_counter() - begun, frozenset(safetensors), dirs, requests.count)
+
+
+def _watch_manifest(manifest: str, options: Mapping[str, Any], requests: ListingRequests) -> None:
+    """Count the requests reading ``manifest`` sends (a store that cannot be counted makes the count unknown)."""
+    try:
+        fs, _ = url_to_fs(manifest, **options_for(manifest, options))
+    except (ImportError, ValueError, TypeError):
+        requests.unknown()  # read_manifest reports why it cannot be read
+        return
+    requests.watch(fs)

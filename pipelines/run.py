@@ -318,6 +318,7 @@ def run_scan(
             requests=tally.requests,
             collection_bytes=max(listing.total_bytes, tally.size_bytes),
             listing_seconds=listing.seconds,
+            listing_requests=listing.requests,
             audit_seconds=audit_seconds,
             seconds=time.perf_counter() - begun,
             rows_checked=rows_checked,

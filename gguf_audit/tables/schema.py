@@ -182,6 +182,8 @@ _MODELS_LINEAGE: Final = [
 _RUNS_LINEAGE: Final = [
     _f("compare_version", pa.int64()),
     _f("compare_rows", pa.int64()),
+    # added after the compare columns, at the end: earlier nights read it as null
+    _f("listing_requests", pa.int64()),
 ]
 
 _COMPARE: Final = [

@@ -13,6 +13,7 @@ import pytest
 from pipeline_helpers import s3_options
 
 from gguf_audit.pipelines.discover import DiscoveryError, discover, listed_from_info, options_for, read_manifest
+from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
 
 
@@ -63,7 +64,10 @@ def test_s3_listing_keeps_etag_and_mtime(moto: MotoS3Server) -> None:
     moto.make_bucket(bucket)
     etags = {key: moto.put(bucket, key, key.encode() * 3) for key in ["a/m.gguf", "a/b/n.gguf", "c/o.gguf", "p.gguf"]}
     moto.put(bucket, "a/readme.md", b"x")
+    moto.reset_stats()
     listing = discover([f"s3://{bucket}"], storage_options={"s3": s3_options(moto)})
+    # What the listing cost, counted as sent: every request the S3 server saw (LISTs, the root's HEAD).
+    assert listing.requests == len(moto.requests) >= 3  # the top level, then one listing per prefix (a/, c/)
     by_url = {f.url: f for f in listing.files}
     assert sorted(by_url) == sorted(f"s3://{bucket}/{k}" for k in etags)
     for key, etag in etags.items():
@@ -72,8 +76,10 @@ def test_s3_listing_keeps_etag_and_mtime(moto: MotoS3Server) -> None:
         assert listed.mtime is not None and listed.mtime.tzinfo is not None
     # A prefix root, and objects replaced since the last listing by the same process.
     moto.put(bucket, "a/m.gguf", b"changed")
+    moto.reset_stats()
     again = discover([f"s3://{bucket}/a/"], storage_options={"s3": s3_options(moto)})
     assert {f.url: f.size for f in again.files} == {f"s3://{bucket}/a/b/n.gguf": 30, f"s3://{bucket}/a/m.gguf": 7}
+    assert again.requests == len(moto.requests) > 0  # the same client, counted again from zero
 
 
 def test_hf_style_info() -> None:
@@ -128,6 +134,11 @@ def test_manifests(tmp_path: Path) -> None:
         "file:///abs/c.gguf",
     ]
     assert len(listing.files) == 4  # http://h/a.gguf once
+    assert listing.requests == 0  # local manifests, nothing sent
+    assert discover([str(tmp_path)]).requests == 0
+    with RangeHTTPServer(files={"list.txt": b"http://h/a.gguf\n"}) as server:
+        remote = discover([], manifests=[server.url_for("list.txt")])
+    assert [f.url for f in remote.files] == ["http://h/a.gguf"] and remote.requests is None  # HTTP is not counted
 
 
 def test_options_for() -> None:

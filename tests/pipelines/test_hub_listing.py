@@ -44,6 +44,7 @@ def test_an_organisation_costs_one_model_page_and_the_trees(hub: LocalHub) -> No
     assert hub.resolve_requests == 0
     # One models page; org/a's tree (2 folders, 5 files with .gitattributes) in 4 pages of 2, org/b's in 1.
     assert hub.api_requests == 1 + 4 + 1
+    assert listing.requests == len(hub.requests) == 6  # counted as huggingface_hub sent them
     for f in listing.files:
         repo, path = f.url.removeprefix("hf://").split("/", 2)[:2], f.url.split("/", 4)[-1]
         stored = hub.file("/".join(repo), path)
@@ -76,8 +77,10 @@ def test_a_member_token_from_the_environment_lists_private_repositories(
 
 def test_an_api_429_is_waited_out(hub: LocalHub) -> None:
     hub.fail_next_with_429(1, reset_s=1, resource="api")
+    hub.reset_stats()
     listing = discover(["hf://org/b"], storage_options=_options(hub))
     assert [f.url for f in listing.files] == ["hf://org/b/b.gguf"]
+    assert listing.requests == len(hub.requests) >= 3  # the refused request and its retry count
     assert [f.error_code for f in listing.files] == [None]
 
 

@@ -66,6 +66,10 @@ def test_s3_collection(client: Any, moto: MotoS3Server, bucket: str, tmp_path: P
     assert isinstance(result, ScanResult)
     assert result.n_files == SAMPLE_COUNT == result.rows_checked
     assert result.statuses == {"ok": 7, "error": 2, "unreadable": 1}
+    # What listing the bucket cost is recorded with the night: requests sent, counted as they went out.
+    [night] = read_dataset(out, "runs").to_pylist()
+    assert night["listing_requests"] == result.listing_requests and result.listing_requests is not None
+    assert 3 <= result.listing_requests <= 20  # the root's HEAD, the top level, a listing per prefix
     files = _files_by_name(out, result.run_id)
     assert len(files) == SAMPLE_COUNT
     assert all(r["url"].startswith(f"s3://{bucket}/models/") for r in files.values())
@@ -137,8 +141,10 @@ def test_s3_collection(client: Any, moto: MotoS3Server, bucket: str, tmp_path: P
     assert arch_rows == 6  # the readable files and first shards: later shards hold only split.* keys
     [(n_tensors,)] = _duck(f"SELECT count(*) FROM delta_scan('{base}/tensors')")
     assert n_tensors == sum(r["n_tensors"] or 0 for r in files.values())
-    [(run_files, status, versions)] = _duck(f"SELECT n_files, status, table_versions FROM delta_scan('{base}/runs')")
-    assert (run_files, status) == (SAMPLE_COUNT, "committed")
+    [(run_files, status, versions, listing)] = _duck(
+        f"SELECT n_files, status, table_versions, listing_requests FROM delta_scan('{base}/runs')"
+    )
+    assert (run_files, status, listing) == (SAMPLE_COUNT, "committed", result.listing_requests)
     assert versions == {t: 0 for t in ("files", "models", "tensors", "metadata", "problems", "samples")}
     [(samples,)] = _duck(f"SELECT count(*) FROM delta_scan('{base}/samples')")
     assert samples > 0  # scans sample by default
@@ -153,6 +159,7 @@ def test_tables_on_s3(client: Any, moto: MotoS3Server, bucket: str, local_collec
     first = run_scan(config, client=client)
     second = run_scan(config.replace(incremental=True), client=client)
     assert (second.base_run_id, second.n_reused) == (first.run_id, SAMPLE_COUNT)
+    assert first.listing_requests == second.listing_requests == 0  # a local collection lists for free
     options = delta_options(moto)
     files = read_dataset(out, "files", options)
     assert files.num_rows == 2 * SAMPLE_COUNT
