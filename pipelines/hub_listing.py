@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.io.hub import HubURL, hub_endpoint, hub_token, parse_hf_url
+from gguf_audit.io.hub import HubURL, hub_endpoint, hub_token, parse_hf_url, quiet_hub_client
 from gguf_audit.io.limits import parse_rate_limit
 from gguf_audit.tables.listed import ListedFile
 
@@ -98,6 +98,7 @@ def _api(options: Mapping[str, Any]) -> Any:
         from huggingface_hub import HfApi
     except ImportError as exc:
         raise HubListingError("hf:// roots need huggingface_hub: pip install 'gguf-audit[hf]'") from exc
+    quiet_hub_client()
     token = hub_token(options)
     return HfApi(endpoint=hub_endpoint(options), token=token if token else False)
 

@@ -30,6 +30,7 @@ __all__ = [
     "hub_headers",
     "hub_token",
     "parse_hf_url",
+    "quiet_hub_client",
     "resolve_url",
 ]
 
@@ -128,3 +129,22 @@ def hub_headers(options: Mapping[str, Any]) -> dict[str, str]:
     """The headers of every resolve request: the bearer token when there is one."""
     token = hub_token(options)
     return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def quiet_hub_client() -> None:
+    """Keep huggingface_hub to the requests gguf-audit asks for.
+
+    With its telemetry on, the client adds library versions to its user agent
+    and, once a day per machine, fetches an "agent harness" registry from its
+    default endpoint, whatever endpoint a scan lists: a request to a host the
+    user never named (and, offline, a connection attempt with a 3 s timeout).
+    This turns that off for the process, unless the user set
+    ``HF_HUB_DISABLE_TELEMETRY`` themselves (their choice wins).
+    """
+    if "HF_HUB_DISABLE_TELEMETRY" in os.environ:
+        return
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return
+    constants.HF_HUB_DISABLE_TELEMETRY = True

@@ -97,3 +97,26 @@ def test_a_listed_xet_hash_is_kept(hub: LocalHub) -> None:
     stored = hub.file("org/b", "b.gguf")
     assert stored.xet_hash is not None
     assert [(f.etag, f.sha256) for f in listing.files] == [(stored.xet_hash, stored.sha256)]
+
+
+def test_the_listing_sends_nothing_but_to_the_listed_hub(hub: LocalHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub's telemetry would fetch its agent registry from huggingface.co whatever the endpoint."""
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import _detect_agent
+
+    monkeypatch.delenv("HF_HUB_DISABLE_TELEMETRY", raising=False)
+    monkeypatch.setattr(_detect_agent, "_registry", None)  # as in a fresh process: not fetched yet
+    monkeypatch.setenv("AI_AGENT", "probe")  # an environment an agent harness runs in
+    sent: list[str] = []
+
+    def record(request: Any) -> None:
+        sent.append(str(request.url))
+
+    session = get_session()
+    session.event_hooks["request"].append(record)
+    try:
+        listing = discover(["hf://org/b"], storage_options=_options(hub))
+    finally:
+        session.event_hooks["request"].remove(record)
+    assert [f.url for f in listing.files] == ["hf://org/b/b.gguf"]
+    assert sent and all(url.startswith(hub.endpoint + "/") for url in sent), sent
