@@ -19,7 +19,7 @@ from typing import Final
 from gguf_audit.codes_collection import COLLECTION_CODES
 from gguf_audit.codes_security import SECURITY_CODES
 
-__all__ = ["CODES", "CORE_CODES", "CodeInfo", "Severity"]
+__all__ = ["CODES", "CORE_CODES", "LLAMA_CPP_BUILD", "VERDICT_RANK", "CodeInfo", "LlamaCpp", "Severity"]
 
 
 class Severity(StrEnum):
@@ -32,6 +32,22 @@ class Severity(StrEnum):
 
 SEVERITY_RANK: Final = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 
+LLAMA_CPP_BUILD: Final = "b11312"
+"""The llama.cpp build every verdict describes: the oracle in ``../shared/llama.cpp`` (commit 0c1e57098)."""
+
+
+class LlamaCpp(StrEnum):
+    """What the pinned llama.cpp does with a file that has a finding: its verdict, worst last."""
+
+    LOADS = "loads"
+    REFUSES = "refuses"
+    """The loader reports an error and returns no model: the calling program goes on."""
+    ABORTS = "aborts"
+    """A failed ``GGML_ASSERT`` or an uncaught exception kills the process that loads the file (SIGABRT)."""
+
+
+VERDICT_RANK: Final = {LlamaCpp.LOADS: 0, LlamaCpp.REFUSES: 1, LlamaCpp.ABORTS: 2}
+
 
 @dataclass(frozen=True, slots=True)
 class CodeInfo:
@@ -39,22 +55,32 @@ class CodeInfo:
 
     code: str
     severity: Severity
-    refused: bool | None
-    """True when current llama.cpp (little-endian host) refuses a file with this finding;
+    llama_cpp: LlamaCpp | None
+    """What llama.cpp :data:`LLAMA_CPP_BUILD` (little-endian host) does with a file that has this finding;
     None when the finding means gguf-audit could not tell (the verdict is then unknown)."""
     doc: str
+
+    @property
+    def refused(self) -> bool | None:
+        """True when llama.cpp refuses or aborts on such a file, False when it loads it, None when unknown."""
+        return None if self.llama_cpp is None else self.llama_cpp is not LlamaCpp.LOADS
 
 
 _registry: dict[str, CodeInfo] = {}
 
 
-def _code(code: str, severity: Severity, refused: bool | None, doc: str) -> None:
+def _code(code: str, severity: Severity, verdict: LlamaCpp | bool | None, doc: str) -> None:
+    """Register a code; ``verdict`` True and False are shorthand for refuses and loads."""
     if code in _registry:
         raise ValueError(f"finding code registered twice: {code!r}")
     area, _, name = code.partition(".")
     if not area or not name or code != code.lower():
         raise ValueError(f"finding codes look like 'area.problem'. Got {code!r}.")
-    _registry[code] = CodeInfo(code, severity, refused, doc)
+    llama_cpp = verdict if verdict is None or isinstance(verdict, LlamaCpp) else _BOOL_VERDICT[verdict]
+    _registry[code] = CodeInfo(code, severity, llama_cpp, doc)
+
+
+_BOOL_VERDICT: Final = {True: LlamaCpp.REFUSES, False: LlamaCpp.LOADS}
 
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the three severities, tersely

@@ -9,17 +9,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gguf_audit.codes import CODES, CORE_CODES, SEVERITY_RANK, CodeInfo, Severity
+from gguf_audit.codes import (
+    CODES,
+    CORE_CODES,
+    LLAMA_CPP_BUILD,
+    SEVERITY_RANK,
+    VERDICT_RANK,
+    CodeInfo,
+    LlamaCpp,
+    Severity,
+)
 
 __all__ = [
     "CODES",
     "CORE_CODES",
+    "LLAMA_CPP_BUILD",
     "SEVERITY_RANK",
     "CodeInfo",
     "Finding",
+    "LlamaCpp",
     "Severity",
     "finding",
     "is_loadable",
+    "llama_cpp_verdict",
 ]
 
 
@@ -36,6 +48,10 @@ class Finding:
     @property
     def refused(self) -> bool | None:
         return CODES[self.code].refused
+
+    @property
+    def llama_cpp(self) -> LlamaCpp | None:
+        return CODES[self.code].llama_cpp
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -76,6 +92,25 @@ def is_loadable(findings: Iterable[Finding]) -> bool | None:
         if refused is None:
             verdict = None
     return verdict
+
+
+def llama_cpp_verdict(findings: Iterable[Finding]) -> LlamaCpp | None:
+    """What llama.cpp :data:`LLAMA_CPP_BUILD` does with a file that has these findings: the worst of them.
+
+    ``aborts`` over ``refuses`` over unknown (None: a finding the audit could not
+    judge, and nothing worse) over ``loads``.
+    """
+    worst = LlamaCpp.LOADS
+    unknown = False
+    for f in findings:
+        verdict = CODES[f.code].llama_cpp
+        if verdict is None:
+            unknown = True
+        elif VERDICT_RANK[verdict] > VERDICT_RANK[worst]:
+            worst = verdict
+    if worst is LlamaCpp.LOADS and unknown:
+        return None
+    return worst
 
 
 def _one_line(message: str) -> str:
