@@ -17,13 +17,22 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from enum import IntEnum
 from importlib.metadata import entry_points
 from typing import Any, Final
 
 from gguf_audit import __version__
 from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, audit_file
 from gguf_audit.compare import CompareUsageError, compare_files
-from gguf_audit.errors import FormatError, GGUFAuditError, SourceError, Terminated, describe_exception
+from gguf_audit.errors import (
+    FormatError,
+    GGUFAuditError,
+    SourceError,
+    Terminated,
+    UsageError,
+    describe_exception,
+    one_line,
+)
 from gguf_audit.findings import CODES, Severity
 from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
@@ -36,13 +45,27 @@ from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, 
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
 from gguf_audit.samples import read_file_samples
 
-__all__ = ["EXIT_STATUSES", "main"]
+__all__ = ["EXIT_STATUSES", "ExitStatus", "main", "say_error"]
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
-EXIT_BROKEN_PIPE: Final = 128 + 13
-"""What a shell reports for a tool that SIGPIPE ended: the reader of its output went away."""
-EXIT_INTERRUPTED: Final = 128 + signal.SIGINT
-EXIT_TERMINATED: Final = 128 + signal.SIGTERM
+
+class ExitStatus(IntEnum):
+    """Every status a ``gguf-audit`` command exits with (``docs/cli.md`` lists them)."""
+
+    OK = 0
+    PROBLEMS = 1
+    """A problem at or above the command's threshold (inspect: llama.cpp refuses or aborts on the file)."""
+    USAGE = 2
+    """A usage error, or the command could not do its work (a store that cannot be reached); one line says why."""
+    INTERRUPTED = 128 + signal.SIGINT
+    BROKEN_PIPE = 128 + signal.SIGPIPE
+    """What a shell reports for a tool that SIGPIPE ended: the reader of its output went away."""
+    TERMINATED = 128 + signal.SIGTERM
+
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = ExitStatus.OK, ExitStatus.PROBLEMS, ExitStatus.USAGE
+EXIT_BROKEN_PIPE: Final = ExitStatus.BROKEN_PIPE
+EXIT_INTERRUPTED: Final = ExitStatus.INTERRUPTED
+EXIT_TERMINATED: Final = ExitStatus.TERMINATED
 EXIT_STATUSES: Final = (
     "exit status: 0 done, 1 a problem is an error (inspect: or llama.cpp refuses the file), "
     "2 a usage error or the command failed, 130/143 interrupted (SIGINT/SIGTERM), 141 output pipe closed"
@@ -55,8 +78,13 @@ COMMANDS_GROUP: Final = "gguf_audit.commands"
 """The entry-point group of plugged-in subcommands: ``name = "module:add_parser"``."""
 
 
-class _UsageError(Exception):
-    pass
+_UsageError = UsageError
+
+
+def say_error(text: str) -> None:
+    """Print one error line on standard error: redacted first, then made one line (so a cut never shows half
+    a secret)."""
+    print(one_line(redact_text(f"gguf-audit: {text}")), file=sys.stderr)
 
 
 def _parse_storage_options(text: str | None) -> dict[str, Any]:
@@ -139,9 +167,11 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         )
     except SelectionError as exc:
         raise _UsageError(str(exc)) from exc
-    except (FormatError, SourceError) as exc:
-        print(redact_text(f"gguf-audit: {args.url}: {exc}"), file=sys.stderr)
-        return EXIT_PROBLEMS
+    except SourceError as exc:  # the store, not the file: a gate must tell the two apart
+        raise UsageError(f"{args.url}: {exc}") from None
+    except FormatError as exc:
+        say_error(f"{args.url}: {exc}")
+        return ExitStatus.PROBLEMS
     samples = dataclasses.replace(samples, url=redact_url(samples.url))
     if args.json:
         sys.stdout.write(dumps(file_samples_to_json(samples)) + "\n")
@@ -156,9 +186,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         result = compare_files(_readable(args.quant), _readable(args.reference), storage_options=options)
     except CompareUsageError as exc:
         raise _UsageError(str(exc)) from None
-    except (FormatError, SourceError, ReferenceFormatError) as exc:
-        print(redact_text(f"gguf-audit: {exc}"), file=sys.stderr)
-        return EXIT_PROBLEMS
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
+    except (FormatError, ReferenceFormatError) as exc:
+        say_error(str(exc))
+        return ExitStatus.PROBLEMS
     shown = tuple(dataclasses.replace(f, message=redact_text(f.message)) for f in result.findings)
     result = dataclasses.replace(
         result, quant_url=redact_url(result.quant_url), reference_url=redact_url(result.reference_url), findings=shown
@@ -358,23 +390,19 @@ def _run(argv: Sequence[str] | None) -> int:
     install_log_redaction()  # the loggers imported so far; run_scan adds its own
     try:
         return int(args.func(args))
-    except _UsageError as exc:
-        print(redact_text(f"gguf-audit: {exc}"), file=sys.stderr)
-        return EXIT_USAGE
+    except UsageError as exc:
+        say_error(str(exc))
+        return ExitStatus.USAGE
     except BrokenPipeError:
         raise  # main's to end quietly
     except (GGUFAuditError, OSError) as exc:
-        print(redact_text(f"gguf-audit: {args.command} failed: {exc}"), file=sys.stderr)
-        return EXIT_USAGE
+        say_error(f"{args.command} failed: {exc}")
+        return ExitStatus.USAGE
     except Exception as exc:
         if os.environ.get(TRACEBACK_ENV) == "1":
             raise
-        print(
-            redact_text(f"gguf-audit: {args.command} failed: {describe_exception(exc)}")
-            + f" (set {TRACEBACK_ENV}=1 for the traceback)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        say_error(f"{args.command} failed: {describe_exception(exc)} (set {TRACEBACK_ENV}=1 for the traceback)")
+        return ExitStatus.USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover
