@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from importlib.metadata import entry_points
 from typing import Any, Final
@@ -232,7 +232,10 @@ def codes_markdown() -> str:
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(plugged_in: Callable[[str], bool] | None = None) -> argparse.ArgumentParser:
+    """The whole command line. ``plugged_in(name)`` says which plugged-in commands to import (all by default);
+    the others get a placeholder that takes any arguments, so ``inspect`` or ``codes`` never import the pipelines
+    (pyarrow, pandas, deltalake, dask: most of a one-file ``inspect``'s time and memory)."""
     parser = argparse.ArgumentParser(
         prog="gguf-audit",
         description="Audit GGUF model files where they are stored, reading only headers and a few blocks.",
@@ -294,11 +297,11 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for both files")
     compare.set_defaults(func=_cmd_compare)
 
-    _add_plugged_in_commands(sub)
+    _add_plugged_in_commands(sub, plugged_in or (lambda name: True))
     return parser
 
 
-def _add_plugged_in_commands(sub: Any) -> None:
+def _add_plugged_in_commands(sub: Any, wanted: Callable[[str], bool]) -> None:
     """The subcommands other packages plug in through the :data:`COMMANDS_GROUP` entry points.
 
     Each entry point names a function that takes the subparsers and adds its
@@ -307,6 +310,12 @@ def _add_plugged_in_commands(sub: Any) -> None:
     left out; the other commands still work.
     """
     for plugin in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
+        if plugin.name in sub.choices:
+            continue  # the entry points of two installs of the same package
+        if not wanted(plugin.name):
+            placeholder = sub.add_parser(plugin.name, help=f"see gguf-audit {plugin.name} --help", add_help=False)
+            placeholder.add_argument("rest", nargs=argparse.REMAINDER)
+            continue
         try:
             add_parser = plugin.load()
         except ImportError as exc:
@@ -381,8 +390,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _plugged_in_for(argv: Sequence[str]) -> Callable[[str], bool]:
+    """Which plugged-in commands a command line needs imported: the one it names; all for the top-level help."""
+    command = _command_of(argv)
+    if command is None:
+        top_help = any(a in ("-h", "--help") for a in argv)
+        return lambda name: top_help
+    return lambda name: name == command
+
+
 def _run(argv: Sequence[str] | None) -> int:
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser(_plugged_in_for(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
