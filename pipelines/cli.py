@@ -30,7 +30,7 @@ from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.export import check_writable, night_jsonl, night_sarif, write_text
 from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
 from gguf_audit.pipelines.workers import missing_pipeline_module
@@ -306,6 +306,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
         raise UsageError(f"scan: {exc}") from exc
     if not config.roots and not config.manifests:
         raise UsageError("scan: give at least one ROOT or --manifest (or roots in --config)")
+    for path in (args.sarif, args.jsonl):
+        if path:
+            check_writable(path)  # before the night's work, not after it
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("gguf-audit: %(message)s"))
     handler.addFilter(RedactFilter())
