@@ -103,6 +103,12 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
         default=None,
         help="compare quantized files with their family's full-precision file (default; --no-compare skips)",
     )
+    scan.add_argument(
+        "--lease-wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait this long while another scan or vacuum writes to --out, then exit 2 (default 0: exit at once)",
+    )
     scan.add_argument("--sarif", metavar="FILE", help="also write the night's problems as SARIF 2.1.0 (one run)")
     scan.add_argument("--jsonl", metavar="FILE", help="also write the night's files as JSON Lines (one per line)")
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -133,6 +139,7 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
         upstream=True if args.upstream else args.upstream_auto,
         upstream_location=args.upstream,
         compare=args.compare,
+        lease_wait_s=args.lease_wait,
     )
 
 
