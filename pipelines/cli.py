@@ -30,6 +30,7 @@ from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_c
 from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.duck import connect
 from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.lease import LeaseError
 from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
 from gguf_audit.pipelines.workers import missing_pipeline_module
@@ -334,7 +335,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
         print(f"gguf-audit scan: {signal.Signals(signum).name} received; nothing was committed", file=sys.stderr)
         return 128 + signum
-    except OutputError as exc:
+    except (OutputError, LeaseError) as exc:
         print(redact_text(f"gguf-audit scan: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except ImportError as exc:

@@ -269,7 +269,7 @@ class Output:
             dt = self.delta.open(table)
             present: set[str] = set()
             if dt is not None:
-                uris = dt.file_uris(partition_filters=[(PARTITION_COLUMN, "=", run_id)])
+                uris = dt.file_uris(file_pruning_predicate=[(PARTITION_COLUMN, "=", run_id)])
                 present = {"/".join(u.rstrip("/").rsplit("/", 2)[-2:]) for u in uris}
             missing = [p for p in files if p.path not in present]
             if missing:
