@@ -210,3 +210,61 @@ def test_a_driver_stopped_in_its_commit_loses_its_expired_lease_and_records_noth
     assert "Traceback" not in stderr and lines[-1].startswith("gguf-audit scan: this writer's lease"), stderr[-3000:]
     assert lines[-1].endswith("nothing was recorded")
     _check_nights(out, [second.run_id], [stopped])
+
+
+def test_readers_never_see_the_rows_of_a_killed_commit(
+    client: Any, local_collection: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 22 item 7: a driver killed between its first commit and ``runs`` leaves rows in the detail tables
+    until the next scan or vacuum; every reader gguf-audit ships, and the documented SQL, shows none of them."""
+    from gguf_audit.pipelines.duck import connect
+    from gguf_audit.pipelines.export import night_jsonl
+    from gguf_audit.pipelines.nightview import file_rows, night_problems, nights
+    from gguf_audit.pipelines.parts import RunParts
+    from gguf_audit.pipelines.picture import picture_table
+    from gguf_audit.tables.schema import rows_to_table
+
+    target = (str(tmp_path / "out"), None)
+    night = run_scan(_config(local_collection, target), client=client).run_id
+    out = Output(target[0])
+    before = {t: picture_table(out, t).num_rows for t in ("files", "tensors", "problems")}
+    jsonl, problems = night_jsonl(out), night_problems(out, night).num_rows
+    # The killed run: its marker, then files, tensors and problems committed for the same urls; no runs row.
+    killed = "29990101T000000000Z-deadbeef"
+    url = out.read("files", [night], columns=["url"])["url"][0].as_py()
+    out.fs.pipe_file(out.path("_pending", f"{killed}.json"), b"{}")
+    for table, row in (
+        ("files", {"url": url, "model_id": url, "status": "error", "n_problems": 1, "n_errors": 1, "n_warnings": 0,
+                   "bytes_read": 1, "requests": 1, "io_seconds": 0.0, "seconds": 0.0, "source_run_id": killed,
+                   "reused": False}),
+        ("tensors", {"url": url, "model_id": url, "index": 0, "name": "ghost.weight", "type": "F32", "type_id": 0,
+                     "n_dims": 1, "source_run_id": killed}),
+        ("problems", {"url": url, "model_id": url, "scope": "file", "code": "ghost.code", "severity": "error",
+                      "message": "a row of a night that never was", "source_run_id": killed}),
+    ):  # fmt: skip
+        parts = RunParts(out.url, out.fsspec_options, killed, "k", (table,))
+        parts.write(table, rows_to_table(table, [row]))
+        out.delta.commit(table, parts.close(), killed)
+    assert out.read("tensors", [killed]).num_rows == 1  # there, in the raw table
+
+    assert [r["run_id"] for r in nights(out)] == [night]
+    assert {t: picture_table(out, t).num_rows for t in before} == before
+    assert night_jsonl(out) == jsonl and night_problems(out, night).num_rows == problems
+    assert all(f.url != url or f.status != "error" for f in file_rows(out, night))
+    assert cli_main(["snapshot", target[0], "--run", killed, "--to", str(tmp_path / "snap")]) == 2
+    assert f"no committed night {killed!r}" in capsys.readouterr().err
+    # The SQL docs/tables.md gives for reading a detail table whole: only committed nights' rows.
+    con = connect()
+    try:
+        raw = con.sql(f"SELECT count(*) FROM delta_scan('{target[0]}/problems') WHERE code = 'ghost.code'")
+        committed = con.sql(
+            f"SELECT count(*) FROM delta_scan('{target[0]}/problems') "
+            f"WHERE run_id IN (SELECT run_id FROM delta_scan('{target[0]}/runs')) AND code = 'ghost.code'"
+        )
+        assert (raw.fetchone(), committed.fetchone()) == ((1,), (0,))
+    finally:
+        con.close()
+    # The next writer rolls it back.
+    assert cli_main(_vacuum_cli(target)) == 0
+    assert f"first rolled back the interrupted run {killed}" in capsys.readouterr().out
+    assert out.read("tensors", [killed]).num_rows == 0
