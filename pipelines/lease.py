@@ -16,10 +16,11 @@ The protocol, on any store that can create an object only if it is absent:
   ISO 8601), ``expiry_s`` and ``released``.
 - **Acquire**: read the highest generation ``g``. If there is none, or it is
   released, or it has expired (its heartbeat is older than its ``expiry_s``;
-  or its holder ran on this host and its pid is gone), create ``g + 1``
+  or its holder ran in this process space and its pid is gone), create ``g + 1``
   atomically: a hard link of a written temporary file on a local disk (fails
   if the name exists), a put with ``If-None-Match: *`` on S3 (exclusive
-  ``xb`` mode elsewhere). Of writers racing for ``g + 1`` exactly one wins;
+  ``xb`` mode elsewhere; a store with neither gets a write-then-read-back,
+  best effort, and a warning). Of writers racing for ``g + 1`` exactly one wins;
   the others read it and wait or stop.
 - **Heartbeat**: a daemon thread rewrites the holder's own generation with a
   fresh ``heartbeat`` every ``expiry_s / 4`` seconds. Before each write it
@@ -51,6 +52,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 import fsspec
@@ -66,6 +68,7 @@ __all__ = [
     "LeaseLost",
     "LeaseState",
     "acquire_lease",
+    "process_space",
     "read_lease",
 ]
 
@@ -103,6 +106,8 @@ class LeaseState:
     heartbeat: datetime
     expiry_s: float
     released: bool
+    space: str = ""
+    """The holder's process space (:func:`process_space`): where its ``pid`` can be looked up."""
 
     def age_s(self, now: datetime | None = None) -> float:
         """Seconds since the holder's last heartbeat."""
@@ -112,7 +117,9 @@ class LeaseState:
         """Whether a writer must respect it: not released, heartbeat within ``expiry_s``, holder not known dead."""
         if self.released or self.age_s(now) > self.expiry_s:
             return False
-        return not (self.host == socket.gethostname() and not _pid_alive(self.pid))
+        # A pid means something only in the holder's own process space (the same host, boot and pid namespace:
+        # two containers can share a host name and not their pids).
+        return not (self.space == process_space() and not _pid_alive(self.pid))
 
     def describe(self) -> str:
         """``scan R (host h, pid 12, since ...)`` for messages."""
@@ -129,8 +136,20 @@ class LeaseState:
                 "heartbeat": self.heartbeat.isoformat(),
                 "expiry_s": self.expiry_s,
                 "released": self.released,
+                "space": self.space,
             }
         ).encode()
+
+
+def process_space() -> str:
+    """This process's host name, boot and pid namespace: a pid names the same process only within one."""
+    parts = [socket.gethostname()]
+    try:
+        parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    except OSError:  # not Linux: the host name alone
+        pass
+    return "|".join(parts)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -159,6 +178,7 @@ def _parse_state(generation: int, raw: bytes) -> LeaseState | None:
             datetime.fromisoformat(str(data["heartbeat"])),
             float(data["expiry_s"]),
             bool(data["released"]),
+            str(data.get("space", "")),
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -216,8 +236,11 @@ class _Store:
             if self.s3:
                 self.fs.pipe_file(path, data, mode="create")  # put_object(IfNoneMatch="*")
             else:
-                with self.fs.open(path, "xb") as f:
-                    f.write(data)
+                try:
+                    with self.fs.open(path, "xb") as f:
+                        f.write(data)
+                except (ValueError, NotImplementedError):
+                    return self._create_checked(path, data)
         except FileExistsError:
             return False
         except OSError:
@@ -228,6 +251,15 @@ class _Store:
                 return False
             raise
         return True
+
+    def _create_checked(self, path: str, data: bytes) -> bool:
+        """For a store with no exclusive create: write if absent, then read back whose it is (best effort)."""
+        log.warning("the output's store cannot create an object only if absent: the lease is best effort there")
+        if self.fs.exists(path):
+            return False
+        self.fs.pipe_file(path, data)
+        time.sleep(0.5)  # let a racing writer's put land, then see whose survived
+        return bool(self.fs.cat_file(path) == data)
 
     def overwrite(self, generation: int, data: bytes) -> None:
         """Replace the holder's own generation (a heartbeat or the release): atomic for readers."""
@@ -366,7 +398,9 @@ def acquire_lease(
         top = gens[-1] if gens else 0
         if current is None or not current.live():
             now = datetime.now(UTC)
-            state = LeaseState(top + 1, owner, socket.gethostname(), os.getpid(), purpose, now, now, expiry_s, False)
+            state = LeaseState(
+                top + 1, owner, socket.gethostname(), os.getpid(), purpose, now, now, expiry_s, False, process_space()
+            )
             if store.create(top + 1, state.to_json()):
                 expired = current if current is not None and not current.released else None
                 return Lease(store, state, expired)

@@ -29,6 +29,7 @@ it records nothing (:class:`LeaseLost`, :class:`NightLost`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -326,7 +327,8 @@ class Output:
         except (LeaseLost, NightLost):
             # Another writer holds the output now: undo this run's own partitions, and should that fail,
             # leave the marker (written again: the other writer may have cleared it) for the next recover().
-            self.fs.pipe_file(self._marker(run_id), json.dumps(marker).encode())
+            with contextlib.suppress(OSError):
+                self.fs.pipe_file(self._marker(run_id), json.dumps(marker).encode())
             try:
                 self.roll_back(run_id)
             except Exception as exc:  # noqa: BLE001 - the marker stays; the original error is the one to tell

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from pipeline_helpers import file_row, s3_options
 
-from gguf_audit.pipelines.lease import LEASE_DIR, LeaseHeld, LeaseLost, read_lease
+from gguf_audit.pipelines.lease import LEASE_DIR, LeaseHeld, LeaseLost, process_space, read_lease
 from gguf_audit.pipelines.output import NightLost, Output
 from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table
@@ -144,10 +144,15 @@ def test_an_expired_lease_is_taken_over_and_its_holder_learns_it_lost(out_url: t
 def test_a_dead_holder_on_this_host_frees_the_lease_at_once(tmp_path: Path) -> None:
     out = _output((str(tmp_path / "out"), {}))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    _stale(out, 1, host=socket.gethostname(), pid=int(gone.stdout))  # a fresh heartbeat, a dead pid
+    here = {"host": socket.gethostname(), "space": process_space()}
+    _stale(out, 1, **here, pid=int(gone.stdout))  # a fresh heartbeat, a dead pid
     assert out.acquire("scan r2").taken_over is not None
     out.release()
-    _stale(out, 3, host="build-7", pid=int(gone.stdout))  # on another host the pid means nothing here
+    # The same host name in another pid namespace (a container): its pid cannot be looked up here.
+    _stale(out, 3, host=socket.gethostname(), space="other-container", pid=int(gone.stdout))
+    with pytest.raises(LeaseHeld):
+        out.acquire("scan r3")
+    _stale(out, 4, host="build-7", pid=int(gone.stdout))  # on another host the pid means nothing here
     with pytest.raises(LeaseHeld, match="host build-7"):
         out.acquire("scan r4")
 
