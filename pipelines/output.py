@@ -267,7 +267,7 @@ class Output:
         for table, files in parts.items():
             if not files or table == "runs":
                 continue
-            dt = self.delta.open(table)
+            dt = self.delta.latest(table)
             present: set[str] = set()
             if dt is not None:
                 uris = dt.file_uris(file_pruning_predicate=[(PARTITION_COLUMN, "=", run_id)])
