@@ -325,7 +325,9 @@ class Lease:
                     successor = self._successor()
                     if successor is not None:
                         self._lost = successor
-                        log.error("the output's lease was taken by %s: this writer will record nothing", successor)
+                        log.error(
+                            "the output's lease was taken by %s: this writer will record nothing", successor.describe()
+                        )
                         return
                     self.state = _with(self.state, heartbeat=datetime.now(UTC))
                     self._store.overwrite(self.state.generation, self.state.to_json())
