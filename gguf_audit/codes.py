@@ -87,6 +87,13 @@ E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the th
 
 # --- header: the fixed fields and the key-value section (ggml/src/gguf.cpp) ---
 _code("header.bad_magic", E, True, "The file does not start with the bytes 'GGUF'.")
+_code(
+    "header.lfs_pointer",
+    E,
+    True,
+    "The file is a Git LFS or Xet pointer (a mirror cloned without fetching the large files): the message gives "
+    "the sha256 (Xet: Merkle hash) and size of the GGUF it stands for. llama.cpp refuses it as a bad magic.",
+)
 _code("header.unsupported_version", E, True, "The version is 0 or newer than 3, the last llama.cpp reads.")
 _code("header.obsolete_version", E, True, "GGUF v1 (32-bit counts and lengths): llama.cpp no longer reads it.")
 _code(
@@ -474,6 +481,7 @@ CODES: Final[Mapping[str, CodeInfo]] = MappingProxyType(_registry)
 CORE_CODES: Final = frozenset(
     {
         "header.bad_magic",
+        "header.lfs_pointer",
         "header.unsupported_version",
         "header.obsolete_version",
         "header.big_endian",
