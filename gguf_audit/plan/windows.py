@@ -22,8 +22,9 @@ order, each while requests and bytes remain:
 
 A window holds ``window_blocks`` blocks, half on each side of its anchor
 (so a Q4_K window reads 9 KiB, a Q8_0 one 2 KiB), within the byte budget's
-share. When the whole data section fits in what the windows would read, it
-is read whole, in one request. Positions are drawn from a hash of the seed and the
+share. When the whole data section fits in the byte budget (and holds at most
+:data:`WHOLE_READ_MAX_BLOCKS` blocks), it is read whole, in one request (the
+header read often holds its first part already). Positions are drawn from a hash of the seed and the
 file identity (the tensor table's digest), so a rerun or a retry reads the
 same bytes and mirrors of a file read the same blocks.
 """
@@ -35,6 +36,7 @@ import hashlib
 import heapq
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Final
 
 from gguf_audit.format.model import Header, TensorInfo
 from gguf_audit.plan.explicit import without_overlaps
@@ -55,7 +57,13 @@ from gguf_audit.plan.model import (
 )
 from gguf_audit.plan.ranges import merge_ranges
 
-__all__ = ["plan_samples"]
+__all__ = ["WHOLE_READ_MAX_BLOCKS", "plan_samples"]
+
+WHOLE_READ_MAX_BLOCKS: Final = 1 << 16
+"""Blocks a data section read whole may hold at most. Each block decoded is checked and becomes a
+``samples`` row (about 50 us of CPU each), so a byte budget raised far past the default must not make
+a big file's whole read the plan: 65,536 blocks cover any 1 MiB data section (the default budget;
+17 bytes per 32 elements, MXFP4's, are the densest blocks) and cost a few seconds at most."""
 
 _identity = file_identity  # plan_samples takes a parameter of the same name
 
@@ -331,6 +339,10 @@ class _Placer:
         return out
 
 
+def _n_blocks(segs: list[_Segment]) -> int:
+    return sum(len(s.blocks_in(s.start, s.end)) for s in segs)
+
+
 def _window_cap(config: SampleConfig, segs: list[_Segment]) -> tuple[int, int]:
     """Bytes per window at most, and how many windows: the budget shared out, two of the widest blocks at least."""
     widest = max(s.geo.block_bytes for s in segs)
@@ -379,8 +391,10 @@ def plan_samples(
         return SamplePlan((), (), seed, identity, config.budget_bytes, span.start, span.end, config.max_requests)
     cap, n_windows = _window_cap(config, segs)
     placer = _Placer(segs, max(1, config.window_blocks // 2), cap, n_windows, span)
-    n_blocks = sum(len(s.blocks_in(s.start, s.end)) for s in segs)
-    if placer.hi - placer.lo <= cap * n_windows and n_blocks <= config.window_blocks * n_windows:
+    if placer.hi - placer.lo <= config.budget_bytes and _n_blocks(segs) <= WHOLE_READ_MAX_BLOCKS:
+        # A data section within the byte budget is read whole, in one request: every
+        # tensor's every block is checked (a NaN scale in a first block included),
+        # where windows would leave some tensors' starts unread.
         placer.add(placer.lo, placer.hi)
     else:
         key = f"{seed}\0{identity}\0".encode()
