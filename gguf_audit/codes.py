@@ -16,6 +16,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
+from gguf_audit.codes_clip import CLIP_CODES
 from gguf_audit.codes_collection import COLLECTION_CODES
 from gguf_audit.codes_security import SECURITY_CODES
 
@@ -470,6 +471,10 @@ _code(
     None,
     "gguf-audit itself failed on this file; the message names the exception. Please report it.",
 )
+
+for _clip in CLIP_CODES:  # multimodal projector files, kept as data in codes_clip.py
+    _code(_clip[0], Severity(_clip[1]), LlamaCpp(_clip[2]) if _clip[2] is not None else None, _clip[3])
+del _clip
 
 for _entry in SECURITY_CODES:  # issue 12's codes, kept as data in codes_security.py
     _code(_entry[0], Severity(_entry[1]), _entry[2], _entry[3])
