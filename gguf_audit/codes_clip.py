@@ -83,7 +83,8 @@ CLIP_CODES: Final[tuple[ClipCode, ...]] = (
         "warning",
         None,
         "A projector paired with a language model of the collection (same directory) is of a type made for "
-        "other architectures (a gemma3 projector beside a qwen2 model): likely the wrong mmproj file.",
+        "other architectures (a gemma3 projector beside a qwen2 model): likely the wrong mmproj file, which mtmd may "
+        "load and feed the model embeddings it was not trained on.",
     ),
     (
         "tensor.packed_multimodal",

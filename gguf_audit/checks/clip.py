@@ -47,7 +47,7 @@ CLIP_LLAMA_CPP_BUILD: Final = "b11312"
 
 PROJECTOR_TYPES: Final = frozenset(
     {
-        "mlp", "mlp_norm", "ldp", "ldpv2", "resampler", "adapter", "qwen2vl_merger", "qwen2.5vl_merger",
+        "mlp", "ldp", "ldpv2", "resampler", "adapter", "qwen2vl_merger", "qwen2.5vl_merger",
         "qwen3vl_merger", "ling3vl", "step3vl", "gemma3", "gemma3nv", "gemma3na", "gemma4v", "gemma4a",
         "gemma4uv", "gemma4ua", "phi4", "idefics3", "pixtral", "ultravox", "internvl", "llama4", "qwen2a",
         "qwen3a", "glma", "qwen2.5o", "voxtral", "meralion", "musicflamingo", "lfm2", "kimivl", "paddleocr",
