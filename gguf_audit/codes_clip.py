@@ -73,10 +73,11 @@ CLIP_CODES: Final[tuple[ClipCode, ...]] = (
     ),
     (
         "clip.embd_mismatch",
-        "error",
+        "warning",
         "refuses",
         "A projector paired with a language model of the collection (same directory) projects to another width "
-        "(clip.vision.projection_dim) than the model's embedding length: mtmd refuses the pair.",
+        "(clip.vision.projection_dim) than the model's embedding length: mtmd refuses the pair. A warning: the pair "
+        "is guessed from the directory; legacy projector types (mlp, ldp, resampler...) are not compared.",
     ),
     (
         "clip.arch_mismatch",

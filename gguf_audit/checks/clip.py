@@ -186,7 +186,7 @@ class _Reader:
         kv = self.kv(key, ValueType.UINT32, required)
         if kv is None:
             return None
-        value = int(kv.value)  # type: ignore[call-overload]
+        value = self.header.get_int(key) or 0
         if value > _INT32_MAX:
             self.found.append(finding("clip.bad_hparam", f"{key} is {value}, past INT32_MAX"))
             return None
