@@ -72,6 +72,14 @@ CLIP_CODES: Final[tuple[ClipCode, ...]] = (
         "minimax_m3 merge size, internvl tiles min past max): the process loading the projector aborts.",
     ),
     (
+        "clip.missing_tensor",
+        "error",
+        "refuses",
+        "An encoder block lacks a tensor clip.cpp's load_tensors requires of every block ({v,a}.blk.N.attn_out, "
+        "and ffn_up and ffn_down unless the block has experts), often a block_count past the blocks present; it "
+        "throws 'unable to find tensor'. Projector-specific tensors are not checked.",
+    ),
+    (
         "clip.embd_mismatch",
         "warning",
         "refuses",

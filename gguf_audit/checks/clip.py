@@ -19,7 +19,8 @@ clip.cpp b11312 does with it, read from ``clip_model_loader::load_hparams``
   the type read; the bounds of its sanity block (image size, patch size,
   embedding length, merge factor, window size, pixels, mel bins) throw.
 
-Projector-specific tensor requirements are not checked here.
+Every standard encoder block must hold attn_out, ffn_up and ffn_down (or experts);
+projector-specific tensor requirements are not checked here.
 """
 
 from __future__ import annotations
@@ -93,6 +94,10 @@ _NOT_FFT: Final = frozenset({"gemma4ua", "pockettts_spkenc"})
 PACKED_PREFIXES: Final = ("v.", "a.", "mm.", "resampler.")
 """Tensor-name prefixes of clip.cpp's encoders and projectors (TN_* in clip-impl.h); llama.cpp's models use none."""
 
+_NO_STANDARD_LAYERS: Final = frozenset({"gemma3nv", "qwen3tts_spkenc", "pockettts_gen"})
+"""Projectors whose encoder has no standard blocks (clip.cpp's ``has_standard_layers``)."""
+_TENSOR_PREFIX: Final = {"vision": "v", "audio": "a", "gen.audio": "a.gen.code"}
+
 _INT32_MAX: Final = 2**31 - 1
 _MODALITIES: Final = (
     ("vision", "clip.has_vision_encoder", "clip.vision.projector_type"),
@@ -128,7 +133,11 @@ def check_clip(header: Header) -> Iterator[Finding]:
         proj = projector_type(header, modality)
         loaded.append(modality)
         yield from reader.take()
-        yield from _check_modality(reader, modality, proj)
+        found = list(_check_modality(reader, modality, proj))
+        yield from found
+        if not found and proj is not None:
+            # load_tensors runs only once load_hparams passed.
+            yield from _check_layer_tensors(header, modality, proj)
         if modality == "vision" and proj == "gemma3nv":
             skip_audio = True  # clip_init: Gemma 3n's audio tensors are not loaded
     yield from reader.take()
@@ -258,6 +267,29 @@ def _check_modality(r: _Reader, modality: str, proj: str | None) -> Iterator[Fin
             r.bad(f"{p}.feature_layer holds {past[0]}, past block_count {n_layer}")
     yield from r.take()
     yield from _check_projector(r, proj, n_embd, image_size, patch_size)
+
+
+def _check_layer_tensors(header: Header, modality: str, proj: str) -> Iterator[Finding]:
+    """The first block without the tensors load_tensors requires of every block: attn_out, and ffn_up and
+    ffn_down unless the block is a mixture of experts (``ffn_gate_exps``)."""
+    n_layer = header.get_int(f"clip.{modality}.block_count")
+    if proj in _NO_STANDARD_LAYERS or n_layer is None or n_layer <= 0:
+        return
+    names = {t.name for t in header.tensors}
+    p = _TENSOR_PREFIX[modality]
+    # Past the tensor count some block must lack its tensors: a forged block_count costs no more than that.
+    for il in range(min(n_layer, len(names) + 1)):
+        needed = [f"{p}.blk.{il}.attn_out.weight"]
+        if f"{p}.blk.{il}.ffn_gate_exps.weight" not in names:
+            needed += [f"{p}.blk.{il}.ffn_up.weight", f"{p}.blk.{il}.ffn_down.weight"]
+        missing = [n for n in needed if n not in names]
+        if missing:
+            yield finding(
+                "clip.missing_tensor",
+                f"tensor {missing[0]!r} is absent ({modality} block_count {n_layer})",
+                tensor=missing[0],
+            )
+            return
 
 
 def _check_projector(

@@ -60,8 +60,16 @@ def _vision(proj: str = "gemma3", **changes: KV | None) -> list[KV]:
     return list(kvs.values())
 
 
-def _header(kvs: list[KV]) -> Header:
-    data = build_gguf(kvs, [Tensor("v.patch_embd.weight", (14, 14, 3, 64), 0)])
+def _blocks(prefix: str, n: int) -> list[Tensor]:
+    """The tensors clip.cpp requires of each of ``n`` encoder blocks."""
+    names = ("attn_out", "ffn_up", "ffn_down")
+    return [Tensor(f"{prefix}.blk.{i}.{name}.weight", (8, 8), 0) for i in range(n) for name in names]
+
+
+def _header(kvs: list[KV], tensors: list[Tensor] | None = None) -> Header:
+    if tensors is None:
+        tensors = [Tensor("v.patch_embd.weight", (14, 14, 3, 64), 0), *_blocks("v", 2), *_blocks("a", 2)]
+    data = build_gguf(kvs, tensors)
     header = parse_header(data, len(data))
     assert isinstance(header, Header)
     return header
@@ -182,6 +190,23 @@ def test_audio_mel_bins_are_bounded_unless_the_projector_takes_raw_frames() -> N
     assert _codes(audio) == ["clip.projector_file", "clip.missing_key"]
 
 
+def test_a_block_without_its_tensors_is_named() -> None:
+    tensors = [t for t in _blocks("v", 2) if t.name != "v.blk.1.ffn_down.weight"]
+    found = [f for f in check_clip(_header(_vision(), tensors)) if f.code != "clip.projector_file"]
+    assert [(f.code, f.tensor) for f in found] == [("clip.missing_tensor", "v.blk.1.ffn_down.weight")]
+    # Experts stand for the dense feed-forward; a forged block count is judged at the first missing block.
+    experts = [
+        *(t for t in _blocks("v", 2) if "ffn" not in t.name),
+        *(Tensor(f"v.blk.{i}.ffn_gate_exps.weight", (8, 8, 2), 0) for i in range(2)),
+    ]
+    assert _codes(_vision()) == ["clip.projector_file"]
+    assert [f.code for f in check_clip(_header(_vision(), experts))] == ["clip.projector_file"]
+    forged = _vision(**_u("clip.vision.block_count", 2**31 - 1))
+    assert [f.message for f in check_clip(_header(forged)) if f.code == "clip.missing_tensor"] == [
+        "tensor 'v.blk.2.attn_out.weight' is absent (vision block_count 2147483647)"
+    ]
+
+
 def test_verdicts_say_what_clip_cpp_does() -> None:
     assert CODES["clip.projector_file"].llama_cpp is LlamaCpp.REFUSES
     assert CODES["clip.wrong_type"].llama_cpp is LlamaCpp.ABORTS
@@ -208,7 +233,9 @@ def _write(tmp_path: Path, name: str, kvs: list[KV], tensors: list[Tensor]) -> P
 
 
 def test_libllama_refuses_a_projector_and_a_packed_model_and_the_audit_agrees(tmp_path: Path) -> None:
-    projector = _write(tmp_path, "mmproj.gguf", _vision(), [Tensor("v.patch_embd.weight", (14, 14, 3, 64), 0)])
+    projector = _write(
+        tmp_path, "mmproj.gguf", _vision(), [Tensor("v.patch_embd.weight", (14, 14, 3, 64), 0), *_blocks("v", 2)]
+    )
     kvs, tensors = tiny_llama_like()
     packed = _write(tmp_path, "packed.gguf", kvs, [*tensors, Tensor("v.patch_embd.weight", (14, 14, 3, 64), 0)])
     plain = _write(tmp_path, "plain.gguf", kvs, list(tensors))

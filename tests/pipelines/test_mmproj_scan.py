@@ -23,7 +23,8 @@ def _mmproj(dim: int) -> bytes:
         kv_str("clip.projector_type", "gemma3"),
         kv_u32("clip.vision.image_size", 896),
         kv_u32("clip.vision.patch_size", 14),
-        *(kv_u32(f"clip.vision.{k}", 64) for k in ("embedding_length", "feed_forward_length", "block_count")),
+        *(kv_u32(f"clip.vision.{k}", 64) for k in ("embedding_length", "feed_forward_length")),
+        kv_u32("clip.vision.block_count", 1),
         kv_u32("clip.vision.attention.head_count", 4),
         kv_u32("clip.vision.projection_dim", dim),
         kv_f32("clip.vision.attention.layer_norm_epsilon", 1e-6),
@@ -31,7 +32,12 @@ def _mmproj(dim: int) -> bytes:
         kv_array("clip.vision.image_std", VT.FLOAT32, [0.5, 0.5, 0.5]),
     ]
     weights = np.random.default_rng(0).standard_normal(14 * 14 * 3 * 64, dtype=np.float32).tobytes()
-    return build_gguf(kvs, [Tensor("v.patch_embd.weight", (14, 14, 3, 64), 0, data=weights)])
+    rng = np.random.default_rng(1)
+    blocks = [
+        Tensor(f"v.blk.0.{name}.weight", (64, 64), 0, data=rng.standard_normal(64 * 64, dtype=np.float32).tobytes())
+        for name in ("attn_out", "ffn_up", "ffn_down")
+    ]
+    return build_gguf(kvs, [Tensor("v.patch_embd.weight", (14, 14, 3, 64), 0, data=weights), *blocks])
 
 
 def test_a_projector_is_paired_with_the_model_beside_it(client: Any, tmp_path: Path) -> None:
