@@ -31,8 +31,8 @@ CLIP_CODES: Final[tuple[ClipCode, ...]] = (
         "clip.no_encoder",
         "error",
         "refuses",
-        "None of clip.has_vision_encoder, has_audio_encoder, has_gen_audio_encoder is true: clip.cpp loads no "
-        "encoder and mtmd refuses the projector.",
+        "Neither clip.has_vision_encoder nor has_audio_encoder is true (has_gen_audio_encoder alone included): "
+        "clip.cpp loads no vision or audio encoder and mtmd_init refuses the projector ('Failed to load CLIP model').",
     ),
     (
         "clip.unknown_projector",

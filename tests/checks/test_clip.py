@@ -107,7 +107,7 @@ CASES: dict[str, tuple[Callable[[], list[KV]], str, str]] = {
         "clip.wrong_type",
         "uint8, read as bool",
     ),
-    "no encoder": (lambda: _vision(clip__has_vision_encoder=None), "clip.no_encoder", "no clip.has_vision"),
+    "no encoder": (lambda: _vision(clip__has_vision_encoder=None), "clip.no_encoder", "neither clip.has_vision"),
     "short image mean": (
         lambda: _vision(clip__vision__image_mean=kv_array("clip.vision.image_mean", VT.FLOAT32, [0.5, 0.5])),
         "clip.bad_hparam",
@@ -251,3 +251,12 @@ def test_libllama_refuses_a_projector_and_a_packed_model_and_the_audit_agrees(tm
     assert [v.verdict for v in verdicts] == ["refused", "refused", "loaded"], verdicts
     assert "CLIP cannot be used as main model" in verdicts[0].message
     assert "wrong number of tensors" in verdicts[1].message
+
+
+def test_a_gen_audio_encoder_alone_is_refused_by_mtmd() -> None:
+    kvs = [
+        kv_str("general.architecture", "clip"),
+        kv_bool("clip.has_gen_audio_encoder", True),
+        kv_str("clip.gen.audio.projector_type", "pockettts_gen"),
+    ]
+    assert _codes(kvs)[-1] == "clip.no_encoder"
