@@ -17,8 +17,8 @@ order, each while requests and bytes remain:
    yet touched, centred on the tensor boundary nearest a position drawn in it;
 4. one at the start of a tensor of each type not yet touched;
 5. the rest at the tensor boundaries that add the most tensors not yet
-   sampled (ties drawn), and once none adds one, in the middle of the
-   widest stretch not yet read.
+   sampled and first blocks not yet read (ties drawn), and once none adds
+   one, in the middle of the widest stretch not yet read.
 
 A window holds ``window_blocks`` blocks, half on each side of its anchor
 (so a Q4_K window reads 9 KiB, a Q8_0 one 2 KiB), within the byte budget's
@@ -153,6 +153,8 @@ class _Placer:
         self.hi = max(s.end for s in segs)
         self.windows: list[tuple[int, int, list[_Run]]] = []
         self.covered: set[int] = set()
+        self.first_read: set[int] = set()
+        """Tensors whose first block a window holds (where a bad scale or an unwritten tensor shows first)."""
         self.types: set[int] = set()
         self.mask = 0
 
@@ -207,6 +209,8 @@ class _Placer:
         for j, lo, hi in runs:
             seg = self.segs[j]
             self.covered.add(j)
+            if lo == 0:
+                self.first_read.add(j)
             self.types.add(seg.tensor.type_id)
             self.mask |= strata_mask([(seg.start + lo * seg.geo.block_bytes, seg.block_end(hi - 1))], *self.span)
         return True
@@ -263,23 +267,30 @@ class _Placer:
         """Positions of the tensors overlapping ``[start, end)`` (tensors sorted and apart)."""
         return range(bisect.bisect_right(self.ends, start), bisect.bisect_left(self.starts, end))
 
+    def gain(self, touched: range, opened: range) -> int:
+        """What a window adds: each tensor it touches not yet touched, and each first block not yet read."""
+        return sum(1 for k in touched if k not in self.covered) + sum(1 for k in opened if k not in self.first_read)
+
     def fill(self, key: bytes) -> None:
         # Lazy greedy coverage: a boundary's gain only falls as windows are placed.
         seed = _draw(key, b"boundaries", 0)
-        heap: list[tuple[int, int, int, range]] = []
+        heap: list[tuple[int, int, int, range, range]] = []
         for j in range(1, len(self.segs)):
-            touched = self.touching(*self.centred(self.starts[j]))
-            gain = sum(1 for k in touched if k not in self.covered)
+            start, end = self.centred(self.starts[j])
+            touched = self.touching(start, end)
+            # The tensors whose first block lies in the window.
+            opened = range(bisect.bisect_left(self.starts, start), bisect.bisect_left(self.starts, end))
+            gain = self.gain(touched, opened)
             if gain:
-                heap.append((-gain, _mix(seed, j), j, touched))
+                heap.append((-gain, _mix(seed, j), j, touched, opened))
         heapq.heapify(heap)
         while heap and not self.full:
-            neg_gain, tie, j, touched = heapq.heappop(heap)
-            gain = sum(1 for k in touched if k not in self.covered)
+            neg_gain, tie, j, touched, opened = heapq.heappop(heap)
+            gain = self.gain(touched, opened)
             if gain == 0:
                 continue
             if gain != -neg_gain:
-                heapq.heappush(heap, (-gain, tie, j, touched))
+                heapq.heappush(heap, (-gain, tie, j, touched, opened))
                 continue
             self.add(*self.centred(self.starts[j]))
         tries = 2 * self.n_windows
