@@ -52,7 +52,8 @@ CLIP_CODES: Final[tuple[ClipCode, ...]] = (
         "clip.wrong_type",
         "error",
         "aborts",
-        "A scalar key clip.cpp reads is stored with another type (a uint32 as int32 or string, a bool as uint8): "
+        "A scalar key clip.cpp reads (general.name, a projector type, a size, a flag) is stored with another type "
+        "(a uint32 as int32, a string as an array, a bool as uint8): "
         "gguf_get_val_* fails its GGML_ASSERT and the process loading the projector aborts.",
     ),
     (

@@ -124,15 +124,25 @@ def check_clip(header: Header) -> Iterator[Finding]:
     """Yield the findings of a projector file's header, as libllama and clip.cpp judge it."""
     yield finding("clip.projector_file", _projector_summary(header))
     reader = _Reader(header)
+    # The loader's constructor: name and description (get_string asserts a string), then every modality flag.
+    reader.kv("general.name", ValueType.STRING, False)
+    reader.kv("general.description", ValueType.STRING, False)
+    enabled = {modality: reader.bool(flag) for modality, flag, _ in _MODALITIES}
+    yield from reader.take()
     loaded: list[str] = []
     skip_audio = False
-    for modality, flag, _ in _MODALITIES:
-        enabled = reader.bool(flag)
-        if not enabled or (modality == "audio" and skip_audio):
+    for modality, _, own_key in _MODALITIES:
+        if not enabled[modality] or (modality == "audio" and skip_audio):
+            continue
+        loaded.append(modality)
+        reader.kv("clip.projector_type", ValueType.STRING, False)
+        if not header.get_str("clip.projector_type"):
+            reader.kv(own_key, ValueType.STRING, False)
+        aborted = reader.take()
+        if aborted:
+            yield from aborted
             continue
         proj = projector_type(header, modality)
-        loaded.append(modality)
-        yield from reader.take()
         found = list(_check_modality(reader, modality, proj))
         yield from found
         if not found and proj is not None:
@@ -223,7 +233,6 @@ class _Reader:
 def _check_modality(r: _Reader, modality: str, proj: str | None) -> Iterator[Finding]:
     """One modality's load_hparams, in clip.cpp's order as far as the header decides it."""
     if not proj or proj not in PROJECTOR_TYPES:
-        key = "clip.projector_type"
         shown = repr(proj) if proj else "absent"
         yield finding("clip.unknown_projector", f"the {modality} projector type is {shown}")
         return
@@ -249,11 +258,14 @@ def _check_modality(r: _Reader, modality: str, proj: str | None) -> Iterator[Fin
         n_mel = r.u32("clip.audio.num_mel_bins")
         if n_mel is not None and (n_mel <= 0 or (n_mel > 256 and proj not in _NOT_FFT)):
             r.bad(f"clip.audio.num_mel_bins is {n_mel}, outside [1, 256]")
+    else:
+        r.kv("clip.gen.audio.model_variant", ValueType.STRING, False)
     pinpoints = r.array("clip.vision.image_grid_pinpoints", ValueType.INT32)
     if pinpoints is not None and len(pinpoints) % 2:
         r.bad(f"clip.vision.image_grid_pinpoints has {len(pinpoints)} items, odd")
     if r.bool("clip.use_gelu") and r.bool("clip.use_silu"):
         r.bad("clip.use_gelu and clip.use_silu are both true")
+    r.kv("clip.vision.mm_patch_merge_type", ValueType.STRING, False)
     if modality == "vision":
         for key in ("clip.vision.image_mean", "clip.vision.image_std"):
             values = r.array(key, ValueType.FLOAT32)

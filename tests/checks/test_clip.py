@@ -107,6 +107,16 @@ CASES: dict[str, tuple[Callable[[], list[KV]], str, str]] = {
         "clip.wrong_type",
         "uint8, read as bool",
     ),
+    "projector type as an array": (
+        lambda: _vision(clip__projector_type=kv_array("clip.projector_type", VT.STRING, ["gemma3"])),
+        "clip.wrong_type",
+        "array[string], read as string",
+    ),
+    "name as uint32": (
+        lambda: _vision(general__name=kv_u32("general.name", 1)),
+        "clip.wrong_type",
+        "general.name is uint32",
+    ),
     "no encoder": (lambda: _vision(clip__has_vision_encoder=None), "clip.no_encoder", "neither clip.has_vision"),
     "short image mean": (
         lambda: _vision(clip__vision__image_mean=kv_array("clip.vision.image_mean", VT.FLOAT32, [0.5, 0.5])),
