@@ -270,10 +270,11 @@ _code(
 )
 _code(
     "meta.unknown_architecture",
-    W,
-    None,
-    "general.architecture is not one the gguf package knows: llama.cpp of the same release throws 'unknown model "
-    "architecture', a newer one or a fork may load it; its keys and tensors were not checked.",
+    E,
+    LlamaCpp.REFUSES,
+    "general.architecture is not one the pinned llama.cpp builds a model of (its generated tables): it throws "
+    "'unknown model architecture' (or 'unsupported' for a name it knows without a model, as gptj); a newer "
+    "build or a fork may load it. Its keys and tensors were not checked.",
 )
 _code(
     "meta.block_count_mismatch",
@@ -345,23 +346,23 @@ _code(
 _code(
     "tokenizer.unknown_model",
     E,
-    None,
-    "tokenizer.ggml.model names a tokenizer llama.cpp does not know (it throws 'unknown tokenizer'); "
-    "the verdict is unknown because a newer llama.cpp may have added it.",
+    LlamaCpp.REFUSES,
+    "tokenizer.ggml.model names a tokenizer the pinned llama.cpp does not know (it throws 'unknown tokenizer'); "
+    "a newer build may have added it.",
 )
 _code(
     "tokenizer.unknown_pre",
-    W,
-    None,
-    "A BPE tokenizer's tokenizer.ggml.pre is not on gguf-audit's list of the pre-tokenizers llama.cpp accepts; "
-    "llama.cpp throws 'unknown pre-tokenizer type' for names it does not know, but the list grows often.",
+    E,
+    LlamaCpp.REFUSES,
+    "A BPE tokenizer's tokenizer.ggml.pre is not one the pinned llama.cpp accepts (its generated tables): it "
+    "throws 'unknown pre-tokenizer type'; the list grows often, so a newer build may know it.",
 )
 _code(
     "tokenizer.missing_pre",
     W,
     False,
-    "A BPE (gpt2) tokenizer without tokenizer.ggml.pre; llama.cpp warns 'missing pre-tokenizer type, using: "
-    "default' and 'GENERATION QUALITY WILL BE DEGRADED'.",
+    "A BPE tokenizer (gpt2, hybriddna, whitespace) without tokenizer.ggml.pre; llama.cpp warns 'missing "
+    "pre-tokenizer type, using: default' and 'GENERATION QUALITY WILL BE DEGRADED'.",
 )
 _code(
     "tokenizer.eos_not_in_template",
