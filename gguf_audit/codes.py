@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Final
 
 from gguf_audit.codes_collection import COLLECTION_CODES
+from gguf_audit.codes_hparams import HPARAMS_CODES
 from gguf_audit.codes_security import SECURITY_CODES
 
 __all__ = ["CODES", "CORE_CODES", "LLAMA_CPP_BUILD", "VERDICT_RANK", "CodeInfo", "LlamaCpp", "Severity"]
@@ -280,8 +281,8 @@ _code(
     "meta.block_count_mismatch",
     E,
     True,
-    "{arch}.block_count disagrees with the blk.N tensors present (blocks past it, or blocks without any tensor), "
-    "or passes llama.cpp's 512 layers; llama.cpp fails on missing tensors or 'wrong number of tensors'.",
+    "{arch}.block_count disagrees with the blk.N tensors present (blocks past it, or blocks without any tensor); "
+    "llama.cpp fails on missing tensors or 'wrong number of tensors'.",
 )
 _code(
     "meta.file_type_mismatch",
@@ -467,7 +468,9 @@ _code(
 
 for _entry in SECURITY_CODES:  # issue 12's codes, kept as data in codes_security.py
     _code(_entry[0], Severity(_entry[1]), _entry[2], _entry[3])
-del E, W, I, _entry
+for _hp in HPARAMS_CODES:  # load_hparams' asserts and throws, kept as data in codes_hparams.py
+    _code(_hp[0], Severity(_hp[1]), LlamaCpp(_hp[2]), _hp[3])
+del E, W, I, _entry, _hp
 
 CODES: Final[Mapping[str, CodeInfo]] = MappingProxyType(_registry)
 """Every finding code, read-only."""

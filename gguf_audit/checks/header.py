@@ -9,7 +9,8 @@ header says about its model, against what llama.cpp expects of it:
 - ``general.*`` strings free of control and invisible characters (every file);
 - for a language model (not an adapter, imatrix, projector or control vector),
   and not a shard after the first (llama.cpp reads no metadata from those):
-  architecture, tokenizer and key-type keys, the required hyperparameters,
+  architecture, tokenizer and key-type keys, the required hyperparameters and
+  their invariants (``hparams``),
   the tensors (for a known architecture, not vocab-only), the tokenizer, the
   tokens the rendered templates end turns with, and the declared file type.
 
@@ -23,6 +24,7 @@ from typing import TypeAlias
 
 from gguf_audit.checks.facts import header_facts
 from gguf_audit.checks.filetype import check_file_type
+from gguf_audit.checks.hparams import check_hparams
 from gguf_audit.checks.metadata import check_architecture, check_key_types, check_required_keys
 from gguf_audit.checks.structure import check_structure
 from gguf_audit.checks.tensors import check_tensors
@@ -83,6 +85,7 @@ def check_semantics(
     yield from check_tokenizer_keys(facts)
     yield from check_key_types(facts)
     yield from check_required_keys(facts)
+    yield from check_hparams(facts)
     if facts.spec is not None and not facts.vocab_only:
         yield from check_tensors(facts)
     yield from check_tokenizer(facts)

@@ -24,6 +24,7 @@ from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
 from gguf_audit.checks.structure import ggml_ne
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import TensorInfo, ValueType
+from gguf_audit.llama import llama_tables
 
 __all__ = ["LLAMA_MAX_LAYERS", "MAX_NAMED_FINDINGS", "check_tensors"]
 
@@ -33,7 +34,7 @@ TENSOR_WRONG_SHAPE: Final = "tensor.wrong_shape"
 META_BLOCK_COUNT_MISMATCH: Final = "meta.block_count_mismatch"
 TOKENIZER_VOCAB_MISMATCH: Final = "tokenizer.vocab_mismatch"
 
-LLAMA_MAX_LAYERS: Final = 512
+LLAMA_MAX_LAYERS: Final = llama_tables().max_layers
 """llama.cpp's per-layer hyperparameter arrays hold 512 entries (``LLAMA_MAX_LAYERS``)."""
 
 MAX_NAMED_FINDINGS: Final = 10
@@ -110,12 +111,8 @@ def _check_block_count(f: HeaderFacts, present: Sequence[int]) -> Iterator[Findi
     n_layer = f.n_layer
     if n_layer is None or spec is None:
         return
-    if n_layer > LLAMA_MAX_LAYERS:
-        yield finding(
-            META_BLOCK_COUNT_MISMATCH,
-            f"{key} is {n_layer}, past llama.cpp's limit of {LLAMA_MAX_LAYERS} layers",
-        )
-        return
+    if not 0 < n_layer <= LLAMA_MAX_LAYERS:
+        return  # llama.cpp aborts first: hparams.block_count_out_of_range (checks/hparams.py)
     extra = [b for b in present if b >= n_layer]
     if extra:
         yield finding(

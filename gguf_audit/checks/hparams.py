@@ -1,0 +1,47 @@
+"""The hyperparameters' own invariants, as ``llama_model_base::load_hparams`` (b11312) asserts and throws them.
+
+Read for a language model of a known architecture, not vocab-only (llama.cpp
+returns before them for those), and only from values stored as the type llama.cpp
+reads (a wrong type is ``meta.wrong_type``, refused before any of these). Most are
+``GGML_ASSERT``s: the loading process dies (``aborts``), a denial of service for any
+server that loads the file. The bounds come from the pinned build's tables
+(:func:`gguf_audit.llama.llama_tables`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from gguf.constants import Keys
+
+from gguf_audit.checks.facts import HeaderFacts
+from gguf_audit.findings import Finding, finding
+from gguf_audit.format.model import ValueType
+from gguf_audit.llama import llama_tables
+
+__all__ = ["check_hparams"]
+
+HPARAMS_BLOCK_COUNT: Final = "hparams.block_count_out_of_range"
+
+
+def _u32(f: HeaderFacts, template: str) -> int | None:
+    """``{arch}.<key>`` when it is stored as uint32 (what ``get_key`` reads it as), else None."""
+    kv = f.header.metadata.get(f.key(template))
+    if kv is None or kv.type is not ValueType.UINT32 or not isinstance(kv.value, int):
+        return None
+    return kv.value
+
+
+def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
+    """The ``load_hparams`` asserts and throws a header decides."""
+    if f.arch is None or f.spec is None or f.vocab_only or not f.model:
+        return
+    tables = llama_tables()
+    n_layer = _u32(f, Keys.LLM.BLOCK_COUNT)
+    if n_layer is not None and not 0 < n_layer <= tables.max_layers:
+        yield finding(
+            HPARAMS_BLOCK_COUNT,
+            f"{f.key(Keys.LLM.BLOCK_COUNT)} is {n_layer}, outside 1 to {tables.max_layers} (LLAMA_MAX_LAYERS): "
+            f"llama.cpp {tables.build} aborts",
+        )

@@ -1,0 +1,26 @@
+"""The finding codes of the hyperparameter checks, as data: :mod:`gguf_audit.codes` registers them.
+
+Each entry is ``(code, severity, verdict, doc)``: the severity and llama.cpp's verdict as
+their string values (``"error"``; ``"loads"``, ``"refuses"``, ``"aborts"``). Every verdict
+was asked of the oracle (llama-verdict, b11312) with a file built to have the finding
+(``tests/checks/test_hparams.py`` asks again). Most of these are ``GGML_ASSERT``s in
+``llama_model_base::load_hparams`` (``src/llama-model.cpp``): the loading process dies.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["HPARAMS_CODES"]
+
+HparamsCode = tuple[str, str, str, str]
+
+HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
+    (
+        "hparams.block_count_out_of_range",
+        "error",
+        "aborts",
+        "{arch}.block_count is 0 or above LLAMA_MAX_LAYERS (512 in b11312): GGML_ASSERT(n_layer_all > 0 && "
+        "n_layer_all <= LLAMA_MAX_LAYERS) kills the loading process.",
+    ),
+)

@@ -1,0 +1,73 @@
+"""The hyperparameter invariants of load_hparams (b11312): each class found, and its verdict the oracle's.
+
+Every case is a tiny llama-like model with one defect. The oracle (llama-verdict,
+the pinned build) is asked about all of them in one call; a case passes when
+gguf-audit reports the expected code and the file's verdict (the worst of its
+findings) is the one llama.cpp gives: ``aborted`` is ``aborts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tiny_model import Model, V, parse, tiny, write
+
+from gguf_audit.checks.header import check_semantics
+from gguf_audit.codes import CODES, LlamaCpp
+from gguf_audit.findings import Finding, llama_cpp_verdict
+from gguf_audit.testing.oracle import Oracle, Stage, find_oracle
+
+_ORACLE_VERDICT = {"loaded": LlamaCpp.LOADS, "refused": LlamaCpp.REFUSES, "aborted": LlamaCpp.ABORTS}
+
+
+def _llama(**keys: tuple[object, V]) -> Model:
+    m = tiny()
+    for key, (value, vtype) in keys.items():
+        m.set(f"llama.{key}", value, vtype)
+    return m
+
+
+# name: (the model, the code expected, or None for a file that must load clean)
+CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
+    "valid": (tiny, None),
+    "block_count 0": (lambda: _llama(block_count=(0, V.UINT32)), "hparams.block_count_out_of_range"),
+    "block_count 513": (lambda: _llama(block_count=(513, V.UINT32)), "hparams.block_count_out_of_range"),
+}
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Oracle:
+    found = find_oracle()
+    if found is None:
+        pytest.skip("the llama.cpp oracle (../shared/llama.cpp/bin/llama-verdict) is not here")
+    return found
+
+
+def _findings(tmp: Path) -> dict[str, tuple[Path, list[Finding]]]:
+    out = {}
+    for i, (name, (make, _)) in enumerate(CASES.items()):
+        path = tmp / f"{i:03d}.gguf"
+        write(make(), path)
+        out[name] = (path, list(check_semantics(parse(path), url=str(path))))
+    return out
+
+
+def test_each_class_is_found(tmp_path: Path) -> None:
+    for name, (_, found) in _findings(tmp_path).items():
+        code = CASES[name][1]
+        codes = [f.code for f in found]
+        assert (code in codes) if code else codes == [], (name, codes)
+
+
+def test_each_verdict_is_the_oracles(tmp_path: Path, oracle: Oracle) -> None:
+    cases = _findings(tmp_path)
+    verdicts = oracle.ask([path for path, _ in cases.values()], stage=Stage.MODEL)
+    wrong = {}
+    for (name, (_, found)), answer in zip(cases.items(), verdicts, strict=True):
+        code = CASES[name][1]
+        expected = _ORACLE_VERDICT[answer.verdict]
+        if llama_cpp_verdict(found) is not expected or (code and CODES[code].llama_cpp is not expected):
+            wrong[name] = (answer.verdict, answer.message[-100:], [f.code for f in found])
+    assert wrong == {}
