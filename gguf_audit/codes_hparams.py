@@ -23,4 +23,11 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "{arch}.block_count is 0 or above LLAMA_MAX_LAYERS (512 in b11312): GGML_ASSERT(n_layer_all > 0 && "
         "n_layer_all <= LLAMA_MAX_LAYERS) kills the loading process.",
     ),
+    (
+        "hparams.nextn_past_block_count",
+        "error",
+        "aborts",
+        "{arch}.nextn_predict_layers (the multi-token-prediction layers) is larger than {arch}.block_count: "
+        "GGML_ASSERT(n_layer_nextn <= n_layer_all) kills the loading process.",
+    ),
 )

@@ -23,6 +23,7 @@ from gguf_audit.llama import llama_tables
 __all__ = ["check_hparams"]
 
 HPARAMS_BLOCK_COUNT: Final = "hparams.block_count_out_of_range"
+HPARAMS_NEXTN: Final = "hparams.nextn_past_block_count"
 
 
 def _u32(f: HeaderFacts, template: str) -> int | None:
@@ -44,4 +45,11 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
             HPARAMS_BLOCK_COUNT,
             f"{f.key(Keys.LLM.BLOCK_COUNT)} is {n_layer}, outside 1 to {tables.max_layers} (LLAMA_MAX_LAYERS): "
             f"llama.cpp {tables.build} aborts",
+        )
+    n_nextn = _u32(f, Keys.LLM.NEXTN_PREDICT_LAYERS) if n_layer is not None else None
+    if n_layer is not None and n_nextn is not None and n_nextn > n_layer:
+        yield finding(
+            HPARAMS_NEXTN,
+            f"{f.key(Keys.LLM.NEXTN_PREDICT_LAYERS)} is {n_nextn}, more than the {n_layer} blocks of "
+            f"{f.key(Keys.LLM.BLOCK_COUNT)}: llama.cpp {tables.build} aborts",
         )
