@@ -30,4 +30,11 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "{arch}.nextn_predict_layers (the multi-token-prediction layers) is larger than {arch}.block_count: "
         "GGML_ASSERT(n_layer_nextn <= n_layer_all) kills the loading process.",
     ),
+    (
+        "hparams.too_many_experts",
+        "error",
+        "aborts",
+        "{arch}.expert_count is above LLAMA_MAX_EXPERTS (1024 in b11312): GGML_ASSERT(n_expert <= "
+        "LLAMA_MAX_EXPERTS) kills the loading process.",
+    ),
 )

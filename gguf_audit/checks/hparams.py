@@ -24,6 +24,10 @@ __all__ = ["check_hparams"]
 
 HPARAMS_BLOCK_COUNT: Final = "hparams.block_count_out_of_range"
 HPARAMS_NEXTN: Final = "hparams.nextn_past_block_count"
+HPARAMS_TOO_MANY_EXPERTS: Final = "hparams.too_many_experts"
+
+# hunyuan's dense cases read one expert as none (load_hparams resets n_expert <= 1 to 0).
+_ONE_EXPERT_IS_NONE: Final = frozenset({"hunyuan-dense", "hunyuan_vl"})
 
 
 def _u32(f: HeaderFacts, template: str) -> int | None:
@@ -52,4 +56,20 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
             HPARAMS_NEXTN,
             f"{f.key(Keys.LLM.NEXTN_PREDICT_LAYERS)} is {n_nextn}, more than the {n_layer} blocks of "
             f"{f.key(Keys.LLM.BLOCK_COUNT)}: llama.cpp {tables.build} aborts",
+        )
+    if n_layer is not None and 0 < n_layer <= tables.max_layers:
+        yield from _check_experts(f, n_layer)
+
+
+def _check_experts(f: HeaderFacts, n_layer: int) -> Iterator[Finding]:
+    """The MoE invariants: expert count, experts used per token (per layer), expert groups."""
+    tables = llama_tables()
+    n_expert = _u32(f, Keys.LLM.EXPERT_COUNT) or 0
+    if f.arch in _ONE_EXPERT_IS_NONE and n_expert <= 1:
+        return
+    if n_expert > tables.max_experts:
+        yield finding(
+            HPARAMS_TOO_MANY_EXPERTS,
+            f"{f.key(Keys.LLM.EXPERT_COUNT)} is {n_expert}, above LLAMA_MAX_EXPERTS ({tables.max_experts}): "
+            f"llama.cpp {tables.build} aborts",
         )
