@@ -37,4 +37,12 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "{arch}.expert_count is above LLAMA_MAX_EXPERTS (1024 in b11312): GGML_ASSERT(n_expert <= "
         "LLAMA_MAX_EXPERTS) kills the loading process.",
     ),
+    (
+        "hparams.expert_used_count",
+        "error",
+        "aborts",
+        "{arch}.expert_used_count (its largest value, when per layer) is above {arch}.expert_count, or 0 "
+        "(absent) in a model with experts: GGML_ASSERT(n_expert_used_max <= n_expert) or (n_expert_used_max > "
+        "0) kills the loading process.",
+    ),
 )

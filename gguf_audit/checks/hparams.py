@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
+import numpy as np
 from gguf.constants import Keys
 
-from gguf_audit.checks.facts import HeaderFacts
+from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, HeaderFacts
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import ValueType
 from gguf_audit.llama import llama_tables
@@ -25,6 +26,7 @@ __all__ = ["check_hparams"]
 HPARAMS_BLOCK_COUNT: Final = "hparams.block_count_out_of_range"
 HPARAMS_NEXTN: Final = "hparams.nextn_past_block_count"
 HPARAMS_TOO_MANY_EXPERTS: Final = "hparams.too_many_experts"
+HPARAMS_EXPERT_USED: Final = "hparams.expert_used_count"
 
 # hunyuan's dense cases read one expert as none (load_hparams resets n_expert <= 1 to 0).
 _ONE_EXPERT_IS_NONE: Final = frozenset({"hunyuan-dense", "hunyuan_vl"})
@@ -36,6 +38,19 @@ def _u32(f: HeaderFacts, template: str) -> int | None:
     if kv is None or kv.type is not ValueType.UINT32 or not isinstance(kv.value, int):
         return None
     return kv.value
+
+
+def _u32_or_layers(f: HeaderFacts, template: str, n_layer: int) -> int | None:
+    """The largest value of a key ``get_key_or_arr`` reads: a uint32, or an int32/uint32 array of
+    ``n_layer`` values (anything else is refused as ``meta.wrong_type`` first); 0 when absent."""
+    kv = f.header.metadata.get(f.key(template))
+    if kv is None:
+        return 0
+    if kv.type is ValueType.UINT32 and isinstance(kv.value, int):
+        return kv.value
+    if kv.item_type in LAYER_ARRAY_TYPES and isinstance(kv.value, np.ndarray) and len(kv.value) == n_layer:
+        return int(kv.value.max()) if n_layer else 0
+    return None
 
 
 def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
@@ -72,4 +87,17 @@ def _check_experts(f: HeaderFacts, n_layer: int) -> Iterator[Finding]:
             HPARAMS_TOO_MANY_EXPERTS,
             f"{f.key(Keys.LLM.EXPERT_COUNT)} is {n_expert}, above LLAMA_MAX_EXPERTS ({tables.max_experts}): "
             f"llama.cpp {tables.build} aborts",
+        )
+    n_used = _u32_or_layers(f, Keys.LLM.EXPERT_USED_COUNT, n_layer)
+    used_key = f.key(Keys.LLM.EXPERT_USED_COUNT)
+    if n_used is not None and n_used > n_expert:
+        yield finding(
+            HPARAMS_EXPERT_USED,
+            f"{used_key} is {n_used}, more than the {n_expert} experts of {f.key(Keys.LLM.EXPERT_COUNT)}: "
+            f"llama.cpp {tables.build} aborts",
+        )
+    elif n_used == 0 and n_expert > 0:
+        yield finding(
+            HPARAMS_EXPERT_USED,
+            f"{used_key} is 0 or absent in a model of {n_expert} experts: llama.cpp {tables.build} aborts",
         )

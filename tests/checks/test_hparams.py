@@ -39,6 +39,20 @@ CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
         lambda: _llama(expert_count=(1025, V.UINT32), expert_used_count=(2, V.UINT32)),
         "hparams.too_many_experts",
     ),
+    "expert_used 3 of 2": (
+        lambda: _llama(expert_count=(2, V.UINT32), expert_used_count=(3, V.UINT32)),
+        "hparams.expert_used_count",
+    ),
+    "expert_used absent with 2 experts": (lambda: _llama(expert_count=(2, V.UINT32)), "hparams.expert_used_count"),
+    "expert_used 1 without experts": (lambda: _llama(expert_used_count=(1, V.UINT32)), "hparams.expert_used_count"),
+    "expert_used per layer, 3 of 2": (
+        lambda: tiny().set("llama.expert_count", 2, V.UINT32).set("llama.expert_used_count", [1, 3], V.ARRAY, V.INT32),
+        "hparams.expert_used_count",
+    ),
+    "expert_used per layer, all 0": (
+        lambda: tiny().set("llama.expert_count", 0, V.UINT32).set("llama.expert_used_count", [0, 0], V.ARRAY, V.INT32),
+        None,
+    ),
 }
 
 
