@@ -45,4 +45,12 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "(absent) in a model with experts: GGML_ASSERT(n_expert_used_max <= n_expert) or (n_expert_used_max > "
         "0) kills the loading process.",
     ),
+    (
+        "hparams.expert_groups",
+        "error",
+        "aborts",
+        "{arch}.expert_group_count and expert_group_used_count break load_hparams' asserts: groups without "
+        "experts, not fewer groups than experts, experts not divisible into the groups, or groups used 0 or "
+        "not fewer than the groups; the loading process dies.",
+    ),
 )

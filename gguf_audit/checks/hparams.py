@@ -27,6 +27,7 @@ HPARAMS_BLOCK_COUNT: Final = "hparams.block_count_out_of_range"
 HPARAMS_NEXTN: Final = "hparams.nextn_past_block_count"
 HPARAMS_TOO_MANY_EXPERTS: Final = "hparams.too_many_experts"
 HPARAMS_EXPERT_USED: Final = "hparams.expert_used_count"
+HPARAMS_EXPERT_GROUPS: Final = "hparams.expert_groups"
 
 # hunyuan's dense cases read one expert as none (load_hparams resets n_expert <= 1 to 0).
 _ONE_EXPERT_IS_NONE: Final = frozenset({"hunyuan-dense", "hunyuan_vl"})
@@ -101,3 +102,23 @@ def _check_experts(f: HeaderFacts, n_layer: int) -> Iterator[Finding]:
             HPARAMS_EXPERT_USED,
             f"{used_key} is 0 or absent in a model of {n_expert} experts: llama.cpp {tables.build} aborts",
         )
+    why = _expert_groups_problem(
+        n_expert, _u32(f, Keys.LLM.EXPERT_GROUP_COUNT) or 0, _u32(f, Keys.LLM.EXPERT_GROUP_USED_COUNT) or 0
+    )
+    if why:
+        yield finding(
+            HPARAMS_EXPERT_GROUPS, f"{f.key(Keys.LLM.EXPERT_GROUP_COUNT)}: {why}; llama.cpp {tables.build} aborts"
+        )
+
+
+def _expert_groups_problem(n_expert: int, n_groups: int, n_group_used: int) -> str | None:
+    """Which of load_hparams' expert-group asserts fails, in its order; None when all hold."""
+    if n_expert == 0:
+        return f"{n_groups} expert groups in a model without experts" if n_groups else None
+    if n_groups >= n_expert:
+        return f"{n_groups} expert groups for {n_expert} experts (must be fewer)"
+    if n_groups > 1 and n_expert % n_groups:
+        return f"{n_expert} experts do not divide into {n_groups} groups"
+    if n_groups > 1 and not 0 < n_group_used < n_groups:
+        return f"{n_group_used} groups used of {n_groups} (must be 1 to {n_groups - 1})"
+    return None

@@ -53,6 +53,15 @@ CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
         lambda: tiny().set("llama.expert_count", 0, V.UINT32).set("llama.expert_used_count", [0, 0], V.ARRAY, V.INT32),
         None,
     ),
+    "4 groups of 4 experts": (
+        lambda: _llama(expert_count=(4, V.UINT32), expert_used_count=(2, V.UINT32), expert_group_count=(4, V.UINT32)),
+        "hparams.expert_groups",
+    ),
+    "a group without experts": (lambda: _llama(expert_group_count=(1, V.UINT32)), "hparams.expert_groups"),
+    "2 groups, none used": (
+        lambda: _llama(expert_count=(4, V.UINT32), expert_used_count=(2, V.UINT32), expert_group_count=(2, V.UINT32)),
+        "hparams.expert_groups",
+    ),
 }
 
 
