@@ -53,4 +53,11 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "experts, not fewer groups than experts, experts not divisible into the groups, or groups used 0 or "
         "not fewer than the groups; the loading process dies.",
     ),
+    (
+        "hparams.unknown_rope_scaling",
+        "error",
+        "aborts",
+        "{arch}.rope.scaling.type is not one of b11312's rope scaling types (none, linear, yarn, longrope): "
+        "llama_rope_scaling_type_from_string gives UNSPECIFIED and GGML_ASSERT kills the loading process.",
+    ),
 )

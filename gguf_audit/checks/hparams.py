@@ -28,6 +28,7 @@ HPARAMS_NEXTN: Final = "hparams.nextn_past_block_count"
 HPARAMS_TOO_MANY_EXPERTS: Final = "hparams.too_many_experts"
 HPARAMS_EXPERT_USED: Final = "hparams.expert_used_count"
 HPARAMS_EXPERT_GROUPS: Final = "hparams.expert_groups"
+HPARAMS_ROPE_SCALING: Final = "hparams.unknown_rope_scaling"
 
 # hunyuan's dense cases read one expert as none (load_hparams resets n_expert <= 1 to 0).
 _ONE_EXPERT_IS_NONE: Final = frozenset({"hunyuan-dense", "hunyuan_vl"})
@@ -75,6 +76,14 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
         )
     if n_layer is not None and 0 < n_layer <= tables.max_layers:
         yield from _check_experts(f, n_layer)
+    rope = f.header.metadata.get(f.key(Keys.Rope.SCALING_TYPE))
+    if rope is not None and isinstance(rope.value, str) and rope.value not in tables.rope_scaling_types:
+        yield finding(
+            HPARAMS_ROPE_SCALING,
+            f"{rope.key} is {rope.value!r}, not one of {', '.join(sorted(tables.rope_scaling_types))}: "
+            f"llama.cpp {tables.build} aborts",
+            offset=rope.offset,
+        )
 
 
 def _check_experts(f: HeaderFacts, n_layer: int) -> Iterator[Finding]:

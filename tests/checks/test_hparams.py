@@ -62,6 +62,12 @@ CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
         lambda: _llama(expert_count=(4, V.UINT32), expert_used_count=(2, V.UINT32), expert_group_count=(2, V.UINT32)),
         "hparams.expert_groups",
     ),
+    "rope scaling 'dynamic'": (
+        lambda: _llama(**{"rope.scaling.type": ("dynamic", V.STRING)}),
+        "hparams.unknown_rope_scaling",
+    ),
+    "rope scaling 'yarn'": (lambda: _llama(**{"rope.scaling.type": ("yarn", V.STRING)}), None),
+    "rope scaling as uint32": (lambda: _llama(**{"rope.scaling.type": (1, V.UINT32)}), "meta.wrong_type"),
 }
 
 
