@@ -60,4 +60,12 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "{arch}.rope.scaling.type is not one of b11312's rope scaling types (none, linear, yarn, longrope): "
         "llama_rope_scaling_type_from_string gives UNSPECIFIED and GGML_ASSERT kills the loading process.",
     ),
+    (
+        "hparams.bad_n_rot",
+        "error",
+        "refuses",
+        "In a llama, deci, falcon or llama-embed model, {arch}.rope.dimension_count differs from the head "
+        "size ({arch}.attention.key_length, else embedding_length / head_count): load_hparams throws 'invalid "
+        "n_rot'.",
+    ),
 )

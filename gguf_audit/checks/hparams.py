@@ -29,6 +29,10 @@ HPARAMS_TOO_MANY_EXPERTS: Final = "hparams.too_many_experts"
 HPARAMS_EXPERT_USED: Final = "hparams.expert_used_count"
 HPARAMS_EXPERT_GROUPS: Final = "hparams.expert_groups"
 HPARAMS_ROPE_SCALING: Final = "hparams.unknown_rope_scaling"
+HPARAMS_N_ROT: Final = "hparams.bad_n_rot"
+
+# The architectures whose rope dimension load_hparams requires to be the head size.
+_N_ROT_IS_HEAD_SIZE: Final = frozenset({"llama", "deci", "falcon", "llama-embed"})
 
 # hunyuan's dense cases read one expert as none (load_hparams resets n_expert <= 1 to 0).
 _ONE_EXPERT_IS_NONE: Final = frozenset({"hunyuan-dense", "hunyuan_vl"})
@@ -76,6 +80,8 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
         )
     if n_layer is not None and 0 < n_layer <= tables.max_layers:
         yield from _check_experts(f, n_layer)
+    if f.arch in _N_ROT_IS_HEAD_SIZE and n_layer is not None and 0 < n_layer <= tables.max_layers:
+        yield from _check_n_rot(f, n_layer)
     rope = f.header.metadata.get(f.key(Keys.Rope.SCALING_TYPE))
     if rope is not None and isinstance(rope.value, str) and rope.value not in tables.rope_scaling_types:
         yield finding(
@@ -130,4 +136,34 @@ def _expert_groups_problem(n_expert: int, n_groups: int, n_group_used: int) -> s
         return f"{n_expert} experts do not divide into {n_groups} groups"
     if n_groups > 1 and not 0 < n_group_used < n_groups:
         return f"{n_group_used} groups used of {n_groups} (must be 1 to {n_groups - 1})"
+    return None
+
+
+def _check_n_rot(f: HeaderFacts, n_layer: int) -> Iterator[Finding]:
+    """``invalid n_rot``: the rope dimension of the llama family must be the (key) head size."""
+    n_embd = _u32(f, Keys.LLM.EMBEDDING_LENGTH)
+    n_rot = _u32(f, Keys.Rope.DIMENSION_COUNT)
+    n_head = _first_of_layers(f, Keys.Attention.HEAD_COUNT, n_layer)
+    if n_embd is None or n_rot is None or not n_head:
+        return
+    head_k = _u32(f, Keys.Attention.KEY_LENGTH)
+    if head_k is None:
+        head_k = n_embd // n_head
+    if n_rot != head_k:
+        yield finding(
+            HPARAMS_N_ROT,
+            f"{f.key(Keys.Rope.DIMENSION_COUNT)} is {n_rot}, but the head size is {head_k}: llama.cpp "
+            f"{llama_tables().build} throws 'invalid n_rot'",
+        )
+
+
+def _first_of_layers(f: HeaderFacts, template: str, n_layer: int) -> int | None:
+    """Layer 0's value of a key ``get_key_or_arr`` reads (what ``hparams.n_head()`` answers)."""
+    kv = f.header.metadata.get(f.key(template))
+    if kv is None:
+        return None
+    if kv.type is ValueType.UINT32 and isinstance(kv.value, int):
+        return kv.value
+    if kv.item_type in LAYER_ARRAY_TYPES and isinstance(kv.value, np.ndarray) and len(kv.value) == n_layer:
+        return int(kv.value[0])
     return None

@@ -68,6 +68,19 @@ CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
     ),
     "rope scaling 'yarn'": (lambda: _llama(**{"rope.scaling.type": ("yarn", V.STRING)}), None),
     "rope scaling as uint32": (lambda: _llama(**{"rope.scaling.type": (1, V.UINT32)}), "meta.wrong_type"),
+    "llama n_rot 4 of head size 8": (
+        lambda: _llama(**{"rope.dimension_count": (4, V.UINT32)}),
+        "hparams.bad_n_rot",
+    ),
+    "llama n_rot 8 of head size 8": (lambda: _llama(**{"rope.dimension_count": (8, V.UINT32)}), None),
+    "llama n_rot 16 of key_length 16": (
+        lambda: _llama(**{"rope.dimension_count": (16, V.UINT32), "attention.key_length": (16, V.UINT32)}),
+        "tensor.wrong_shape",
+    ),
+    "qwen2 n_rot 4 (not checked there)": (
+        lambda: tiny("qwen2").set("qwen2.rope.dimension_count", 4, V.UINT32),
+        None,
+    ),
 }
 
 
