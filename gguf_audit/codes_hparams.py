@@ -68,4 +68,12 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "size ({arch}.attention.key_length, else embedding_length / head_count): load_hparams throws 'invalid "
         "n_rot'.",
     ),
+    (
+        "hparams.tensor_extra",
+        "error",
+        "refuses",
+        "general.tensor_extra.name is an array, but not of strings, or general.tensor_extra.prec_a4 beside it "
+        "is missing, not an array of bool, or of another length: the loader's per-tensor precision policy "
+        "throws after the tensors are created.",
+    ),
 )

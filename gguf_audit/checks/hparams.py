@@ -30,6 +30,9 @@ HPARAMS_EXPERT_USED: Final = "hparams.expert_used_count"
 HPARAMS_EXPERT_GROUPS: Final = "hparams.expert_groups"
 HPARAMS_ROPE_SCALING: Final = "hparams.unknown_rope_scaling"
 HPARAMS_N_ROT: Final = "hparams.bad_n_rot"
+HPARAMS_TENSOR_EXTRA: Final = "hparams.tensor_extra"
+_TENSOR_EXTRA_NAME: Final = "general.tensor_extra.name"
+_TENSOR_EXTRA_PREC_A4: Final = "general.tensor_extra.prec_a4"
 
 # The architectures whose rope dimension load_hparams requires to be the head size.
 _N_ROT_IS_HEAD_SIZE: Final = frozenset({"llama", "deci", "falcon", "llama-embed"})
@@ -82,6 +85,7 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
         yield from _check_experts(f, n_layer)
     if f.arch in _N_ROT_IS_HEAD_SIZE and n_layer is not None and 0 < n_layer <= tables.max_layers:
         yield from _check_n_rot(f, n_layer)
+    yield from _check_tensor_extra(f)
     rope = f.header.metadata.get(f.key(Keys.Rope.SCALING_TYPE))
     if rope is not None and isinstance(rope.value, str) and rope.value not in tables.rope_scaling_types:
         yield finding(
@@ -167,3 +171,37 @@ def _first_of_layers(f: HeaderFacts, template: str, n_layer: int) -> int | None:
     if kv.item_type in LAYER_ARRAY_TYPES and isinstance(kv.value, np.ndarray) and len(kv.value) == n_layer:
         return int(kv.value[0])
     return None
+
+
+def _check_tensor_extra(f: HeaderFacts) -> Iterator[Finding]:
+    """``llama_prec_policy::load``: a name array needs a bool ``prec_a4`` array of its length.
+
+    A ``general.tensor_extra.name`` that is not an array is not read at all.
+    """
+    names = f.header.metadata.get(_TENSOR_EXTRA_NAME)
+    if names is None or names.type is not ValueType.ARRAY:
+        return
+    build = llama_tables().build
+    if names.item_type is not ValueType.STRING:
+        yield finding(
+            HPARAMS_TENSOR_EXTRA,
+            f"{_TENSOR_EXTRA_NAME} is {names.type_name}, not array[string]: llama.cpp {build} throws",
+            offset=names.offset,
+        )
+        return
+    prec = f.header.metadata.get(_TENSOR_EXTRA_PREC_A4)
+    if prec is None or prec.item_type is not ValueType.BOOL:
+        stored = "missing" if prec is None else f"stored as {prec.type_name}"
+        yield finding(
+            HPARAMS_TENSOR_EXTRA,
+            f"{_TENSOR_EXTRA_PREC_A4} is {stored} beside {_TENSOR_EXTRA_NAME}: llama.cpp {build} throws "
+            "'must be a bool array'",
+            offset=names.offset,
+        )
+    elif prec.length != names.length:
+        yield finding(
+            HPARAMS_TENSOR_EXTRA,
+            f"{_TENSOR_EXTRA_PREC_A4} has {prec.length} values for the {names.length} names of "
+            f"{_TENSOR_EXTRA_NAME}: llama.cpp {build} throws 'tensor/value length mismatch'",
+            offset=prec.offset,
+        )

@@ -29,6 +29,13 @@ def _llama(**keys: tuple[object, V]) -> Model:
     return m
 
 
+def _extra(
+    names: list[object], prec: list[object] | None = None, prec_type: V = V.BOOL, names_type: V = V.STRING
+) -> Model:
+    m = tiny().set("general.tensor_extra.name", names, V.ARRAY, names_type)
+    return m if prec is None else m.set("general.tensor_extra.prec_a4", prec, V.ARRAY, prec_type)
+
+
 # name: (the model, the code expected, or None for a file that must load clean)
 CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
     "valid": (tiny, None),
@@ -81,6 +88,12 @@ CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
         lambda: tiny("qwen2").set("qwen2.rope.dimension_count", 4, V.UINT32),
         None,
     ),
+    "tensor_extra without prec_a4": (lambda: _extra(["output.weight"]), "hparams.tensor_extra"),
+    "tensor_extra with prec_a4": (lambda: _extra(["output.weight"], [True]), None),
+    "tensor_extra, prec_a4 too long": (lambda: _extra(["output.weight"], [True, False]), "hparams.tensor_extra"),
+    "tensor_extra, prec_a4 int32": (lambda: _extra(["output.weight"], [1], V.INT32), "hparams.tensor_extra"),
+    "tensor_extra names of int32": (lambda: _extra([1], [True], names_type=V.INT32), "hparams.tensor_extra"),
+    "tensor_extra name a string": (lambda: tiny().set("general.tensor_extra.name", "output.weight", V.STRING), None),
 }
 
 
