@@ -1,10 +1,12 @@
-"""The finding codes of the hyperparameter checks, as data: :mod:`gguf_audit.codes` registers them.
+"""The codes of load_hparams' and llama_vocab::load's invariants, as data: :mod:`gguf_audit.codes` registers them.
 
 Each entry is ``(code, severity, verdict, doc)``: the severity and llama.cpp's verdict as
 their string values (``"error"``; ``"loads"``, ``"refuses"``, ``"aborts"``). Every verdict
 was asked of the oracle (llama-verdict, b11312) with a file built to have the finding
-(``tests/checks/test_hparams.py`` asks again). Most of these are ``GGML_ASSERT``s in
-``llama_model_base::load_hparams`` (``src/llama-model.cpp``): the loading process dies.
+(``tests/checks/test_hparams.py`` and ``test_vocab_load.py`` ask again). Most of the
+``hparams.*`` ones are ``GGML_ASSERT``s in ``llama_model_base::load_hparams``
+(``src/llama-model.cpp``): the loading process dies. The ``tokenizer.*`` ones are
+``llama_vocab::load``'s (``src/llama-vocab.cpp``).
 """
 
 from __future__ import annotations
@@ -75,5 +77,12 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "general.tensor_extra.name is an array, but not of strings, or general.tensor_extra.prec_a4 beside it "
         "is missing, not an array of bool, or of another length: the loader's per-tensor precision policy "
         "throws after the tensors are created.",
+    ),
+    (
+        "tokenizer.wpm_byte_token",
+        "error",
+        "aborts",
+        "A WordPiece (bert) vocabulary has a token of type BYTE: building the token-to-piece cache at load "
+        "calls token_to_byte, which has no WPM case and calls GGML_ABORT; the loading process dies.",
     ),
 )

@@ -30,6 +30,7 @@ from gguf_audit.checks.structure import check_structure
 from gguf_audit.checks.tensors import check_tensors
 from gguf_audit.checks.text import check_control_characters
 from gguf_audit.checks.tokenizer import check_template_tokens, check_tokenizer, check_tokenizer_keys
+from gguf_audit.checks.vocab import check_vocab
 from gguf_audit.findings import Finding
 from gguf_audit.format.model import Header
 
@@ -89,6 +90,7 @@ def check_semantics(
     if facts.spec is not None and not facts.vocab_only:
         yield from check_tensors(facts)
     yield from check_tokenizer(facts)
+    yield from check_vocab(facts)
     if template_renders:
         yield from check_template_tokens(facts, template_renders)
     yield from check_file_type(facts, url)

@@ -1,0 +1,92 @@
+"""What llama_vocab::load (b11312) refuses or aborts on beyond the names, each verdict the oracle's.
+
+Every case is a vocabulary-only file (``gguf_audit.testing.vocab``); the oracle is
+asked about all of them in one call (``--vocab-only``). A case passes when
+gguf-audit reports the expected code (or nothing from the vocabulary checks) and
+the file's verdict, the worst of its findings, is the one llama.cpp gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from gguf_audit.checks.header import check_semantics
+from gguf_audit.codes import CODES, LlamaCpp
+from gguf_audit.findings import Finding, llama_cpp_verdict
+from gguf_audit.format.model import Header, ValueType
+from gguf_audit.format.parser import parse_header
+from gguf_audit.testing.builder import KV, build_gguf, kv_array, kv_str, kv_u32
+from gguf_audit.testing.oracle import Oracle, Stage, find_oracle
+
+_ORACLE_VERDICT = {"loaded": LlamaCpp.LOADS, "refused": LlamaCpp.REFUSES, "aborted": LlamaCpp.ABORTS}
+_BASE = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
+_BASE_TYPES = [2, 3, 3, 1, 1, 1]
+BYTE = 6
+
+
+def _vocab(model: str, tokens: Sequence[str] = (), types: Sequence[int] = (), extra: Sequence[KV] = ()) -> bytes:
+    """A vocabulary of ``model``: the base tokens, then ``tokens`` of ``types``, then ``extra`` keys."""
+    all_tokens = [*_BASE, *tokens]
+    kvs = [
+        kv_str("general.architecture", "llama"),
+        kv_str("general.type", "vocab"),
+        kv_str("tokenizer.ggml.model", model),
+        kv_str("tokenizer.ggml.pre", "default"),
+        kv_array("tokenizer.ggml.tokens", ValueType.STRING, all_tokens),
+        kv_array("tokenizer.ggml.scores", ValueType.FLOAT32, [0.0] * len(all_tokens)),
+        kv_array("tokenizer.ggml.token_type", ValueType.INT32, [*_BASE_TYPES, *types]),
+        kv_array("tokenizer.ggml.merges", ValueType.STRING, ["a b"]),
+        kv_u32("tokenizer.ggml.bos_token_id", 1),
+        kv_u32("tokenizer.ggml.eos_token_id", 2),
+    ]
+    return build_gguf([*kvs, *extra], [])
+
+
+# name: (the file, the code expected, or None for a file whose vocabulary must raise nothing)
+CASES: dict[str, tuple[bytes, str | None]] = {
+    "bert with a BYTE token": (_vocab("bert", ["<0x41>"], [BYTE]), "tokenizer.wpm_byte_token"),
+    "bert without": (_vocab("bert"), None),
+}
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Oracle:
+    found = find_oracle()
+    if found is None:
+        pytest.skip("the llama.cpp oracle (../shared/llama.cpp/bin/llama-verdict) is not here")
+    return found
+
+
+def _parse(data: bytes) -> Header:
+    header = parse_header(data, len(data))
+    assert isinstance(header, Header)
+    return header
+
+
+def _findings() -> dict[str, list[Finding]]:
+    return {name: list(check_semantics(_parse(data))) for name, (data, _) in CASES.items()}
+
+
+def test_each_class_is_found() -> None:
+    for name, found in _findings().items():
+        code = CASES[name][1]
+        codes = [f.code for f in found if f.code.startswith(("tokenizer.", "meta."))]
+        assert (code in codes) if code else codes == [], (name, codes)
+
+
+def test_each_verdict_is_the_oracles(tmp_path: Path, oracle: Oracle) -> None:
+    paths = []
+    for i, (data, _) in enumerate(CASES.values()):
+        paths.append(tmp_path / f"{i:03d}.gguf")
+        paths[-1].write_bytes(data)
+    verdicts = oracle.ask(paths, stage=Stage.VOCAB)
+    wrong = {}
+    for (name, found), answer in zip(_findings().items(), verdicts, strict=True):
+        code = CASES[name][1]
+        expected = _ORACLE_VERDICT[answer.verdict]
+        if llama_cpp_verdict(found) is not expected or (code and CODES[code].llama_cpp is not expected):
+            wrong[name] = (answer.verdict, answer.message[-100:], [f.code for f in found])
+    assert wrong == {}
