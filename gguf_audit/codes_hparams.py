@@ -85,4 +85,12 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "A WordPiece (bert) vocabulary has a token of type BYTE: building the token-to-piece cache at load "
         "calls token_to_byte, which has no WPM case and calls GGML_ABORT; the loading process dies.",
     ),
+    (
+        "tokenizer.short_byte_token",
+        "error",
+        "refuses",
+        "A BYTE token of one or two bytes in an SPM, UGM or BPE vocabulary (llama, t5, gpt2, hybriddna, "
+        "whitespace, gemma4): token_to_byte takes its text from the fourth byte on and std::string::substr "
+        "throws out_of_range while the load builds its piece cache.",
+    ),
 )

@@ -5,7 +5,9 @@ ids; this module the rest of the load, each verdict asked of the oracle:
 
 - BYTE tokens: the load builds a token-to-piece cache, which reads every BYTE
   token with ``token_to_byte``. A WordPiece (``bert``) vocabulary has no case there
-  (``GGML_ABORT``: aborts).
+  (``GGML_ABORT``: aborts); SPM, UGM and BPE ones take the text from its fourth
+  byte, and a text of one or two bytes throws (refused; an empty text is renamed
+  ``[EMPTY_n]`` first).
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from gguf_audit.llama import llama_tables
 __all__ = ["check_vocab"]
 
 TOKENIZER_WPM_BYTE_TOKEN: Final = "tokenizer.wpm_byte_token"
+TOKENIZER_SHORT_BYTE_TOKEN: Final = "tokenizer.short_byte_token"
+
+# The tokenizer models whose token_to_byte reads ``text.substr(3, 2)`` (SPM, UGM, BPE).
+_SUBSTR_BYTE_MODELS: Final = frozenset({"llama", "t5", "gpt2", "hybriddna", "whitespace", "gemma4"})
 
 
 def check_vocab(f: HeaderFacts) -> Iterator[Finding]:
@@ -44,3 +50,13 @@ def _check_byte_tokens(f: HeaderFacts) -> Iterator[Finding]:
             f"the WordPiece vocabulary has {len(byte_ids)} BYTE tokens, the first {tokens[first][:40]!r} at token "
             f"{first}: llama.cpp {build} aborts",
         )
+    if f.tokenizer_model in _SUBSTR_BYTE_MODELS and len(byte_ids):
+        lengths = tokens.lengths()[byte_ids]
+        short = byte_ids[(lengths > 0) & (lengths < 3)]
+        if len(short):
+            first = int(short[0])
+            yield finding(
+                TOKENIZER_SHORT_BYTE_TOKEN,
+                f"{len(short)} BYTE tokens are one or two bytes long, the first {tokens[first]!r} at token {first}: "
+                f"llama.cpp {build} throws 'basic_string::substr'",
+            )

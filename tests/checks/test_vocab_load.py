@@ -49,6 +49,14 @@ def _vocab(model: str, tokens: Sequence[str] = (), types: Sequence[int] = (), ex
 CASES: dict[str, tuple[bytes, str | None]] = {
     "bert with a BYTE token": (_vocab("bert", ["<0x41>"], [BYTE]), "tokenizer.wpm_byte_token"),
     "bert without": (_vocab("bert"), None),
+    **{
+        f"{model} with a 1-byte BYTE token": (_vocab(model, ["q"], [BYTE]), "tokenizer.short_byte_token")
+        for model in ("llama", "t5", "gpt2", "gemma4")
+    },
+    "gpt2 with a 2-byte BYTE token": (_vocab("gpt2", ["é"], [BYTE]), "tokenizer.short_byte_token"),
+    "llama with a 3-byte BYTE token": (_vocab("llama", ["qqq"], [BYTE]), "tokenizer.bad_byte_token"),
+    "llama with an empty BYTE token": (_vocab("llama", [""], [BYTE]), "tokenizer.bad_byte_token"),
+    "rwkv with a 1-byte BYTE token": (_vocab("rwkv", ["q"], [BYTE]), "tokenizer.bad_byte_token"),
 }
 
 
