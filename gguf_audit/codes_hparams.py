@@ -93,4 +93,11 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "whitespace, gemma4): token_to_byte takes its text from the fourth byte on and std::string::substr "
         "throws out_of_range while the load builds its piece cache.",
     ),
+    (
+        "tokenizer.missing_byte_tokens",
+        "error",
+        "refuses",
+        "A PLaMo-2 vocabulary lacks a BYTE token '<0xNN>' for some of the 256 bytes (tokens such as '<0x-1>' "
+        "are skipped, not counted): its tokenizer throws 'Byte token for <0xN> is not set'.",
+    ),
 )

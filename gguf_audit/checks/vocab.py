@@ -7,11 +7,13 @@ ids; this module the rest of the load, each verdict asked of the oracle:
   token with ``token_to_byte``. A WordPiece (``bert``) vocabulary has no case there
   (``GGML_ABORT``: aborts); SPM, UGM and BPE ones take the text from its fourth
   byte, and a text of one or two bytes throws (refused; an empty text is renamed
-  ``[EMPTY_n]`` first).
+  ``[EMPTY_n]`` first). A PLaMo-2 vocabulary needs a ``<0xNN>`` BYTE token for
+  each of the 256 bytes (refused otherwise).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Final
 
@@ -26,6 +28,10 @@ __all__ = ["check_vocab"]
 
 TOKENIZER_WPM_BYTE_TOKEN: Final = "tokenizer.wpm_byte_token"
 TOKENIZER_SHORT_BYTE_TOKEN: Final = "tokenizer.short_byte_token"
+TOKENIZER_MISSING_BYTE_TOKENS: Final = "tokenizer.missing_byte_tokens"
+
+# What llm_tokenizer_plamo2 takes as a byte token: six bytes, '<0x', two hex digits, '>'.
+_PLAMO2_BYTE: Final = re.compile(rb"<0x([0-9A-Fa-f]{2})>")
 
 # The tokenizer models whose token_to_byte reads ``text.substr(3, 2)`` (SPM, UGM, BPE).
 _SUBSTR_BYTE_MODELS: Final = frozenset({"llama", "t5", "gpt2", "hybriddna", "whitespace", "gemma4"})
@@ -59,4 +65,13 @@ def _check_byte_tokens(f: HeaderFacts) -> Iterator[Finding]:
                 TOKENIZER_SHORT_BYTE_TOKEN,
                 f"{len(short)} BYTE tokens are one or two bytes long, the first {tokens[first]!r} at token {first}: "
                 f"llama.cpp {build} throws 'basic_string::substr'",
+            )
+    if f.tokenizer_model == "plamo2":
+        covered = {int(m.group(1), 16) for i in byte_ids.tolist() if (m := _PLAMO2_BYTE.fullmatch(tokens.raw(i)))}
+        if len(covered) < 256:
+            missing = min(set(range(256)) - covered)
+            yield finding(
+                TOKENIZER_MISSING_BYTE_TOKENS,
+                f"the PLaMo-2 vocabulary has BYTE tokens for {len(covered)} of the 256 bytes, none for "
+                f"<0x{missing:02X}>: llama.cpp {build} throws 'Byte token for <0x{missing}> is not set'",
             )

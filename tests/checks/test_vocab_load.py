@@ -25,6 +25,7 @@ _ORACLE_VERDICT = {"loaded": LlamaCpp.LOADS, "refused": LlamaCpp.REFUSES, "abort
 _BASE = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
 _BASE_TYPES = [2, 3, 3, 1, 1, 1]
 BYTE = 6
+_BYTES = [f"<0x{b:02X}>" for b in range(256)]
 
 
 def _vocab(model: str, tokens: Sequence[str] = (), types: Sequence[int] = (), extra: Sequence[KV] = ()) -> bytes:
@@ -56,6 +57,18 @@ CASES: dict[str, tuple[bytes, str | None]] = {
     "gpt2 with a 2-byte BYTE token": (_vocab("gpt2", ["é"], [BYTE]), "tokenizer.short_byte_token"),
     "llama with a 3-byte BYTE token": (_vocab("llama", ["qqq"], [BYTE]), "tokenizer.bad_byte_token"),
     "llama with an empty BYTE token": (_vocab("llama", [""], [BYTE]), "tokenizer.bad_byte_token"),
+    "plamo2 with '<0x-1>' only": (_vocab("plamo2", ["<0x-1>"], [BYTE]), "tokenizer.missing_byte_tokens"),
+    "plamo2 without byte tokens": (_vocab("plamo2"), "tokenizer.missing_byte_tokens"),
+    "plamo2 with 255 bytes": (_vocab("plamo2", _BYTES[1:], [BYTE] * 255), "tokenizer.missing_byte_tokens"),
+    "plamo2 with 256 bytes": (_vocab("plamo2", _BYTES, [BYTE] * 256), None),
+    "plamo2 with 256 lowercase bytes": (
+        _vocab("plamo2", [t.lower().replace("<0X", "<0x") for t in _BYTES], [BYTE] * 256),
+        None,
+    ),
+    "plamo2 with 256 bytes and '<0x-1>'": (
+        _vocab("plamo2", [*_BYTES, "<0x-1>"], [BYTE] * 257),
+        "tokenizer.bad_byte_token",
+    ),
     "rwkv with a 1-byte BYTE token": (_vocab("rwkv", ["q"], [BYTE]), "tokenizer.bad_byte_token"),
 }
 
