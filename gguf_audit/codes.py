@@ -328,7 +328,8 @@ _code(
     True,
     "tokenizer.ggml.scores is not an array of float32 or int32, or token_type not an array of int32 (uint32 no "
     "longer passes); llama.cpp throws 'invalid gguf type' since PR #27075 (src/llama-vocab.cpp); older builds "
-    "took the array's bytes as float or int32 whatever their type.",
+    "took the array's bytes as float or int32 whatever their type. Also suppress_tokens not an array of int32, "
+    "and a t5 vocabulary's precompiled_charsmap not an array of int8 or uint8 (both refused by b11312).",
 )
 _code(
     "tokenizer.special_id_out_of_range",

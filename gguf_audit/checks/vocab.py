@@ -9,6 +9,8 @@ ids; this module the rest of the load, each verdict asked of the oracle:
   byte, and a text of one or two bytes throws (refused; an empty text is renamed
   ``[EMPTY_n]`` first). A PLaMo-2 vocabulary needs a ``<0xNN>`` BYTE token for
   each of the 256 bytes (refused otherwise).
+- ``tokenizer.ggml.suppress_tokens``, read by every vocabulary but ``none``: an
+  array of int32 or refused (its ids out of range are dropped, not refused).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from typing import Final
 import numpy as np
 from gguf.constants import TokenType
 
-from gguf_audit.checks.facts import HeaderFacts
+from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
 from gguf_audit.findings import Finding, finding
 from gguf_audit.llama import llama_tables
 
 __all__ = ["check_vocab"]
 
+TOKENIZER_WRONG_ARRAY_TYPE: Final = "tokenizer.wrong_array_type"
 TOKENIZER_WPM_BYTE_TOKEN: Final = "tokenizer.wpm_byte_token"
 TOKENIZER_SHORT_BYTE_TOKEN: Final = "tokenizer.short_byte_token"
 TOKENIZER_MISSING_BYTE_TOKENS: Final = "tokenizer.missing_byte_tokens"
@@ -33,13 +36,25 @@ TOKENIZER_MISSING_BYTE_TOKENS: Final = "tokenizer.missing_byte_tokens"
 # What llm_tokenizer_plamo2 takes as a byte token: six bytes, '<0x', two hex digits, '>'.
 _PLAMO2_BYTE: Final = re.compile(rb"<0x([0-9A-Fa-f]{2})>")
 
+_SUPPRESS_TOKENS: Final = "tokenizer.ggml.suppress_tokens"
+
 # The tokenizer models whose token_to_byte reads ``text.substr(3, 2)`` (SPM, UGM, BPE).
 _SUBSTR_BYTE_MODELS: Final = frozenset({"llama", "t5", "gpt2", "hybriddna", "whitespace", "gemma4"})
 
 
 def check_vocab(f: HeaderFacts) -> Iterator[Finding]:
     """The byte tokens and side arrays of the vocabulary, as ``llama_vocab::load`` reads them."""
+    if f.tokenizer_model in NO_VOCAB:
+        return
     yield from _check_byte_tokens(f)
+    suppress = f.header.metadata.get(_SUPPRESS_TOKENS)
+    if suppress is not None and suppress.type_name != "array[int32]":
+        yield finding(
+            TOKENIZER_WRONG_ARRAY_TYPE,
+            f"{_SUPPRESS_TOKENS} is stored as {suppress.type_name}; llama.cpp {llama_tables().build} reads only "
+            "array[int32] ('invalid gguf type')",
+            offset=suppress.offset,
+        )
 
 
 def _check_byte_tokens(f: HeaderFacts) -> Iterator[Finding]:

@@ -18,13 +18,14 @@ from gguf_audit.codes import CODES, LlamaCpp
 from gguf_audit.findings import Finding, llama_cpp_verdict
 from gguf_audit.format.model import Header, ValueType
 from gguf_audit.format.parser import parse_header
-from gguf_audit.testing.builder import KV, build_gguf, kv_array, kv_str, kv_u32
+from gguf_audit.testing.builder import KV, build_gguf, kv_array, kv_i32, kv_str, kv_u32
 from gguf_audit.testing.oracle import Oracle, Stage, find_oracle
 
 _ORACLE_VERDICT = {"loaded": LlamaCpp.LOADS, "refused": LlamaCpp.REFUSES, "aborted": LlamaCpp.ABORTS}
 _BASE = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
 _BASE_TYPES = [2, 3, 3, 1, 1, 1]
 BYTE = 6
+_SUPPRESS = "tokenizer.ggml.suppress_tokens"
 _BYTES = [f"<0x{b:02X}>" for b in range(256)]
 
 
@@ -69,6 +70,15 @@ CASES: dict[str, tuple[bytes, str | None]] = {
         _vocab("plamo2", [*_BYTES, "<0x-1>"], [BYTE] * 257),
         "tokenizer.bad_byte_token",
     ),
+    "suppress_tokens int32, out of range too": (
+        _vocab("llama", extra=[kv_array(_SUPPRESS, ValueType.INT32, [3, 99, -1])]),
+        None,
+    ),
+    "suppress_tokens uint32": (
+        _vocab("llama", extra=[kv_array(_SUPPRESS, ValueType.UINT32, [3])]),
+        "tokenizer.wrong_array_type",
+    ),
+    "suppress_tokens a scalar": (_vocab("gpt2", extra=[kv_i32(_SUPPRESS, 3)]), "tokenizer.wrong_array_type"),
     "rwkv with a 1-byte BYTE token": (_vocab("rwkv", ["q"], [BYTE]), "tokenizer.bad_byte_token"),
 }
 
