@@ -100,4 +100,13 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "A PLaMo-2 vocabulary lacks a BYTE token '<0xNN>' for some of the 256 bytes (tokens such as '<0x-1>' "
         "are skipped, not counted): its tokenizer throws 'Byte token for <0xN> is not set'.",
     ),
+    (
+        "tokenizer.bad_charsmap",
+        "error",
+        "refuses",
+        "A t5 (UGM) vocabulary's tokenizer.ggml.precompiled_charsmap is shorter than its 4-byte size field, "
+        "or the XCDA blob size it declares does not leave room for the replacement strings after it: "
+        "llama_vocab::load throws ('too small', 'Index out of array bounds in precompiled charsmap'). The "
+        "blob's contents are not checked.",
+    ),
 )

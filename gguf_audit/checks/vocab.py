@@ -11,6 +11,9 @@ ids; this module the rest of the load, each verdict asked of the oracle:
   each of the 256 bytes (refused otherwise).
 - ``tokenizer.ggml.suppress_tokens``, read by every vocabulary but ``none``: an
   array of int32 or refused (its ids out of range are dropped, not refused).
+- ``tokenizer.ggml.precompiled_charsmap``, read by ``t5`` (UGM) only: an array of
+  int8 or uint8, at least its 4-byte XCDA size, which must leave bytes after the
+  blob (refused otherwise).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from gguf_audit.llama import llama_tables
 __all__ = ["check_vocab"]
 
 TOKENIZER_WRONG_ARRAY_TYPE: Final = "tokenizer.wrong_array_type"
+TOKENIZER_BAD_CHARSMAP: Final = "tokenizer.bad_charsmap"
 TOKENIZER_WPM_BYTE_TOKEN: Final = "tokenizer.wpm_byte_token"
 TOKENIZER_SHORT_BYTE_TOKEN: Final = "tokenizer.short_byte_token"
 TOKENIZER_MISSING_BYTE_TOKENS: Final = "tokenizer.missing_byte_tokens"
@@ -37,6 +41,7 @@ TOKENIZER_MISSING_BYTE_TOKENS: Final = "tokenizer.missing_byte_tokens"
 _PLAMO2_BYTE: Final = re.compile(rb"<0x([0-9A-Fa-f]{2})>")
 
 _SUPPRESS_TOKENS: Final = "tokenizer.ggml.suppress_tokens"
+_CHARSMAP: Final = "tokenizer.ggml.precompiled_charsmap"
 
 # The tokenizer models whose token_to_byte reads ``text.substr(3, 2)`` (SPM, UGM, BPE).
 _SUBSTR_BYTE_MODELS: Final = frozenset({"llama", "t5", "gpt2", "hybriddna", "whitespace", "gemma4"})
@@ -55,6 +60,32 @@ def check_vocab(f: HeaderFacts) -> Iterator[Finding]:
             "array[int32] ('invalid gguf type')",
             offset=suppress.offset,
         )
+    if f.tokenizer_model == "t5":
+        yield from _check_charsmap(f)
+
+
+def _check_charsmap(f: HeaderFacts) -> Iterator[Finding]:
+    kv = f.header.metadata.get(_CHARSMAP)
+    if kv is None:
+        return
+    build = llama_tables().build
+    if kv.type_name not in ("array[int8]", "array[uint8]") or not isinstance(kv.value, np.ndarray):
+        yield finding(
+            TOKENIZER_WRONG_ARRAY_TYPE,
+            f"{_CHARSMAP} is stored as {kv.type_name}; llama.cpp {build} reads only array[int8] or array[uint8] "
+            "('invalid gguf type')",
+            offset=kv.offset,
+        )
+        return
+    size = len(kv.value)
+    if size < 4:
+        why = f"{size} bytes, too small for its 4-byte XCDA size ('too small for xcda_blob_size header')"
+    else:
+        blob = int.from_bytes(kv.value[:4].astype(np.uint8).tobytes(), "little")
+        if blob + 4 < size:
+            return
+        why = f"{size} bytes, but its XCDA blob is {blob} bytes after the 4-byte size ('Index out of array bounds')"
+    yield finding(TOKENIZER_BAD_CHARSMAP, f"{_CHARSMAP} is {why}: llama.cpp {build} throws", offset=kv.offset)
 
 
 def _check_byte_tokens(f: HeaderFacts) -> Iterator[Finding]:

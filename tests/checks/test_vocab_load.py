@@ -26,6 +26,7 @@ _BASE = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
 _BASE_TYPES = [2, 3, 3, 1, 1, 1]
 BYTE = 6
 _SUPPRESS = "tokenizer.ggml.suppress_tokens"
+_CHARSMAP = "tokenizer.ggml.precompiled_charsmap"
 _BYTES = [f"<0x{b:02X}>" for b in range(256)]
 
 
@@ -79,6 +80,24 @@ CASES: dict[str, tuple[bytes, str | None]] = {
         "tokenizer.wrong_array_type",
     ),
     "suppress_tokens a scalar": (_vocab("gpt2", extra=[kv_i32(_SUPPRESS, 3)]), "tokenizer.wrong_array_type"),
+    "t5 charsmap a string": (_vocab("t5", extra=[kv_str(_CHARSMAP, "abc")]), "tokenizer.wrong_array_type"),
+    "t5 charsmap of int32": (
+        _vocab("t5", extra=[kv_array(_CHARSMAP, ValueType.INT32, [1, 2])]),
+        "tokenizer.wrong_array_type",
+    ),
+    "t5 charsmap of 3 bytes": (
+        _vocab("t5", extra=[kv_array(_CHARSMAP, ValueType.UINT8, [1, 2, 3])]),
+        "tokenizer.bad_charsmap",
+    ),
+    "t5 charsmap blob past the end": (
+        _vocab("t5", extra=[kv_array(_CHARSMAP, ValueType.UINT8, [8, 0, 0, 0, 0, 0, 0, 0])]),
+        "tokenizer.bad_charsmap",
+    ),
+    "t5 charsmap blob to the end": (
+        _vocab("t5", extra=[kv_array(_CHARSMAP, ValueType.INT8, [4, 0, 0, 0, 0, 0, 0, 0])]),
+        "tokenizer.bad_charsmap",
+    ),
+    "llama ignores a charsmap": (_vocab("llama", extra=[kv_str(_CHARSMAP, "abc")]), None),
     "rwkv with a 1-byte BYTE token": (_vocab("rwkv", ["q"], [BYTE]), "tokenizer.bad_byte_token"),
 }
 
