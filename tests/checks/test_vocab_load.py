@@ -30,18 +30,27 @@ _CHARSMAP = "tokenizer.ggml.precompiled_charsmap"
 _BYTES = [f"<0x{b:02X}>" for b in range(256)]
 
 
-def _vocab(model: str, tokens: Sequence[str] = (), types: Sequence[int] = (), extra: Sequence[KV] = ()) -> bytes:
+def _vocab(
+    model: str,
+    tokens: Sequence[str] = (),
+    types: Sequence[int] = (),
+    extra: Sequence[KV] = (),
+    *,
+    arch: str = "llama",
+    pre: str | None = "default",
+    merges: bool = True,
+) -> bytes:
     """A vocabulary of ``model``: the base tokens, then ``tokens`` of ``types``, then ``extra`` keys."""
     all_tokens = [*_BASE, *tokens]
     kvs = [
-        kv_str("general.architecture", "llama"),
+        kv_str("general.architecture", arch),
         kv_str("general.type", "vocab"),
         kv_str("tokenizer.ggml.model", model),
-        kv_str("tokenizer.ggml.pre", "default"),
+        *([kv_str("tokenizer.ggml.pre", pre)] if pre is not None else []),
         kv_array("tokenizer.ggml.tokens", ValueType.STRING, all_tokens),
         kv_array("tokenizer.ggml.scores", ValueType.FLOAT32, [0.0] * len(all_tokens)),
         kv_array("tokenizer.ggml.token_type", ValueType.INT32, [*_BASE_TYPES, *types]),
-        kv_array("tokenizer.ggml.merges", ValueType.STRING, ["a b"]),
+        *([kv_array("tokenizer.ggml.merges", ValueType.STRING, ["a b"])] if merges else []),
         kv_u32("tokenizer.ggml.bos_token_id", 1),
         kv_u32("tokenizer.ggml.eos_token_id", 2),
     ]
@@ -50,6 +59,14 @@ def _vocab(model: str, tokens: Sequence[str] = (), types: Sequence[int] = (), ex
 
 # name: (the file, the code expected, or None for a file whose vocabulary must raise nothing)
 CASES: dict[str, tuple[bytes, str | None]] = {
+    # What the 2026 converters write (conversion/gemma.py, base.py's get_vocab_base_pre): no finding, loads.
+    "Gemma 4": (_vocab("gemma4", _BYTES, [BYTE] * 256, arch="gemma4", pre=None), None),
+    "Gemma 4, pre gemma4": (_vocab("gemma4", _BYTES, [BYTE] * 256, arch="gemma4", pre="gemma4"), None),
+    "Qwen 3.5": (_vocab("gpt2", arch="qwen35", pre="qwen35"), None),
+    "Qwen 3.5 MoE": (_vocab("gpt2", arch="qwen35moe", pre="qwen35"), None),
+    "GLM 5": (_vocab("gpt2", arch="glm-dsa", pre="glm5"), None),
+    "GLM 5 Next": (_vocab("gpt2", arch="glm5-next", pre="glm5"), None),
+    "Gemma 4 without merges": (_vocab("gemma4", arch="gemma4", pre=None, merges=False), "meta.missing_key"),
     "bert with a BYTE token": (_vocab("bert", ["<0x41>"], [BYTE]), "tokenizer.wpm_byte_token"),
     "bert without": (_vocab("bert"), None),
     **{
