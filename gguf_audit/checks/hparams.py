@@ -100,15 +100,15 @@ def _check_experts(f: HeaderFacts, n_layer: int) -> Iterator[Finding]:
     """The MoE invariants: expert count, experts used per token (per layer), expert groups."""
     tables = llama_tables()
     n_expert = _u32(f, Keys.LLM.EXPERT_COUNT) or 0
+    n_used = _u32_or_layers(f, Keys.LLM.EXPERT_USED_COUNT, n_layer)
     if f.arch in _ONE_EXPERT_IS_NONE and n_expert <= 1:
-        return
+        n_expert = n_used = 0  # the expert groups are still asserted on
     if n_expert > tables.max_experts:
         yield finding(
             HPARAMS_TOO_MANY_EXPERTS,
             f"{f.key(Keys.LLM.EXPERT_COUNT)} is {n_expert}, above LLAMA_MAX_EXPERTS ({tables.max_experts}): "
             f"llama.cpp {tables.build} aborts",
         )
-    n_used = _u32_or_layers(f, Keys.LLM.EXPERT_USED_COUNT, n_layer)
     used_key = f.key(Keys.LLM.EXPERT_USED_COUNT)
     if n_used is not None and n_used > n_expert:
         yield finding(

@@ -65,6 +65,15 @@ CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
         "hparams.expert_groups",
     ),
     "a group without experts": (lambda: _llama(expert_group_count=(1, V.UINT32)), "hparams.expert_groups"),
+    "hunyuan-dense: one expert is none, groups still asserted": (
+        lambda: (
+            tiny("hunyuan-dense")
+            .set("hunyuan-dense.expert_count", 1, V.UINT32)
+            .set("hunyuan-dense.expert_used_count", 3, V.UINT32)
+            .set("hunyuan-dense.expert_group_count", 4, V.UINT32)
+        ),
+        "hparams.expert_groups",
+    ),
     "2 groups, none used": (
         lambda: _llama(expert_count=(4, V.UINT32), expert_used_count=(2, V.UINT32), expert_group_count=(2, V.UINT32)),
         "hparams.expert_groups",
