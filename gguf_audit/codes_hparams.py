@@ -109,4 +109,11 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "llama_vocab::load throws ('too small', 'Index out of array bounds in precompiled charsmap'). The "
         "blob's contents are not checked.",
     ),
+    (
+        "hparams.nextn_blocks_not_loaded",
+        "error",
+        "refuses",
+        "The architecture's loader does not read MTP layers, so the last {arch}.nextn_predict_layers blocks "
+        "get no tensors, yet the file has tensors there: llama.cpp ends on 'wrong number of tensors'.",
+    ),
 )

@@ -16,6 +16,7 @@ from typing import Final
 import numpy as np
 from gguf.constants import Keys
 
+from gguf_audit.checks.arch import block_index
 from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, HeaderFacts
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import ValueType
@@ -25,6 +26,7 @@ __all__ = ["check_hparams"]
 
 HPARAMS_BLOCK_COUNT: Final = "hparams.block_count_out_of_range"
 HPARAMS_NEXTN: Final = "hparams.nextn_past_block_count"
+HPARAMS_NEXTN_NOT_LOADED: Final = "hparams.nextn_blocks_not_loaded"
 HPARAMS_TOO_MANY_EXPERTS: Final = "hparams.too_many_experts"
 HPARAMS_EXPERT_USED: Final = "hparams.expert_used_count"
 HPARAMS_EXPERT_GROUPS: Final = "hparams.expert_groups"
@@ -81,6 +83,8 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
             f"{f.key(Keys.LLM.NEXTN_PREDICT_LAYERS)} is {n_nextn}, more than the {n_layer} blocks of "
             f"{f.key(Keys.LLM.BLOCK_COUNT)}: llama.cpp {tables.build} aborts",
         )
+    elif n_layer is not None and n_nextn and f.arch not in tables.mtp_architectures:
+        yield from _check_nextn_blocks(f, n_layer - n_nextn, n_nextn)
     if n_layer is not None and 0 < n_layer <= tables.max_layers:
         yield from _check_experts(f, n_layer)
     if f.arch in _N_ROT_IS_HEAD_SIZE and n_layer is not None and 0 < n_layer <= tables.max_layers:
@@ -204,4 +208,16 @@ def _check_tensor_extra(f: HeaderFacts) -> Iterator[Finding]:
             f"{_TENSOR_EXTRA_PREC_A4} has {prec.length} values for the {names.length} names of "
             f"{_TENSOR_EXTRA_NAME}: llama.cpp {build} throws 'tensor/value length mismatch'",
             offset=prec.offset,
+        )
+
+
+def _check_nextn_blocks(f: HeaderFacts, first: int, n_nextn: int) -> Iterator[Finding]:
+    """Tensors in the MTP blocks of an architecture whose loader creates none there."""
+    tail = sorted({b for t in f.header.tensors if (b := block_index(t.name)) is not None and b >= first})
+    if tail:
+        yield finding(
+            HPARAMS_NEXTN_NOT_LOADED,
+            f"{f.key(Keys.LLM.NEXTN_PREDICT_LAYERS)} is {n_nextn}, so llama.cpp {llama_tables().build} loads no "
+            f"tensor of blocks {first} and up of a {f.arch!r} model, but the file has tensors in blocks "
+            f"{', '.join(map(str, tail[:8]))}: it throws 'wrong number of tensors'",
         )

@@ -122,13 +122,23 @@ def _check_block_count(f: HeaderFacts, present: Sequence[int]) -> Iterator[Findi
     if f.shard or spec.may_skip_blocks or not _uses_blk_names(f.arch or ""):
         return
     have = set(present)
-    absent = [b for b in range(n_layer) if b not in have]
+    absent = [b for b in range(_loaded_blocks(f, n_layer)) if b not in have]
     if absent:
         yield finding(
             META_BLOCK_COUNT_MISMATCH,
             f"{key} is {n_layer}, but blocks {_fmt_blocks(absent)} have no tensor "
             f"({len(have & set(range(n_layer)))} of {n_layer} blocks present)",
         )
+
+
+def _loaded_blocks(f: HeaderFacts, n_layer: int) -> int:
+    """The blocks llama.cpp creates tensors for: all but the last nextn_predict_layers unless the
+    architecture loads MTP layers (hparams.nextn_blocks_not_loaded reports tensors there)."""
+    kv = f.header.metadata.get(f.key(Keys.LLM.NEXTN_PREDICT_LAYERS))
+    n_nextn = kv.value if kv is not None and kv.type is ValueType.UINT32 and isinstance(kv.value, int) else 0
+    if f.arch in llama_tables().mtp_architectures or not 0 < n_nextn <= n_layer:
+        return n_layer
+    return n_layer - n_nextn
 
 
 @cache

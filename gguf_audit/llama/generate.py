@@ -12,7 +12,8 @@ at it. What it reads, and from where:
   class), ``LLAMA_ROPE_SCALING_TYPES``, the tensors every architecture may get
   (``llama_model_base::load_tensors``), and the scalar keys ``load_hparams`` reads
   into ``hparams`` with the type of the field they land in (``src/llama-hparams.h``);
-- ``src/models/*.cpp``: the tensors each model class names (its base classes' too);
+- ``src/models/*.cpp``: the tensors each model class names (its base classes' too), and
+  whether it reads the MTP (``nextn``) layers;
 - ``src/llama-hparams.h``: ``LLAMA_MAX_LAYERS``, ``LLAMA_MAX_EXPERTS``;
 - ``src/llama-vocab.cpp``: the tokenizer models ``llama_vocab::load`` accepts, the
   ones that need ``tokenizer.ggml.merges``, and the BPE pre-tokenizer names it
@@ -87,14 +88,21 @@ def _model_classes(model_cpp: str) -> dict[str, str]:
     return out
 
 
+_NEXTN: Final = "NEXTN"
+"""A pseudo tensor id marking a class whose file reads the MTP (nextn) layers."""
+
+
 def _class_tensors(src: Path) -> dict[str, set[str]]:
-    """Each llama_model_* class to the LLM_TENSOR_* ids its file (and its bases' files) name."""
+    """Each llama_model_* class to the LLM_TENSOR_* ids its file (and its bases' files) name,
+    with :data:`_NEXTN` when the file mentions the nextn layers (``NEXTN`` or ``n_layer_nextn``)."""
     headers = (src / "src" / "models" / "models.h").read_text()
     bases = dict(re.findall(r"struct\s+(llama_model_\w+)\s*:\s*public\s+(llama_model_\w+)", headers))
     own: dict[str, set[str]] = {}
     for cpp in sorted((src / "src" / "models").glob("*.cpp")):
         text = cpp.read_text()
         ids = set(re.findall(r"\bLLM_TENSOR_\w+", text))
+        if "NEXTN" in text or "n_layer_nextn" in text:
+            ids.add(_NEXTN)
         for cls in set(re.findall(r"\b(llama_model_\w+)::load_arch_tensors", text)):
             own.setdefault(cls, set()).update(ids)
     out: dict[str, set[str]] = {}
@@ -191,10 +199,13 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
     class_tensors = _class_tensors(src)
     common = set(re.findall(r"\bLLM_TENSOR_\w+", model_cpp))
     arch_tensors: dict[str, list[str]] = {}
+    mtp: list[str] = []
     for arch_id, name in sorted(arch_ids.items(), key=lambda p: p[1]):
         cls = classes.get(arch_id)
         if cls is None:
             continue
+        if _NEXTN in class_tensors.get(cls, set()):
+            mtp.append(name)
         ids = (class_tensors.get(cls, set()) | common) & tensor_ids.keys()
         arch_tensors[name] = sorted({_tensor_template(tensor_ids[t]) for t in ids})
 
@@ -216,6 +227,7 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
         },
         "tensor_names": sorted({_tensor_template(v) for v in tensor_ids.values()}),
         "arch_tensors": arch_tensors,
+        "mtp_architectures": sorted(mtp),
         "rope_scaling_types": sorted(rope.values()),
         "tokenizer_models": models,
         "tokenizer_models_needing_merges": merges,

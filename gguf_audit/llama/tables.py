@@ -38,6 +38,9 @@ class LlamaTables:
     arch_tensors: Mapping[str, tuple[str, ...]]
     """The architectures ``llama_model_mapping`` builds a model for, each with the tensor
     names (``blk.{bid}.attn_q``) its loader may create."""
+    mtp_architectures: frozenset[str]
+    """The architectures whose loader reads the last ``{arch}.nextn_predict_layers`` blocks (MTP);
+    the others create no tensor there."""
     keys: frozenset[str]
     """``LLM_KV_NAMES``, ``{arch}`` where the architecture goes."""
     hparams_key_types: Mapping[str, str]
@@ -68,6 +71,7 @@ class LlamaTables:
             max_experts=int(doc["max_experts"]),
             architectures=frozenset(doc["architectures"]),
             arch_tensors=MappingProxyType({str(k): tuple(v) for k, v in doc["arch_tensors"].items()}),
+            mtp_architectures=frozenset(doc["mtp_architectures"]),
             keys=frozenset(doc["keys"]),
             hparams_key_types=MappingProxyType(dict(doc["hparams_key_types"])),
             tensor_names=frozenset(doc["tensor_names"]),

@@ -42,6 +42,14 @@ CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
     "block_count 0": (lambda: _llama(block_count=(0, V.UINT32)), "hparams.block_count_out_of_range"),
     "block_count 513": (lambda: _llama(block_count=(513, V.UINT32)), "hparams.block_count_out_of_range"),
     "nextn 3 of 2 blocks": (lambda: _llama(nextn_predict_layers=(3, V.UINT32)), "hparams.nextn_past_block_count"),
+    "nextn 1 of 2 blocks, both with tensors": (
+        lambda: _llama(nextn_predict_layers=(1, V.UINT32)),
+        "hparams.nextn_blocks_not_loaded",
+    ),
+    "nextn 1 of 3 blocks, 2 with tensors": (
+        lambda: _llama(nextn_predict_layers=(1, V.UINT32), block_count=(3, V.UINT32)),
+        None,
+    ),
     "expert_count 1025": (
         lambda: _llama(expert_count=(1025, V.UINT32), expert_used_count=(2, V.UINT32)),
         "hparams.too_many_experts",
