@@ -3,17 +3,21 @@
 Every case is a tiny llama-like model with one defect. The oracle (llama-verdict,
 the pinned build) is asked about all of them in one call; a case passes when
 gguf-audit reports the expected code and the file's verdict (the worst of its
-findings) is the one llama.cpp gives: ``aborted`` is ``aborts``.
+findings) is the one llama.cpp gives: ``aborted`` is ``aborts``. A seeded sweep
+of 100 models with random values of those hyperparameters checks the whole audit's
+verdict the same way.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from tiny_model import Model, V, parse, tiny, write
 
+from gguf_audit.audit import audit_file
 from gguf_audit.checks.header import check_semantics
 from gguf_audit.codes import CODES, LlamaCpp
 from gguf_audit.findings import Finding, llama_cpp_verdict
@@ -147,4 +151,40 @@ def test_each_verdict_is_the_oracles(tmp_path: Path, oracle: Oracle) -> None:
         expected = _ORACLE_VERDICT[answer.verdict]
         if llama_cpp_verdict(found) is not expected or (code and CODES[code].llama_cpp is not expected):
             wrong[name] = (answer.verdict, answer.message[-100:], [f.code for f in found])
+    assert wrong == {}
+
+
+def _sweep_model(rng: random.Random) -> Model:
+    """A tiny llama or qwen2 model with a random few of the hyperparameters load_hparams asserts on."""
+    arch = rng.choice(["llama", "qwen2"])
+    m = tiny(arch)
+    choices: dict[str, list[object]] = {
+        "block_count": [0, 1, 2, 3, 512, 513],
+        "nextn_predict_layers": [0, 1, 2, 3],
+        "expert_count": [0, 1, 2, 4, 1024, 1025],
+        "expert_used_count": [0, 1, 2, 3, 5],
+        "expert_group_count": [0, 1, 2, 4],
+        "expert_group_used_count": [0, 1, 2],
+        "rope.scaling.type": ["none", "linear", "yarn", "longrope", "dynamic", ""],
+        "rope.dimension_count": [4, 8, 16],
+    }
+    for key, values in choices.items():
+        if rng.random() < 0.35:
+            value = rng.choice(values)
+            m.set(f"{arch}.{key}", value, V.STRING if isinstance(value, str) else V.UINT32)
+    return m
+
+
+def test_a_seeded_sweep_agrees_with_the_oracle(tmp_path: Path, oracle: Oracle) -> None:
+    """100 models with random hparams (seeded): audit_file's verdict is llama.cpp's for every one."""
+    rng = random.Random(18)
+    paths = []
+    for i in range(100):
+        paths.append(tmp_path / f"{i:03d}.gguf")
+        write(_sweep_model(rng), paths[-1])
+    wrong = {}
+    for path, answer in zip(paths, oracle.ask(paths), strict=True):
+        audit = audit_file(str(path))
+        if llama_cpp_verdict(audit.findings) is not _ORACLE_VERDICT[answer.verdict]:
+            wrong[path.name] = (answer.verdict, answer.message[-100:], sorted({f.code for f in audit.findings}))
     assert wrong == {}
