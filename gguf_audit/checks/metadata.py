@@ -12,6 +12,7 @@ are in :mod:`gguf_audit.checks.tokenizer`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from typing import Final
 
 from gguf.constants import Keys
@@ -62,6 +63,15 @@ def _arch_key_types() -> tuple[dict[str, ValueType], tuple[str, ...]]:
 
 _ARCH_KEY_TYPES, _ARCH_LAYER_KEYS = _arch_key_types()
 
+_SCALAR_TYPES: Final = {"uint32": ValueType.UINT32, "float32": ValueType.FLOAT32, "bool": ValueType.BOOL}
+
+
+@cache
+def _arch_own_key_types(arch: str) -> dict[str, ValueType]:
+    """The scalar keys ``arch``'s ``load_arch_hparams`` always reads, with the one type it reads each as."""
+    keys = llama_tables().arch_required_keys.get(arch, {})
+    return {t: _SCALAR_TYPES[name] for t, name in keys.items() if name in _SCALAR_TYPES}
+
 
 def missing_key(key: str, why: str) -> Finding:
     """``meta.missing_key`` for ``key``, saying what llama.cpp does without it."""
@@ -101,6 +111,7 @@ def check_key_types(f: HeaderFacts) -> Iterator[Finding]:
     arch_keys = f.spec is not None and not f.vocab_only
     if arch_keys:
         expected.update({f.key(t): vtype for t, vtype in _ARCH_KEY_TYPES.items()})
+        expected.update({f.key(t): vtype for t, vtype in _arch_own_key_types(f.arch or "").items()})
     for key, vtype in expected.items():
         kv = h.metadata.get(key)
         if kv is not None and kv.type is not vtype:
@@ -137,6 +148,8 @@ def check_required_keys(f: HeaderFacts) -> Iterator[Finding]:
         required.append(Keys.Attention.HEAD_COUNT)
     if f.spec.requires_ff and not f.is_moe:
         required.append(Keys.LLM.FEED_FORWARD_LENGTH)
+    # The keys the architecture's own load_arch_hparams always reads, from the pinned build's tables.
+    required += [t for t in llama_tables().arch_required_keys.get(f.arch, {}) if t not in required]
     for template in required:
         key = f.key(template)
         if key not in f.header.metadata:

@@ -154,6 +154,100 @@ def _base_key_types(model_cpp: str, hparams_h: str, kv: dict[str, str]) -> dict[
     return {key: types.pop() for key, types in sorted(seen.items()) if len(types) == 1}
 
 
+def _depth_one(body: str) -> str:
+    """``body`` (from its opening brace) with every nested block cut out: the statements always run."""
+    out: list[str] = []
+    depth = 0
+    for ch in body:
+        if ch == "{":
+            depth += 1
+            continue
+        if ch == "}":
+            depth -= 1
+            if depth == 0:
+                break
+            continue
+        if depth == 1:
+            out.append(ch)
+    return "".join(out)
+
+
+def _split_args(args: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    cur = ""
+    for ch in args:
+        if ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return parts
+
+
+def _statement_calls(flat: str) -> list[tuple[str, str]]:
+    """``ml.get_key(...);`` and its kin that are whole statements (not part of ``a || b`` or a condition)."""
+    calls: list[tuple[str, str]] = []
+    for m in re.finditer(r"ml\.(get_key_or_arr|get_key|get_arr)\(", flat):
+        before = flat[: m.start()].rstrip()
+        if before and before[-1] not in ";":
+            continue
+        depth, i = 1, m.end()
+        while i < len(flat) and depth:
+            depth += {"(": 1, ")": -1}.get(flat[i], 0)
+            i += 1
+        if flat[i:].lstrip().startswith(";"):
+            calls.append((m.group(1), flat[m.end() : i - 1]))
+    return calls
+
+
+def _required_reads(body: str, fields: dict[str, str], kv: dict[str, str]) -> dict[str, str]:
+    """The keys a function body always reads with ``required`` (the default), each with its GGUF type
+    (``uint32``; ``uint32|array`` for ``get_key_or_arr``; ``array`` for ``get_arr``; ``?`` unknown)."""
+    # Comments out first: `/*required=*/false` is an optional read, and a brace in a comment is no block.
+    flat = _depth_one(re.sub(r"/\*.*?\*/|//[^\n]*", "", body, flags=re.S))
+    locals_ = {n: t for t, n in re.findall(r"\b(uint32_t|int32_t|float|bool|std::string)\s+(\w+)", flat)}
+    out: dict[str, str] = {}
+    for fn, args in _statement_calls(flat):
+        parts = _split_args(args)
+        n_required_at = {"get_key": 2, "get_arr": 2, "get_key_or_arr": 3}[fn]
+        if not parts or parts[0] not in kv or (len(parts) > n_required_at and parts[n_required_at] == "false"):
+            continue
+        target = parts[1] if len(parts) > 1 else ""
+        ctype = fields.get(target.removeprefix("hparams.")) if target.startswith("hparams.") else locals_.get(target)
+        gtype = _CPP_TO_GGUF.get(ctype or "", "?")
+        if fn == "get_arr":
+            gtype = "array"
+        elif fn == "get_key_or_arr" and gtype != "?":
+            gtype += "|array"
+        out[kv[parts[0]].replace("%s", "{arch}")] = gtype
+    return out
+
+
+def _arch_required_keys(src: Path, hparams_h: str, kv: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Each llama_model_* class to the keys its ``load_arch_hparams`` (or its base's) always requires."""
+    fields = _hparams_field_types(hparams_h)
+    headers = (src / "src" / "models" / "models.h").read_text()
+    bases = dict(re.findall(r"struct\s+(llama_model_\w+)\s*:\s*public\s+(llama_model_\w+)", headers))
+    own: dict[str, dict[str, str]] = {}
+    for cpp in sorted((src / "src" / "models").glob("*.cpp")):
+        text = cpp.read_text()
+        for m in re.finditer(r"void\s+(llama_model_\w+)::load_arch_hparams\([^)]*\)\s*\{", text):
+            own[m.group(1)] = _required_reads(text[m.end() - 1 :], fields, kv)
+    out: dict[str, dict[str, str]] = {}
+    for cls in set(own) | set(bases):
+        seen = cls
+        while seen not in own and seen in bases:
+            seen = bases[seen]
+        out[cls] = own.get(seen, {})
+    return out
+
+
 def _vocab(vocab_cpp: str) -> tuple[list[str], list[str], list[str]]:
     """Tokenizer models, the ones needing merges, and accepted BPE pre-tokenizer names."""
     i = vocab_cpp.find("// determine vocab type")
@@ -197,6 +291,8 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
 
     classes = _model_classes(model_cpp)
     class_tensors = _class_tensors(src)
+    class_keys = _arch_required_keys(src, hparams_h, kv)
+    arch_keys: dict[str, dict[str, str]] = {}
     common = set(re.findall(r"\bLLM_TENSOR_\w+", model_cpp))
     arch_tensors: dict[str, list[str]] = {}
     mtp: list[str] = []
@@ -204,6 +300,7 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
         cls = classes.get(arch_id)
         if cls is None:
             continue
+        arch_keys[name] = class_keys.get(cls, {})
         if _NEXTN in class_tensors.get(cls, set()):
             mtp.append(name)
         ids = (class_tensors.get(cls, set()) | common) & tensor_ids.keys()
@@ -228,6 +325,7 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
         "tensor_names": sorted({_tensor_template(v) for v in tensor_ids.values()}),
         "arch_tensors": arch_tensors,
         "mtp_architectures": sorted(mtp),
+        "arch_required_keys": arch_keys,
         "rope_scaling_types": sorted(rope.values()),
         "tokenizer_models": models,
         "tokenizer_models_needing_merges": merges,

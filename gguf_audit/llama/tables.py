@@ -41,6 +41,10 @@ class LlamaTables:
     mtp_architectures: frozenset[str]
     """The architectures whose loader reads the last ``{arch}.nextn_predict_layers`` blocks (MTP);
     the others create no tensor there."""
+    arch_required_keys: Mapping[str, Mapping[str, str]]
+    """Per architecture, the keys its ``load_arch_hparams`` always requires, each with its GGUF type
+    (``uint32``, ``float32``, ``bool``; ``uint32|array`` a value or per-layer array; ``array`` or ``?``
+    when the generator could not tell)."""
     keys: frozenset[str]
     """``LLM_KV_NAMES``, ``{arch}`` where the architecture goes."""
     hparams_key_types: Mapping[str, str]
@@ -72,6 +76,9 @@ class LlamaTables:
             architectures=frozenset(doc["architectures"]),
             arch_tensors=MappingProxyType({str(k): tuple(v) for k, v in doc["arch_tensors"].items()}),
             mtp_architectures=frozenset(doc["mtp_architectures"]),
+            arch_required_keys=MappingProxyType(
+                {str(a): MappingProxyType(dict(keys)) for a, keys in doc["arch_required_keys"].items()}
+            ),
             keys=frozenset(doc["keys"]),
             hparams_key_types=MappingProxyType(dict(doc["hparams_key_types"])),
             tensor_names=frozenset(doc["tensor_names"]),

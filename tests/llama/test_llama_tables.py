@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from gguf_audit.codes import LLAMA_CPP_BUILD
+from gguf_audit.format.model import ValueType
 from gguf_audit.llama import llama_tables
 from gguf_audit.llama.generate import generate
-from gguf_audit.testing.builder import build_gguf
+from gguf_audit.testing.builder import Tensor, build_gguf, kv_array, kv_bool, kv_f32, kv_u32
 from gguf_audit.testing.oracle import Oracle, OracleVerdict, Stage, find_oracle
 from gguf_audit.testing.vocab import vocab_kvs
 
@@ -93,3 +94,59 @@ def test_every_supported_architecture_is_accepted(oracle: Oracle, tmp_path: Path
     verdicts = _ask(oracle, tmp_path, files)
     wrong = {a: (v.verdict, v.message[-120:]) for a, v in verdicts.items() if v.loads != (a in models)}
     assert wrong == {}
+
+
+def _hparams_file(arch: str, keys: dict[str, str], drop: str) -> bytes:
+    """A one-tensor model of ``arch`` with the base hyperparameters and ``keys`` (name: GGUF type), but ``drop``."""
+    kvs = [kv for kv in vocab_kvs("llama", arch=arch) if kv.key != "general.type"]
+    kvs += [
+        kv_u32(f"{arch}.context_length", 64),
+        kv_u32(f"{arch}.embedding_length", 32),
+        kv_u32(f"{arch}.block_count", 1),
+        kv_u32(f"{arch}.attention.head_count", 4),
+        kv_u32(f"{arch}.feed_forward_length", 64),
+    ]
+    have = {kv.key for kv in kvs}
+    for key, gtype in keys.items():
+        if key == drop or key in have:
+            continue
+        if gtype.startswith("float32"):
+            kvs.append(kv_f32(key, 1e-5))
+        elif gtype == "bool":
+            kvs.append(kv_bool(key, False))
+        elif gtype.startswith("uint32"):
+            kvs.append(kv_u32(key, 1))
+        else:
+            kvs.append(kv_array(key, ValueType.INT32, [0, 0, 0, 0]))
+    return build_gguf([kv for kv in kvs if kv.key != drop], [Tensor("token_embd.weight", (32, 32), 0)])
+
+
+# Messages of a load that got past load_hparams: the dropped key was not needed there.
+_PAST_HPARAMS = ("check_tensor_dims", "wrong number of tensors", "missing tensor", "done_getting_tensors")
+
+
+def test_every_required_key_is_one_the_loader_demands(oracle: Oracle, tmp_path: Path) -> None:
+    """Dropping any key the tables call required stops llama.cpp in load_hparams, never later.
+
+    (The message usually names the key; a throw or assert of load_hparams that comes first
+    hides it, which is no evidence either way. A load that reaches the tensors would be.)
+    """
+    t = llama_tables()
+    files = {}
+    for arch in sorted(t.supported_architectures - {"clip"}):
+        keys = {k.format(arch=arch): v for k, v in t.arch_required_keys[arch].items()}
+        files |= {f"{arch} without {key}": _hparams_file(arch, keys, key) for key in keys}
+    assert len(files) > 300
+    paths = []
+    for data in files.values():
+        paths.append(tmp_path / f"{len(paths):04d}.gguf")
+        paths[-1].write_bytes(data)
+    answers = oracle.ask(paths)
+    named = sum(1 for name, v in zip(files, answers, strict=True) if name.split(" without ")[1] in v.message)
+    wrong = {
+        name: (v.verdict, v.message[-100:])
+        for name, v in zip(files, answers, strict=True)
+        if v.loads or any(m in v.message for m in _PAST_HPARAMS)
+    }
+    assert wrong == {}
+    assert named > 0.8 * len(files)
