@@ -116,4 +116,12 @@ HPARAMS_CODES: Final[tuple[HparamsCode, ...]] = (
         "The architecture's loader does not read MTP layers, so the last {arch}.nextn_predict_layers blocks "
         "get no tensors, yet the file has tensors there: llama.cpp ends on 'wrong number of tensors'.",
     ),
+    (
+        "tokenizer.duplicate_token",
+        "error",
+        "aborts",
+        "Two tokens of the vocabulary have the same text (empty ones excepted: llama.cpp renames them): its "
+        "token-to-id map ends up smaller than the token list and GGML_ASSERT(id_to_token.size() == "
+        "token_to_id.size()) kills the loading process.",
+    ),
 )

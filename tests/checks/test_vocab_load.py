@@ -8,15 +8,17 @@ the file's verdict, the worst of its findings, is the one llama.cpp gives.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from gguf_audit.checks.header import check_semantics
+from gguf_audit.checks.vocab import _first_duplicate
 from gguf_audit.codes import CODES, LlamaCpp
 from gguf_audit.findings import Finding, llama_cpp_verdict
-from gguf_audit.format.model import Header, ValueType
+from gguf_audit.format.model import Header, StringArray, ValueType
 from gguf_audit.format.parser import parse_header
 from gguf_audit.testing.builder import KV, build_gguf, kv_array, kv_i32, kv_str, kv_u32
 from gguf_audit.testing.oracle import Oracle, Stage, find_oracle
@@ -115,6 +117,17 @@ CASES: dict[str, tuple[bytes, str | None]] = {
         "tokenizer.bad_charsmap",
     ),
     "llama ignores a charsmap": (_vocab("llama", extra=[kv_str(_CHARSMAP, "abc")]), None),
+    "llama with a duplicate token": (_vocab("llama", ["ab"], [1]), "tokenizer.duplicate_token"),
+    "bert with a duplicate token": (_vocab("bert", ["a"], [1]), "tokenizer.duplicate_token"),
+    "gpt2 with duplicate empty tokens": (_vocab("gpt2", ["", ""], [1, 1]), None),
+    "duplicate, but an unknown pre first": (
+        _vocab("gpt2", ["ab"], [1], pre="made-up"),
+        "tokenizer.unknown_pre",
+    ),
+    "bert BYTE token, but suppress_tokens refused first": (
+        _vocab("bert", ["<0x41>"], [BYTE], [kv_array(_SUPPRESS, ValueType.UINT32, [3])]),
+        "tokenizer.wrong_array_type",
+    ),
     "rwkv with a 1-byte BYTE token": (_vocab("rwkv", ["q"], [BYTE]), "tokenizer.bad_byte_token"),
 }
 
@@ -157,3 +170,26 @@ def test_each_verdict_is_the_oracles(tmp_path: Path, oracle: Oracle) -> None:
         if llama_cpp_verdict(found) is not expected or (code and CODES[code].llama_cpp is not expected):
             wrong[name] = (answer.verdict, answer.message[-100:], [f.code for f in found])
     assert wrong == {}
+
+
+def test_duplicates_are_found_exactly() -> None:
+    """The keyed search agrees with a set over the texts, long texts sharing their ends included."""
+    rng = random.Random(18)
+    alphabet = ["a", "b", "é", "\x00"]
+    for _ in range(200):
+        texts = ["".join(rng.choices(alphabet, k=rng.choice([0, 1, 2, 9, 17, 30]))) for _ in range(rng.randint(1, 12))]
+        if rng.random() < 0.5:
+            texts = ["x" * 8 + t + "y" * 8 for t in texts]
+        data = build_gguf([kv_array("t", ValueType.STRING, texts)], [])
+        tokens = _parse(data).metadata["t"].value
+        assert isinstance(tokens, StringArray)
+        first_seen: dict[str, int] = {}
+        expected = None
+        for i, text in enumerate(texts):
+            if text and text in first_seen and expected is None:
+                expected = (first_seen[text], i)
+            first_seen.setdefault(text, i)
+        found = _first_duplicate(tokens)
+        assert (found is None) == (expected is None), texts
+        if found is not None:
+            assert texts[found[0]] == texts[found[1]] and found[0] < found[1], texts
