@@ -3,7 +3,8 @@
 Every case is a vocabulary-only file (``gguf_audit.testing.vocab``); the oracle is
 asked about all of them in one call (``--vocab-only``). A case passes when
 gguf-audit reports the expected code (or nothing from the vocabulary checks) and
-the file's verdict, the worst of its findings, is the one llama.cpp gives.
+the file's verdict, the worst of its findings, is the one llama.cpp gives. A seeded
+sweep of 200 random vocabularies checks the verdict the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from gguf_audit.codes import CODES, LlamaCpp
 from gguf_audit.findings import Finding, llama_cpp_verdict
 from gguf_audit.format.model import Header, StringArray, ValueType
 from gguf_audit.format.parser import parse_header
+from gguf_audit.llama import llama_tables
 from gguf_audit.testing.builder import KV, build_gguf, kv_array, kv_i32, kv_str, kv_u32
 from gguf_audit.testing.oracle import Oracle, Stage, find_oracle
 
@@ -193,3 +195,46 @@ def test_duplicates_are_found_exactly() -> None:
         assert (found is None) == (expected is None), texts
         if found is not None:
             assert texts[found[0]] == texts[found[1]] and found[0] < found[1], texts
+
+
+def _sweep_vocab(rng: random.Random) -> bytes:
+    """A vocabulary of a random tokenizer model with random byte tokens, duplicates, side arrays and names."""
+    model = rng.choice([*sorted(llama_tables().tokenizer_models), "made-up"])
+    tokens, types = list(_BASE), list(_BASE_TYPES)
+    n_bytes = rng.choice([0, 0, 1, 3, 256])
+    if n_bytes == 256:
+        tokens += _BYTES
+        types += [BYTE] * 256
+    else:
+        for _ in range(n_bytes):
+            tokens.append(rng.choice(["<0x41>", "q", "qq", "qqq", "<0x-1>", "", "é"]))
+            types.append(BYTE)
+    extra: list[KV] = []
+    roll = rng.random()
+    if roll < 0.15:
+        extra.append(kv_array(_SUPPRESS, ValueType.INT32, [3, 99]))
+    elif roll < 0.25:
+        extra.append(kv_array(_SUPPRESS, ValueType.UINT32, [3]))
+    roll = rng.random()
+    if roll < 0.1:
+        extra.append(kv_array(_CHARSMAP, ValueType.UINT8, [1, 2]))
+    elif roll < 0.2:
+        extra.append(kv_array(_CHARSMAP, ValueType.UINT8, [100, 0, 0, 0, 0, 0, 0, 0]))
+    pre = rng.choice(["default", "qwen35", "glm5", "kimi-k2", "made-up", None])
+    return _vocab(model, tokens[len(_BASE) :], types[len(_BASE) :], extra, pre=pre, merges=rng.random() < 0.7)
+
+
+def test_a_seeded_sweep_agrees_with_the_oracle(tmp_path: Path, oracle: Oracle) -> None:
+    """200 random vocabularies (seeded): the semantic checks' verdict is llama.cpp's for every one."""
+    rng = random.Random(18)
+    files = [_sweep_vocab(rng) for _ in range(200)]
+    paths = []
+    for data in files:
+        paths.append(tmp_path / f"{len(paths):03d}.gguf")
+        paths[-1].write_bytes(data)
+    wrong = {}
+    for path, data, answer in zip(paths, files, oracle.ask(paths, stage=Stage.VOCAB), strict=True):
+        found = list(check_semantics(_parse(data)))
+        if llama_cpp_verdict(found) is not _ORACLE_VERDICT[answer.verdict]:
+            wrong[path.name] = (answer.verdict, answer.message[-100:], sorted({f.code for f in found}))
+    assert wrong == {}
