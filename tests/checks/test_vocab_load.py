@@ -1,6 +1,6 @@
 """What llama_vocab::load (b11312) refuses or aborts on beyond the names, each verdict the oracle's.
 
-Every case is a vocabulary-only file (``gguf_audit.testing.vocab``); the oracle is
+Every case is a small vocabulary-only file; the oracle is
 asked about all of them in one call (``--vocab-only``). A case passes when
 gguf-audit reports the expected code (or nothing from the vocabulary checks) and
 the file's verdict, the worst of its findings, is the one llama.cpp gives. A seeded
