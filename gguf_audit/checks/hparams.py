@@ -22,7 +22,7 @@ from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import ValueType
 from gguf_audit.llama import llama_tables
 
-__all__ = ["check_hparams"]
+__all__ = ["check_hparams", "refused_in_load_hparams"]
 
 HPARAMS_BLOCK_COUNT: Final = "hparams.block_count_out_of_range"
 HPARAMS_NEXTN: Final = "hparams.nextn_past_block_count"
@@ -64,11 +64,86 @@ def _u32_or_layers(f: HeaderFacts, template: str, n_layer: int) -> int | None:
     return None
 
 
+# What llama_model_base::load_hparams reads before each of its asserts, in its order: a key it
+# cannot read (missing when required, or of another type) throws first, and the assert is never
+# reached. (key template, required)
+_READS_BEFORE: Final[dict[str, tuple[tuple[str, bool], ...]]] = {
+    "block_count": (
+        (Keys.LLM.CONTEXT_LENGTH, True),
+        (Keys.LLM.EMBEDDING_LENGTH, True),
+        ("{arch}.embedding_length_out", False),
+        ("{arch}.attention.causal", False),
+        (Keys.LLM.BLOCK_COUNT, True),
+    ),
+    "nextn": ((Keys.LLM.NEXTN_PREDICT_LAYERS, False),),
+    "experts": (
+        (Keys.LLM.EXPERT_COUNT, False),
+        (Keys.LLM.EXPERT_USED_COUNT, False),
+        (Keys.LLM.EXPERT_GROUP_COUNT, False),
+        (Keys.LLM.EXPERT_GROUP_USED_COUNT, False),
+    ),
+    "rope": (
+        (Keys.LLM.FEED_FORWARD_LENGTH, False),
+        (Keys.Attention.HEAD_COUNT, False),
+        (Keys.Attention.HEAD_COUNT_KV, False),
+        ("{arch}.rope.scaling.finetuned", False),
+        (Keys.Rope.SCALING_ORIG_CTX_LEN, False),
+        (Keys.Rope.FREQ_BASE, False),
+        (Keys.Rope.SCALING_TYPE, False),
+    ),
+}
+_GGUF_TYPES: Final = {
+    "uint32": ValueType.UINT32,
+    "float32": ValueType.FLOAT32,
+    "bool": ValueType.BOOL,
+    "string": ValueType.STRING,
+}
+
+
+def _unreadable(f: HeaderFacts, template: str, required: bool, n_layer: int | None) -> bool:
+    """Whether ``get_key`` (or ``get_key_or_arr``) throws on ``{arch}.<key>``: missing when required,
+    another type than the one it reads, or a per-layer array of another length."""
+    kv = f.header.metadata.get(f.key(template))
+    if kv is None:
+        return required
+    type_name = llama_tables().hparams_key_types.get(template, "")
+    if type_name.endswith("|array") and kv.type is ValueType.ARRAY:
+        return kv.item_type not in LAYER_ARRAY_TYPES or (n_layer is not None and kv.length != n_layer)
+    expected = _GGUF_TYPES.get(type_name.removesuffix("|array"))
+    return expected is not None and kv.type is not expected
+
+
+def _reached(f: HeaderFacts, *steps: str) -> bool:
+    """Whether load_hparams reads every key of ``steps`` (and what comes before them) without throwing."""
+    name = f.header.metadata.get("general.name")
+    if name is not None and name.type is not ValueType.STRING:
+        return False
+    n_layer = _u32(f, Keys.LLM.BLOCK_COUNT)
+    return not any(_unreadable(f, key, required, n_layer) for step in steps for key, required in _READS_BEFORE[step])
+
+
+def refused_in_load_hparams(f: HeaderFacts) -> bool:
+    """Whether loading the model throws before its vocabulary: a base hyperparameter llama.cpp cannot
+    read, or a key the architecture's own ``load_arch_hparams`` requires missing. (A file the vocabulary
+    would abort on is then refused, not aborted on.)"""
+    if f.arch is None or f.spec is None or f.vocab_only or not f.model:
+        return False
+    if not _reached(f, *_READS_BEFORE):
+        return True
+    return any(
+        t.format(arch=f.arch) not in f.header.metadata for t in llama_tables().arch_required_keys.get(f.arch, {})
+    )
+
+
 def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
-    """The ``load_hparams`` asserts and throws a header decides."""
+    """The ``load_hparams`` asserts and throws a header decides; an assert only when the keys read
+    before it are readable (else llama.cpp throws first: ``meta.missing_key`` or ``meta.wrong_type``)."""
     if f.arch is None or f.spec is None or f.vocab_only or not f.model:
         return
     tables = llama_tables()
+    if not _reached(f, "block_count"):
+        yield from _check_tensor_extra(f)
+        return
     n_layer = _u32(f, Keys.LLM.BLOCK_COUNT)
     if n_layer is not None and not 0 < n_layer <= tables.max_layers:
         yield finding(
@@ -77,6 +152,8 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
             f"llama.cpp {tables.build} aborts",
         )
     n_nextn = _u32(f, Keys.LLM.NEXTN_PREDICT_LAYERS) if n_layer is not None else None
+    if not _reached(f, "block_count", "nextn"):
+        return
     if n_layer is not None and n_nextn is not None and n_nextn > n_layer:
         yield finding(
             HPARAMS_NEXTN,
@@ -85,13 +162,18 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
         )
     elif n_layer is not None and n_nextn and f.arch not in tables.mtp_architectures:
         yield from _check_nextn_blocks(f, n_layer - n_nextn, n_nextn)
-    if n_layer is not None and 0 < n_layer <= tables.max_layers:
+    if n_layer is not None and 0 < n_layer <= tables.max_layers and _reached(f, "block_count", "nextn", "experts"):
         yield from _check_experts(f, n_layer)
     if f.arch in _N_ROT_IS_HEAD_SIZE and n_layer is not None and 0 < n_layer <= tables.max_layers:
         yield from _check_n_rot(f, n_layer)
     yield from _check_tensor_extra(f)
     rope = f.header.metadata.get(f.key(Keys.Rope.SCALING_TYPE))
-    if rope is not None and isinstance(rope.value, str) and rope.value not in tables.rope_scaling_types:
+    if (
+        rope is not None
+        and isinstance(rope.value, str)
+        and rope.value not in tables.rope_scaling_types
+        and _reached(f, *_READS_BEFORE)
+    ):
         yield finding(
             HPARAMS_ROPE_SCALING,
             f"{rope.key} is {rope.value!r}, not one of {', '.join(sorted(tables.rope_scaling_types))}: "

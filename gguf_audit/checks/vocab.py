@@ -31,6 +31,7 @@ import numpy as np
 from gguf.constants import TokenType
 
 from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
+from gguf_audit.checks.hparams import refused_in_load_hparams
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import StringArray
 from gguf_audit.llama import llama_tables
@@ -68,8 +69,10 @@ def check_vocab(f: HeaderFacts) -> Iterator[Finding]:
     yield from charsmap
     if charsmap or _refused_before_tokens(f):
         return
+    # A model whose load_hparams throws never reaches its vocabulary: its aborts are not reported.
+    aborts_reached = not refused_in_load_hparams(f)
     tokens = f.tokens
-    duplicate = _first_duplicate(tokens) if tokens is not None else None
+    duplicate = _first_duplicate(tokens) if tokens is not None and aborts_reached else None
     if tokens is not None and duplicate is not None:
         first, second = duplicate
         yield finding(
@@ -86,7 +89,7 @@ def check_vocab(f: HeaderFacts) -> Iterator[Finding]:
             offset=suppress.offset,
         )
         return
-    yield from _check_byte_tokens(f)
+    yield from _check_byte_tokens(f, aborts_reached)
 
 
 def _refused_before_tokens(f: HeaderFacts) -> bool:
@@ -180,14 +183,14 @@ def _check_charsmap(f: HeaderFacts) -> Iterator[Finding]:
     yield finding(TOKENIZER_BAD_CHARSMAP, f"{_CHARSMAP} is {why}: llama.cpp {build} throws", offset=kv.offset)
 
 
-def _check_byte_tokens(f: HeaderFacts) -> Iterator[Finding]:
+def _check_byte_tokens(f: HeaderFacts, aborts_reached: bool) -> Iterator[Finding]:
     tt = f.token_types
     tokens = f.tokens
     if tt is None or tokens is None or len(tt) != len(tokens):
         return
     byte_ids = np.flatnonzero(np.asarray(tt) == int(TokenType.BYTE))
     build = llama_tables().build
-    if f.tokenizer_model == "bert" and len(byte_ids):
+    if f.tokenizer_model == "bert" and len(byte_ids) and aborts_reached:
         first = int(byte_ids[0])
         yield finding(
             TOKENIZER_WPM_BYTE_TOKEN,

@@ -54,6 +54,30 @@ CASES: dict[str, tuple[Callable[[], Model], str | None]] = {
         lambda: _llama(nextn_predict_layers=(1, V.UINT32), block_count=(3, V.UINT32)),
         None,
     ),
+    "block_count 0, context_length missing first": (
+        lambda: _llama(block_count=(0, V.UINT32)).drop("{arch}.context_length"),
+        "meta.missing_key",
+    ),
+    "rope 'dynamic', feed_forward_length a string first": (
+        lambda: _llama(**{"rope.scaling.type": ("dynamic", V.STRING), "feed_forward_length": ("64", V.STRING)}),
+        "meta.wrong_type",
+    ),
+    "expert_count 1025, expert_used_count a float first": (
+        lambda: _llama(expert_count=(1025, V.UINT32), expert_used_count=(2.0, V.FLOAT32)),
+        "meta.wrong_type",
+    ),
+    "duplicate token, but the norm epsilon missing first": (
+        lambda: (
+            tiny()
+            .drop("{arch}.attention.layer_norm_rms_epsilon")
+            .set("tokenizer.ggml.tokens", ["<unk>", "<s>", "</s>"] + ["t3"] * 61, V.ARRAY, V.STRING)
+        ),
+        "meta.missing_key",
+    ),
+    "duplicate token in a model": (
+        lambda: tiny().set("tokenizer.ggml.tokens", ["<unk>", "<s>", "</s>"] + ["t3"] * 61, V.ARRAY, V.STRING),
+        "tokenizer.duplicate_token",
+    ),
     "expert_count 1025": (
         lambda: _llama(expert_count=(1025, V.UINT32), expert_used_count=(2, V.UINT32)),
         "hparams.too_many_experts",
