@@ -124,11 +124,14 @@ def _reached(f: HeaderFacts, *steps: str) -> bool:
 
 def refused_in_load_hparams(f: HeaderFacts) -> bool:
     """Whether loading the model throws before its vocabulary: a base hyperparameter llama.cpp cannot
-    read, or a key the architecture's own ``load_arch_hparams`` requires missing. (A file the vocabulary
-    would abort on is then refused, not aborted on.)"""
+    read, ``invalid n_rot``, or a key the architecture's own ``load_arch_hparams`` requires missing.
+    (A file the vocabulary would abort on is then refused, not aborted on.)"""
     if f.arch is None or f.spec is None or f.vocab_only or not f.model:
         return False
     if not _reached(f, *_READS_BEFORE):
+        return True
+    n_layer = _u32(f, Keys.LLM.BLOCK_COUNT)
+    if f.arch in _N_ROT_IS_HEAD_SIZE and n_layer and any(_check_n_rot(f, n_layer)):
         return True
     return any(
         t.format(arch=f.arch) not in f.header.metadata for t in llama_tables().arch_required_keys.get(f.arch, {})

@@ -4,8 +4,9 @@ Every case is a tiny llama-like model with one defect. The oracle (llama-verdict
 the pinned build) is asked about all of them in one call; a case passes when
 gguf-audit reports the expected code and the file's verdict (the worst of its
 findings) is the one llama.cpp gives: ``aborted`` is ``aborts``. A seeded sweep
-of 100 models with random values of those hyperparameters checks the whole audit's
-verdict the same way.
+of 150 models with random values of those hyperparameters (and mistyped or missing
+keys read before them, duplicate tokens behind them) checks the whole audit's verdict
+the same way.
 """
 
 from __future__ import annotations
@@ -196,14 +197,22 @@ def _sweep_model(rng: random.Random) -> Model:
         if rng.random() < 0.35:
             value = rng.choice(values)
             m.set(f"{arch}.{key}", value, V.STRING if isinstance(value, str) else V.UINT32)
+    # What llama.cpp throws on before its asserts, and a vocabulary abort behind them.
+    if rng.random() < 0.2:
+        key = rng.choice(["feed_forward_length", "expert_used_count", "context_length", "attention.head_count_kv"])
+        m.set(f"{arch}.{key}", "x", V.STRING)
+    if rng.random() < 0.15:
+        m.drop(rng.choice(["{arch}.context_length", "{arch}.attention.layer_norm_rms_epsilon"]))
+    if rng.random() < 0.15:
+        m.set("tokenizer.ggml.tokens", ["<unk>", "<s>", "</s>"] + ["t3"] * 61, V.ARRAY, V.STRING)
     return m
 
 
 def test_a_seeded_sweep_agrees_with_the_oracle(tmp_path: Path, oracle: Oracle) -> None:
-    """100 models with random hparams (seeded): audit_file's verdict is llama.cpp's for every one."""
+    """150 models with random hparams (seeded): audit_file's verdict is llama.cpp's for every one."""
     rng = random.Random(18)
     paths = []
-    for i in range(100):
+    for i in range(150):
         paths.append(tmp_path / f"{i:03d}.gguf")
         write(_sweep_model(rng), paths[-1])
     wrong = {}
