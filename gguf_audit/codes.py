@@ -18,6 +18,7 @@ from typing import Final
 
 from gguf_audit.codes_clip import CLIP_CODES
 from gguf_audit.codes_collection import COLLECTION_CODES
+from gguf_audit.codes_hparams import HPARAMS_CODES
 from gguf_audit.codes_security import SECURITY_CODES
 
 __all__ = ["CODES", "CORE_CODES", "LLAMA_CPP_BUILD", "VERDICT_RANK", "CodeInfo", "LlamaCpp", "Severity"]
@@ -278,17 +279,18 @@ _code(
 )
 _code(
     "meta.unknown_architecture",
-    W,
-    None,
-    "general.architecture is not one the gguf package knows: llama.cpp of the same release throws 'unknown model "
-    "architecture', a newer one or a fork may load it; its keys and tensors were not checked.",
+    E,
+    LlamaCpp.REFUSES,
+    "general.architecture is not one the pinned llama.cpp builds a model of (its generated tables): it throws "
+    "'unknown model architecture' (or 'unsupported' for a name it knows without a model, as gptj); a newer "
+    "build or a fork may load it. Its keys and tensors were not checked.",
 )
 _code(
     "meta.block_count_mismatch",
     E,
     True,
-    "{arch}.block_count disagrees with the blk.N tensors present (blocks past it, or blocks without any tensor), "
-    "or passes llama.cpp's 512 layers; llama.cpp fails on missing tensors or 'wrong number of tensors'.",
+    "{arch}.block_count disagrees with the blk.N tensors present (blocks past it, or blocks without any tensor); "
+    "llama.cpp fails on missing tensors or 'wrong number of tensors'.",
 )
 _code(
     "meta.file_type_mismatch",
@@ -334,7 +336,8 @@ _code(
     True,
     "tokenizer.ggml.scores is not an array of float32 or int32, or token_type not an array of int32 (uint32 no "
     "longer passes); llama.cpp throws 'invalid gguf type' since PR #27075 (src/llama-vocab.cpp); older builds "
-    "took the array's bytes as float or int32 whatever their type.",
+    "took the array's bytes as float or int32 whatever their type. Also suppress_tokens not an array of int32, "
+    "and a t5 vocabulary's precompiled_charsmap not an array of int8 or uint8 (both refused by b11312).",
 )
 _code(
     "tokenizer.special_id_out_of_range",
@@ -353,23 +356,23 @@ _code(
 _code(
     "tokenizer.unknown_model",
     E,
-    None,
-    "tokenizer.ggml.model names a tokenizer llama.cpp does not know (it throws 'unknown tokenizer'); "
-    "the verdict is unknown because a newer llama.cpp may have added it.",
+    LlamaCpp.REFUSES,
+    "tokenizer.ggml.model names a tokenizer the pinned llama.cpp does not know (it throws 'unknown tokenizer'); "
+    "a newer build may have added it.",
 )
 _code(
     "tokenizer.unknown_pre",
-    W,
-    None,
-    "A BPE tokenizer's tokenizer.ggml.pre is not on gguf-audit's list of the pre-tokenizers llama.cpp accepts; "
-    "llama.cpp throws 'unknown pre-tokenizer type' for names it does not know, but the list grows often.",
+    E,
+    LlamaCpp.REFUSES,
+    "A BPE tokenizer's tokenizer.ggml.pre is not one the pinned llama.cpp accepts (its generated tables): it "
+    "throws 'unknown pre-tokenizer type'; the list grows often, so a newer build may know it.",
 )
 _code(
     "tokenizer.missing_pre",
     W,
     False,
-    "A BPE (gpt2) tokenizer without tokenizer.ggml.pre; llama.cpp warns 'missing pre-tokenizer type, using: "
-    "default' and 'GENERATION QUALITY WILL BE DEGRADED'.",
+    "A BPE tokenizer (gpt2, hybriddna, whitespace) without tokenizer.ggml.pre; llama.cpp warns 'missing "
+    "pre-tokenizer type, using: default' and 'GENERATION QUALITY WILL BE DEGRADED'.",
 )
 _code(
     "tokenizer.eos_not_in_template",
@@ -483,7 +486,9 @@ del _clip
 
 for _entry in SECURITY_CODES:  # issue 12's codes, kept as data in codes_security.py
     _code(_entry[0], Severity(_entry[1]), _entry[2], _entry[3])
-del E, W, I, _entry
+for _hp in HPARAMS_CODES:  # load_hparams' asserts and throws, kept as data in codes_hparams.py
+    _code(_hp[0], Severity(_hp[1]), LlamaCpp(_hp[2]), _hp[3])
+del E, W, I, _entry, _hp
 
 CODES: Final[Mapping[str, CodeInfo]] = MappingProxyType(_registry)
 """Every finding code, read-only."""

@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "gguf_audit.codes_collection",
             "gguf_audit.codes_security",
             "gguf_audit.codes_clip",
+            "gguf_audit.codes_hparams",
             "gguf_audit.redact",
         ),
     ),
@@ -46,6 +47,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("plan", ("gguf_audit.plan",)),
     ("decode", ("gguf_audit.decode",)),
     ("templates", ("gguf_audit.templates",)),
+    # The pinned llama.cpp's names and bounds, as data (and the generator that reads its source).
+    ("llama", ("gguf_audit.llama",)),
     ("checks", ("gguf_audit.checks",)),
     ("io", ("gguf_audit.io",)),
     ("samples", ("gguf_audit.samples",)),

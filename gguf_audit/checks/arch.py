@@ -1,13 +1,14 @@
-"""What gguf-audit knows about each model architecture, from the gguf package and llama.cpp.
+"""What gguf-audit knows about each model architecture, from the pinned llama.cpp (and the gguf package).
 
 Two levels of knowledge:
 
-- For **every** architecture the gguf package knows (``gguf.constants.MODEL_ARCH_NAMES``),
-  the tensor names it may hold (``MODEL_TENSORS`` formatted through ``TENSOR_NAMES``),
-  and the hyperparameters llama.cpp reads for all of them (context and embedding
-  length, block count). gguf-py and llama.cpp's ``src/llama-arch.cpp`` are kept in
-  step by the converters: a name outside the package's list for the architecture
-  is one llama.cpp never creates, so its loader ends on "wrong number of tensors".
+- For **every** architecture the pinned llama.cpp builds a model of
+  (:func:`gguf_audit.llama.llama_tables`, generated from its ``src/llama-model.cpp``
+  and ``src/models/``), the tensor names it may hold: those its model class names,
+  with the ones the gguf package lists for it (the package keeps a few legacy
+  names), and the hyperparameters llama.cpp reads for all of them (context and
+  embedding length, block count). A name outside both lists is one llama.cpp never
+  creates, so its loader ends on "wrong number of tensors".
 - For a **curated** set whose cases in ``llama_model::load_tensors`` this module mirrors
   (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma 1 to 3, phi3): the tensors created
   with flag 0 (so a missing one is "missing tensor"; a subset, never an optional one)
@@ -30,6 +31,8 @@ from typing import Final
 
 from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSORS, TENSOR_NAMES, Keys
 
+from gguf_audit.llama import llama_tables
+
 __all__ = [
     "KNOWN_ARCHITECTURES",
     "NON_MODEL_ARCHITECTURES",
@@ -41,8 +44,8 @@ __all__ = [
     "is_known_tensor_name",
 ]
 
-KNOWN_ARCHITECTURES: Final[frozenset[str]] = frozenset(MODEL_ARCH_NAMES.values())
-"""Every ``general.architecture`` value the gguf package (and so llama.cpp) knows."""
+KNOWN_ARCHITECTURES: Final[frozenset[str]] = llama_tables().supported_architectures
+"""Every ``general.architecture`` the pinned llama.cpp builds a model of (``clip`` included: mtmd loads it)."""
 
 NON_MODEL_ARCHITECTURES: Final[frozenset[str]] = frozenset({"clip", "controlvector"})
 """Architectures of files that are not language models: ``clip`` (multimodal
@@ -163,7 +166,7 @@ _CURATED: Final[dict[str, ArchSpec]] = {
 
 @cache
 def arch_spec(name: str) -> ArchSpec | None:
-    """The spec of architecture ``name``; None when the gguf package does not know it."""
+    """The spec of architecture ``name``; None when the pinned llama.cpp does not load it."""
     if name in _CURATED:
         return _CURATED[name]
     if name not in KNOWN_ARCHITECTURES or name in NON_MODEL_ARCHITECTURES:
@@ -195,10 +198,12 @@ _EXTRA_TENSOR_NAMES: Final[dict[str, tuple[str, ...]]] = {
 
 @cache
 def _name_pattern(arch: str) -> re.Pattern[str] | None:
-    members = {a for a, n in MODEL_ARCH_NAMES.items() if n == arch}
-    if not members:
+    pinned = llama_tables().arch_tensors.get(arch)
+    if pinned is None:
         return None
-    names = {TENSOR_NAMES[t] for a in members for t in MODEL_TENSORS[a]} | set(_EXTRA_TENSOR_NAMES.get(arch, ()))
+    members = {a for a, n in MODEL_ARCH_NAMES.items() if n == arch}
+    wheel = {TENSOR_NAMES[t] for a in members for t in MODEL_TENSORS.get(a, ())}
+    names = set(pinned) | wheel | set(_EXTRA_TENSOR_NAMES.get(arch, ()))
     bases = sorted(names, key=len, reverse=True)
     alternatives = "|".join(re.escape(b).replace(r"\{bid\}", r"\d+").replace(r"\{xid\}", r"\d+") for b in bases)
     # A base alone (``blk.0.ssm_a``) or with one suffix (.weight, .bias, .scale, ...):

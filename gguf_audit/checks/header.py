@@ -11,7 +11,8 @@ header says about its model, against what llama.cpp expects of it:
   (:mod:`~gguf_audit.checks.clip`); a language model holding encoder tensors is named;
 - for a language model (not an adapter, imatrix, projector or control vector),
   and not a shard after the first (llama.cpp reads no metadata from those):
-  architecture, tokenizer and key-type keys, the required hyperparameters,
+  architecture, tokenizer and key-type keys, the required hyperparameters and
+  their invariants (``hparams``),
   the tensors (for a known architecture, not vocab-only), the tokenizer, the
   tokens the rendered templates end turns with, and the declared file type.
 
@@ -26,11 +27,13 @@ from typing import TypeAlias
 from gguf_audit.checks.clip import check_clip, check_packed_multimodal, is_projector
 from gguf_audit.checks.facts import header_facts
 from gguf_audit.checks.filetype import check_file_type
+from gguf_audit.checks.hparams import check_hparams
 from gguf_audit.checks.metadata import check_architecture, check_key_types, check_required_keys
 from gguf_audit.checks.structure import check_structure
 from gguf_audit.checks.tensors import check_tensors
 from gguf_audit.checks.text import check_control_characters
 from gguf_audit.checks.tokenizer import check_template_tokens, check_tokenizer, check_tokenizer_keys
+from gguf_audit.checks.vocab import check_vocab
 from gguf_audit.findings import Finding
 from gguf_audit.format.model import Header
 
@@ -91,9 +94,11 @@ def check_semantics(
     yield from check_tokenizer_keys(facts)
     yield from check_key_types(facts)
     yield from check_required_keys(facts)
+    yield from check_hparams(facts)
     if facts.spec is not None and not facts.vocab_only:
         yield from check_tensors(facts)
     yield from check_tokenizer(facts)
+    yield from check_vocab(facts)
     if template_renders:
         yield from check_template_tokens(facts, template_renders)
     yield from check_file_type(facts, url)

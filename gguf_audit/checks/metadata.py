@@ -1,6 +1,6 @@
 """Metadata keys: the ones ``llama_model::load_hparams`` requires, and the types its ``get_key`` insists on.
 
-``general.architecture`` must be there and be one the gguf package knows; a model
+``general.architecture`` must be there and be one the pinned llama.cpp loads; a model
 of a known architecture (not vocab-only) needs its context and embedding length,
 block count, and, per the table in :mod:`gguf_audit.checks.arch`, its norm epsilon,
 head count and feed-forward length. ``GGUFMeta::GKV`` reads each key as exactly one
@@ -12,6 +12,7 @@ are in :mod:`gguf_audit.checks.tokenizer`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from typing import Final
 
 from gguf.constants import Keys
@@ -20,6 +21,7 @@ from gguf_audit.checks.arch import KNOWN_ARCHITECTURES, NON_MODEL_ARCHITECTURES
 from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, SPECIAL_ID_KEYS, HeaderFacts
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import KV, ValueType
+from gguf_audit.llama import llama_tables
 
 __all__ = ["check_architecture", "check_key_types", "check_required_keys", "missing_key", "wrong_type"]
 
@@ -40,25 +42,35 @@ _TOKENIZER_KEY_TYPES: Final[dict[str, ValueType]] = {
     Keys.Tokenizer.REMOVE_EXTRA_WS: ValueType.BOOL,
     **{key: ValueType.UINT32 for _, key in SPECIAL_ID_KEYS},
 }
-_ARCH_U32_KEYS: Final = (
-    Keys.LLM.CONTEXT_LENGTH,
-    Keys.LLM.EMBEDDING_LENGTH,
-    Keys.LLM.BLOCK_COUNT,
-    Keys.LLM.VOCAB_SIZE,
-    Keys.LLM.EXPERT_COUNT,
-    Keys.LLM.EXPERT_USED_COUNT,
-    Keys.Rope.DIMENSION_COUNT,
-    Keys.Rope.SCALING_ORIG_CTX_LEN,
-    Keys.Attention.KEY_LENGTH,
-    Keys.Attention.VALUE_LENGTH,
-)
-_ARCH_F32_KEYS: Final = (
-    Keys.Attention.LAYERNORM_EPS,
-    Keys.Attention.LAYERNORM_RMS_EPS,
-    Keys.Rope.FREQ_BASE,
-    Keys.Rope.SCALING_FACTOR,
-)
-_ARCH_LAYER_KEYS: Final = (Keys.LLM.FEED_FORWARD_LENGTH, Keys.Attention.HEAD_COUNT, Keys.Attention.HEAD_COUNT_KV)
+# Keys some architectures' own cases read (not every one's, so not in the generated table).
+_ARCH_U32_KEYS: Final = (Keys.LLM.VOCAB_SIZE,)
+_ARCH_F32_KEYS: Final = (Keys.Attention.LAYERNORM_EPS, Keys.Attention.LAYERNORM_RMS_EPS)
+
+
+def _arch_key_types() -> tuple[dict[str, ValueType], tuple[str, ...]]:
+    """The keys ``load_hparams`` reads for every architecture, from the pinned build's tables:
+    the scalar ones with their one type, and those it takes as a value or a per-layer array."""
+    scalar: dict[str, ValueType] = {t: ValueType.UINT32 for t in _ARCH_U32_KEYS}
+    scalar |= {t: ValueType.FLOAT32 for t in _ARCH_F32_KEYS}
+    per_layer: list[str] = []
+    for template, type_name in llama_tables().hparams_key_types.items():
+        if type_name.endswith("|array"):
+            per_layer.append(template)
+        else:
+            scalar[template] = ValueType[type_name.upper()]
+    return scalar, tuple(per_layer)
+
+
+_ARCH_KEY_TYPES, _ARCH_LAYER_KEYS = _arch_key_types()
+
+_SCALAR_TYPES: Final = {"uint32": ValueType.UINT32, "float32": ValueType.FLOAT32, "bool": ValueType.BOOL}
+
+
+@cache
+def _arch_own_key_types(arch: str) -> dict[str, ValueType]:
+    """The scalar keys ``arch``'s ``load_arch_hparams`` always reads, with the one type it reads each as."""
+    keys = llama_tables().arch_required_keys.get(arch, {})
+    return {t: _SCALAR_TYPES[name] for t, name in keys.items() if name in _SCALAR_TYPES}
 
 
 def missing_key(key: str, why: str) -> Finding:
@@ -76,7 +88,7 @@ def wrong_type(kv: KV, expected: str) -> Finding:
 
 
 def check_architecture(f: HeaderFacts) -> Iterator[Finding]:
-    """``general.architecture``: present, a string, and an architecture the gguf package knows."""
+    """``general.architecture``: present, a string, and an architecture the pinned llama.cpp builds."""
     arch_kv = f.header.metadata.get(Keys.General.ARCHITECTURE)
     if arch_kv is None:
         yield missing_key(Keys.General.ARCHITECTURE, "llama.cpp cannot tell the architecture")
@@ -85,7 +97,8 @@ def check_architecture(f: HeaderFacts) -> Iterator[Finding]:
     elif f.arch not in KNOWN_ARCHITECTURES and f.arch not in NON_MODEL_ARCHITECTURES:
         yield finding(
             META_UNKNOWN_ARCHITECTURE,
-            f"general.architecture {f.arch!r} is not an architecture the gguf package knows",
+            f"general.architecture {f.arch!r} is not an architecture llama.cpp {llama_tables().build} "
+            f"{'builds a model of' if f.arch in llama_tables().architectures else 'knows'}",
             offset=arch_kv.offset,
         )
 
@@ -97,8 +110,8 @@ def check_key_types(f: HeaderFacts) -> Iterator[Finding]:
     # The hyperparameters are read only for a model of a known architecture, not vocab-only.
     arch_keys = f.spec is not None and not f.vocab_only
     if arch_keys:
-        expected.update({f.key(t): ValueType.UINT32 for t in _ARCH_U32_KEYS})
-        expected.update({f.key(t): ValueType.FLOAT32 for t in _ARCH_F32_KEYS})
+        expected.update({f.key(t): vtype for t, vtype in _ARCH_KEY_TYPES.items()})
+        expected.update({f.key(t): vtype for t, vtype in _arch_own_key_types(f.arch or "").items()})
     for key, vtype in expected.items():
         kv = h.metadata.get(key)
         if kv is not None and kv.type is not vtype:
@@ -135,6 +148,8 @@ def check_required_keys(f: HeaderFacts) -> Iterator[Finding]:
         required.append(Keys.Attention.HEAD_COUNT)
     if f.spec.requires_ff and not f.is_moe:
         required.append(Keys.LLM.FEED_FORWARD_LENGTH)
+    # The keys the architecture's own load_arch_hparams always reads, from the pinned build's tables.
+    required += [t for t in llama_tables().arch_required_keys.get(f.arch, {}) if t not in required]
     for template in required:
         key = f.key(template)
         if key not in f.header.metadata:

@@ -24,6 +24,7 @@ from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
 from gguf_audit.checks.structure import ggml_ne
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import TensorInfo, ValueType
+from gguf_audit.llama import llama_tables
 
 __all__ = ["LLAMA_MAX_LAYERS", "MAX_NAMED_FINDINGS", "check_tensors"]
 
@@ -33,7 +34,7 @@ TENSOR_WRONG_SHAPE: Final = "tensor.wrong_shape"
 META_BLOCK_COUNT_MISMATCH: Final = "meta.block_count_mismatch"
 TOKENIZER_VOCAB_MISMATCH: Final = "tokenizer.vocab_mismatch"
 
-LLAMA_MAX_LAYERS: Final = 512
+LLAMA_MAX_LAYERS: Final = llama_tables().max_layers
 """llama.cpp's per-layer hyperparameter arrays hold 512 entries (``LLAMA_MAX_LAYERS``)."""
 
 MAX_NAMED_FINDINGS: Final = 10
@@ -110,12 +111,8 @@ def _check_block_count(f: HeaderFacts, present: Sequence[int]) -> Iterator[Findi
     n_layer = f.n_layer
     if n_layer is None or spec is None:
         return
-    if n_layer > LLAMA_MAX_LAYERS:
-        yield finding(
-            META_BLOCK_COUNT_MISMATCH,
-            f"{key} is {n_layer}, past llama.cpp's limit of {LLAMA_MAX_LAYERS} layers",
-        )
-        return
+    if not 0 < n_layer <= LLAMA_MAX_LAYERS:
+        return  # llama.cpp aborts first: hparams.block_count_out_of_range (checks/hparams.py)
     extra = [b for b in present if b >= n_layer]
     if extra:
         yield finding(
@@ -125,13 +122,23 @@ def _check_block_count(f: HeaderFacts, present: Sequence[int]) -> Iterator[Findi
     if f.shard or spec.may_skip_blocks or not _uses_blk_names(f.arch or ""):
         return
     have = set(present)
-    absent = [b for b in range(n_layer) if b not in have]
+    absent = [b for b in range(_loaded_blocks(f, n_layer)) if b not in have]
     if absent:
         yield finding(
             META_BLOCK_COUNT_MISMATCH,
             f"{key} is {n_layer}, but blocks {_fmt_blocks(absent)} have no tensor "
             f"({len(have & set(range(n_layer)))} of {n_layer} blocks present)",
         )
+
+
+def _loaded_blocks(f: HeaderFacts, n_layer: int) -> int:
+    """The blocks llama.cpp creates tensors for: all but the last nextn_predict_layers unless the
+    architecture loads MTP layers (hparams.nextn_blocks_not_loaded reports tensors there)."""
+    kv = f.header.metadata.get(f.key(Keys.LLM.NEXTN_PREDICT_LAYERS))
+    n_nextn = kv.value if kv is not None and kv.type is ValueType.UINT32 and isinstance(kv.value, int) else 0
+    if f.arch in llama_tables().mtp_architectures or not 0 < n_nextn <= n_layer:
+        return n_layer
+    return n_layer - n_nextn
 
 
 @cache

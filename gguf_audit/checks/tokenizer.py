@@ -26,6 +26,7 @@ from gguf_audit.checks.metadata import missing_key
 from gguf_audit.codes_security import endangers
 from gguf_audit.findings import Finding, Severity, finding
 from gguf_audit.format.model import StringArray
+from gguf_audit.llama import llama_tables
 from gguf_audit.templates.conversations import standard_conversations
 
 __all__ = ["MAX_TOKEN_COMPARES", "check_template_tokens", "check_tokenizer", "check_tokenizer_keys"]
@@ -43,51 +44,46 @@ TOKENIZER_BAD_BYTE_TOKEN: Final = "tokenizer.bad_byte_token"
 
 
 def check_tokenizer_keys(f: HeaderFacts) -> Iterator[Finding]:
-    """The keys ``llama_vocab::load`` needs, and a tokenizer model and BPE pre-tokenizer it knows."""
+    """The keys ``llama_vocab::load`` needs, and a tokenizer model and BPE pre-tokenizer it knows.
+
+    The names are the pinned build's (:func:`gguf_audit.llama.llama_tables`): a name
+    missing there is one that build refuses ('unknown tokenizer', 'unknown pre-tokenizer type').
+    """
     h = f.header
     model = f.tokenizer_model
+    tables = llama_tables()
     if Keys.Tokenizer.MODEL not in h.metadata:
         yield missing_key(Keys.Tokenizer.MODEL, "llama.cpp cannot tell the tokenizer type")
     if model in NO_VOCAB:
         return
     if Keys.Tokenizer.LIST not in h.metadata:
         yield missing_key(Keys.Tokenizer.LIST, "llama.cpp throws 'cannot find tokenizer vocab in model file'")
-    if model == "gpt2" and Keys.Tokenizer.MERGES not in h.metadata:
-        yield missing_key(Keys.Tokenizer.MERGES, "a BPE tokenizer needs them ('cannot find tokenizer merges')")
-    if model is not None and model not in _KNOWN_TOKENIZERS:
+    pre = h.get_str(Keys.Tokenizer.PRE)
+    # Kimi-K2's BPE vocabulary has no merges; llama.cpp skips them for that pre-tokenizer (not for gemma4).
+    merges_optional = model in _BPE_MODELS and pre == "kimi-k2"
+    if (
+        model in tables.tokenizer_models_needing_merges
+        and Keys.Tokenizer.MERGES not in h.metadata
+        and not merges_optional
+    ):
+        yield missing_key(Keys.Tokenizer.MERGES, f"a {model!r} tokenizer needs them ('cannot find tokenizer merges')")
+    if model is not None and model not in tables.tokenizer_models:
         yield finding(
             TOKENIZER_UNKNOWN_MODEL,
-            f"tokenizer.ggml.model is {model!r}, not one of llama.cpp's tokenizers "
-            f"({', '.join(sorted(_KNOWN_TOKENIZERS))})",
+            f"tokenizer.ggml.model is {model!r}, not one of llama.cpp {tables.build}'s tokenizers "
+            f"({', '.join(sorted(tables.tokenizer_models))})",
         )
-    pre = h.get_str(Keys.Tokenizer.PRE)
-    # Only BPE reads the pre-tokenizer name; SPM, WPM and UGM ignore it.
-    if model == "gpt2" and pre is not None and pre not in _KNOWN_BPE_PRE:
+    # Only the BPE models read the pre-tokenizer name (gemma4 sets its own); SPM, WPM and UGM ignore it.
+    if model in _BPE_MODELS and pre and pre not in tables.bpe_pre_tokenizers:
         yield finding(
             TOKENIZER_UNKNOWN_PRE,
-            f"tokenizer.ggml.pre is {pre!r}, which llama.cpp may not know: it throws 'unknown pre-tokenizer type' "
-            "for names missing from its list",
+            f"tokenizer.ggml.pre is {pre!r}, not a pre-tokenizer llama.cpp {tables.build} knows: it throws "
+            "'unknown pre-tokenizer type'",
         )
 
 
-# llama.cpp's vocabulary types (llama-vocab.cpp): the names tokenizer.ggml.model may take.
-_KNOWN_TOKENIZERS: Final = frozenset({"no_vocab", "none", "llama", "bert", "gpt2", "t5", "rwkv", "plamo2"})
-
-# The pre-tokenizer names llama.cpp's BPE loader accepts, as far as gguf-audit
-# knows them (convert_hf_to_gguf.py's get_vocab_base_pre writes them). A name
-# missing here is a warning with an unknown verdict, never a refusal.
-_KNOWN_BPE_PRE: Final = frozenset(
-    {
-        "default", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
-        "deepseek-llm", "deepseek-coder", "deepseek-v3", "deepseek-r1-qwen", "falcon", "mpt", "starcoder",
-        "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es", "jina-v2-de",
-        "a.x-4.0", "mellum", "jina-v2-code", "roberta-bpe", "refact", "command-r", "qwen2", "stablelm2",
-        "olmo", "dbrx", "smaug-bpe", "poro-chat", "chatglm-bpe", "viking", "jais", "tekken", "smollm",
-        "codeshell", "bloom", "gpt3-finnish", "exaone", "exaone4", "chameleon", "minerva-7b", "megrez",
-        "gpt-4o", "llama4", "superbpe", "trillion", "granite-docling", "bailingmoe", "bailingmoe2",
-        "seed-coder", "hunyuan", "hunyuan-dense", "kimi-k2", "grok-2",
-    }
-)  # fmt: skip
+# The tokenizer.ggml.model values llama_vocab::load takes as BPE and whose tokenizer.ggml.pre it reads.
+_BPE_MODELS: Final = frozenset({"gpt2", "hybriddna", "whitespace"})
 
 _END_OF_GENERATION_ROLES: Final = frozenset({"bos", "eos", "eot", "eom"})
 
@@ -97,7 +93,7 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
     h = f.header
     n_tokens = f.n_tokens
     model = f.tokenizer_model
-    if model == "gpt2" and not h.get_str(Keys.Tokenizer.PRE):
+    if model in _BPE_MODELS and not h.get_str(Keys.Tokenizer.PRE):
         yield finding(
             TOKENIZER_MISSING_PRE,
             "the BPE tokenizer has no tokenizer.ggml.pre; llama.cpp falls back to the 'default' pre-tokenizer",

@@ -106,6 +106,22 @@ class StringArray(Sequence[str]):
         positions = np.repeat(self._starts - firsts, lengths) + np.arange(total, dtype=np.int64)
         return np.frombuffer(self._buf, dtype=np.uint8)[positions].tobytes()
 
+    def edge_words(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+        """Every item's first and last 8 bytes as little-endian integers (an item shorter than 8 bytes:
+        its bytes, zero-filled, both times): keys to tell items apart without copying them."""
+        buf = np.frombuffer(self._buf, dtype=np.uint8)
+        if len(self) and int(self._starts.max()) > len(buf) - 8:
+            buf = np.concatenate((buf, np.zeros(8, dtype=np.uint8)))
+        # A uint64 starting at every byte: a strided view, no copy.
+        words = np.ndarray((max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, strides=(1,))
+        lengths = self.lengths()
+        short = lengths < 8
+        bits = np.minimum(lengths, 7).astype(np.uint64) * np.uint64(8)
+        mask = np.where(short, (np.uint64(1) << bits) - np.uint64(1), np.uint64(0xFFFFFFFFFFFFFFFF))
+        head = words[self._starts] & mask
+        tail = np.where(short, head, words[np.maximum(self._ends - 8, 0)])
+        return head.astype(np.uint64), tail.astype(np.uint64)
+
     def to_list(self) -> list[str]:
         return list(self)
 

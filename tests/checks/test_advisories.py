@@ -13,7 +13,7 @@ from gguf_audit.audit import AuditConfig, FileAudit, audit_file
 from gguf_audit.checks.data import check_samples
 from gguf_audit.codes_security import ADVISORIES
 from gguf_audit.decode.sampled import decode_sample
-from gguf_audit.findings import CODES, Finding, Severity
+from gguf_audit.findings import CODES, Finding, LlamaCpp, Severity
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.plan import plan_blocks
@@ -111,9 +111,9 @@ def test_lengths_of_2_63_are_answered_at_once(tmp_path: Path, make: Callable[[],
 
 
 def test_block_count_past_512(audit: Callable[..., list[Finding]]) -> None:
-    found = only(audit(tiny().set("llama.block_count", 513, V.UINT32)), "meta.block_count_mismatch")
+    found = only(audit(tiny().set("llama.block_count", 513, V.UINT32)), "hparams.block_count_out_of_range")
     assert found and "513" in found[0].message and "512" in found[0].message
-    assert CODES["meta.block_count_mismatch"].refused is True
+    assert CODES["hparams.block_count_out_of_range"].llama_cpp is LlamaCpp.ABORTS
 
 
 def _with_byte_tokens(kind: str, texts: list[str]) -> object:

@@ -17,7 +17,7 @@ from gguf_audit.findings import CODES, Finding, Severity, finding
 SEMANTIC_CODES = {
     "meta.missing_key": (Severity.ERROR, True),
     "meta.wrong_type": (Severity.ERROR, True),
-    "meta.unknown_architecture": (Severity.WARNING, None),
+    "meta.unknown_architecture": (Severity.ERROR, True),  # b11312's own architecture table
     "tensor.missing": (Severity.ERROR, True),
     "tensor.unexpected": (Severity.ERROR, True),
     "tensor.wrong_shape": (Severity.ERROR, True),

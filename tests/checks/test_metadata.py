@@ -86,10 +86,24 @@ def test_wrong_type(
     assert len(found) == 1 and repr(key) in found[0].message and says in found[0].message
 
 
-def test_unknown_architecture_is_a_warning_and_nothing_else(audit: Callable[..., list[Finding]]) -> None:
+def test_unknown_architecture_is_refused_and_nothing_else(audit: Callable[..., list[Finding]]) -> None:
     found = audit(tiny("llama9000").drop("{arch}.context_length"))
     assert codes(found) == ["meta.unknown_architecture"]
-    assert "'llama9000'" in found[0].message and found[0].severity is Severity.WARNING
+    assert "'llama9000'" in found[0].message and found[0].severity is Severity.ERROR
+    assert "b11312 knows" in found[0].message
+
+
+def test_an_architecture_named_without_a_model_is_unknown(audit: Callable[..., list[Finding]]) -> None:
+    """b11312 names gptj in LLM_ARCH_NAMES but has no model for it ('unsupported model architecture')."""
+    found = audit(tiny("gptj"))
+    assert codes(found) == ["meta.unknown_architecture"]
+    assert "builds a model of" in found[0].message
+
+
+def test_2026_architectures_are_known(audit: Callable[..., list[Finding]]) -> None:
+    """Architectures b11312 loads that the gguf 0.19 wheel does not name."""
+    for arch in ("deepseek4", "kimi-k3", "glm5-next", "qwen4exp"):
+        assert "meta.unknown_architecture" not in codes(audit(tiny(arch))), arch
 
 
 def corpus_vocab_files() -> Iterator[Path]:

@@ -200,7 +200,7 @@ def test_256k_vocabulary_is_checked_fast(big_vocab: Header) -> None:
 def test_unknown_tokenizer_and_pre_tokenizer(tmp_path: Path) -> None:
     kvs, tensors = tiny_llama_like()
     for key, value, code, loadable in (
-        ("tokenizer.ggml.model", "sentencepiece2", "tokenizer.unknown_model", None),
+        ("tokenizer.ggml.model", "sentencepiece2", "tokenizer.unknown_model", False),
         ("tokenizer.ggml.pre", "not-a-real-pre", None, True),
     ):
         changed = [kv_str(key, value) if kv.key == key else kv for kv in kvs]
@@ -211,7 +211,7 @@ def test_unknown_tokenizer_and_pre_tokenizer(tmp_path: Path) -> None:
             ]
             changed.append(kv_array("tokenizer.ggml.merges", ValueType.STRING, ["▁ t", "h e"]))
             code = "tokenizer.unknown_pre"
-            loadable = None
+            loadable = False
         path = tmp_path / f"{code}.gguf"
         path.write_bytes(build_gguf(changed, tensors))
         audit = audit_file(str(path))
