@@ -16,6 +16,7 @@ from typing import Final
 
 from gguf.constants import Keys
 
+from gguf_audit.bounded import quote
 from gguf_audit.checks.arch import KNOWN_ARCHITECTURES, NON_MODEL_ARCHITECTURES
 from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, SPECIAL_ID_KEYS, HeaderFacts
 from gguf_audit.findings import Finding, finding
@@ -63,14 +64,14 @@ _ARCH_LAYER_KEYS: Final = (Keys.LLM.FEED_FORWARD_LENGTH, Keys.Attention.HEAD_COU
 
 def missing_key(key: str, why: str) -> Finding:
     """``meta.missing_key`` for ``key``, saying what llama.cpp does without it."""
-    return finding(META_MISSING_KEY, f"key {key!r} is missing; {why}")
+    return finding(META_MISSING_KEY, f"key {quote(key)} is missing; {why}")
 
 
 def wrong_type(kv: KV, expected: str) -> Finding:
     """``meta.wrong_type`` for ``kv``, which llama.cpp reads as ``expected``."""
     return finding(
         META_WRONG_TYPE,
-        f"key {kv.key!r} is stored as {kv.type_name}; llama.cpp reads it as {expected}",
+        f"key {quote(kv.key)} is stored as {kv.type_name}; llama.cpp reads it as {expected}",
         offset=kv.offset,
     )
 
@@ -85,7 +86,7 @@ def check_architecture(f: HeaderFacts) -> Iterator[Finding]:
     elif f.arch not in KNOWN_ARCHITECTURES and f.arch not in NON_MODEL_ARCHITECTURES:
         yield finding(
             META_UNKNOWN_ARCHITECTURE,
-            f"general.architecture {f.arch!r} is not an architecture the gguf package knows",
+            f"general.architecture {quote(f.arch)} is not an architecture the gguf package knows",
             offset=arch_kv.offset,
         )
 
@@ -118,7 +119,7 @@ def check_key_types(f: HeaderFacts) -> Iterator[Finding]:
         elif f.n_layer is not None and kv.length != f.n_layer:
             yield finding(
                 META_WRONG_TYPE,
-                f"key {kv.key!r} is an array of {kv.length} values, but {f.key(Keys.LLM.BLOCK_COUNT)} is "
+                f"key {quote(kv.key)} is an array of {kv.length} values, but {f.key(Keys.LLM.BLOCK_COUNT)} is "
                 f"{f.n_layer}; llama.cpp throws 'wrong array length'",
                 offset=kv.offset,
             )
@@ -138,4 +139,4 @@ def check_required_keys(f: HeaderFacts) -> Iterator[Finding]:
     for template in required:
         key = f.key(template)
         if key not in f.header.metadata:
-            yield missing_key(key, f"llama.cpp needs it to load a {f.arch!r} model")
+            yield missing_key(key, f"llama.cpp needs it to load a {quote(f.arch)} model")

@@ -18,6 +18,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from gguf_audit.bounded import clip
 from gguf_audit.format.ggml_types import ggml_type_name
 
 __all__ = ["OVER_STEP_LIMIT", "SIGN_FLIP_LIMIT", "TensorError", "compare_values", "quantization_steps"]
@@ -134,7 +135,7 @@ class TensorError:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name,
+            "name": clip(self.name),
             "shape": list(self.shape),
             "quant_type": self.quant_type,
             "reference_type": self.reference_type,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from gguf_audit.bounded import clip
 from gguf_audit.findings import Finding
 
 __all__ = ["INSPECT_CODE_WIDTH", "MEASURE_CODE_WIDTH", "UNSAFE", "escape", "finding_line", "fmt_bytes", "fmt_stat"]
@@ -31,9 +32,9 @@ UNSAFE: Final = re.compile(
 
 
 def escape(text: str, limit: int | None = None) -> str:
-    """``text`` with every unsafe character shown as an escape, cut to ``limit``."""
-    if limit is not None and len(text) > limit:
-        text = text[:limit] + "…"
+    """``text`` with every unsafe character shown as an escape, cut to ``limit`` first (its length stated)."""
+    if limit is not None:
+        text = clip(text, limit)
     return UNSAFE.sub(_escape_char, text)
 
 
@@ -53,7 +54,7 @@ def finding_line(f: Finding, *, code_width: int = INSPECT_CODE_WIDTH, place: boo
     """One problem line: ``  SEVERITY code  message``, and with ``place`` its ``[tensor t, @offset]``."""
     where = []
     if place and f.tensor:
-        where.append(f"tensor {escape(f.tensor, 80)}")
+        where.append(f"tensor {escape(f.tensor)}")  # already cut by finding()
     if place and f.offset is not None:
         where.append(f"@{f.offset}")
     suffix = f"  [{', '.join(where)}]" if where else ""
