@@ -10,6 +10,7 @@ its report. Non-finite floats in JSON follow
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Final
 
 from gguf_audit.bounded import clip
@@ -65,7 +66,7 @@ def fmt_bytes(n: int | None, *, exact: bool = False) -> str:
     """``1.6 MiB``; with ``exact``, ``1.6 MiB (1719840 B)``."""
     if n is None:
         return "?"
-    size = float(n)
+    size = Decimal(n)  # not float: a forged count past 2**1024 would raise OverflowError
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":
             if unit == "B":
