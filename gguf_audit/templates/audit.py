@@ -430,8 +430,8 @@ def header_templates(header: Header) -> dict[str, str]:
 
 
 def _token_text(header: Header, id_key: str) -> str:
-    token_id = header.get(id_key)
+    token_id = header.get_int(id_key)  # typed: a bool or a float is no id (a bool would index as a mask)
     tokens = header.get("tokenizer.ggml.tokens")
-    if isinstance(token_id, int) and isinstance(tokens, StringArray) and 0 <= token_id < len(tokens):
+    if token_id is not None and isinstance(tokens, StringArray) and 0 <= token_id < len(tokens):
         return tokens[token_id]
     return ""
