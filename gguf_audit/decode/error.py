@@ -127,6 +127,9 @@ class TensorError:
     layout_suspect: bool
     max_error_steps: float = 0.0
     """The largest error in quantization steps (about 0.5 for rounding to the nearest level)."""
+    n_planned_blocks: int | None = None
+    """Blocks the plan chose for this tensor; :attr:`n_blocks` is how many of them were read on both sides
+    and measured (fewer when a read failed). None when not known."""
 
     @property
     def sign_flip_fraction(self) -> float:
@@ -140,6 +143,7 @@ class TensorError:
             "quant_type": self.quant_type,
             "reference_type": self.reference_type,
             "n_blocks": self.n_blocks,
+            "n_planned_blocks": self.n_planned_blocks,
             "n_values": self.n_values,
             "n_nonfinite": self.n_nonfinite,
             "rmse": self.rmse,
@@ -167,6 +171,7 @@ def compare_values(
     quant_type: str = "",
     reference_type: str = "",
     n_blocks: int = 0,
+    n_planned_blocks: int | None = None,
 ) -> TensorError:
     """The error of ``quant`` against ``reference`` (same length), judged in ``steps``."""
     q = np.asarray(quant, dtype=np.float64).reshape(-1)
@@ -194,6 +199,7 @@ def compare_values(
         quant_type=quant_type,
         reference_type=reference_type,
         n_blocks=n_blocks,
+        n_planned_blocks=n_planned_blocks,
         n_values=n,
         n_nonfinite=int((~finite).sum()),
         rmse=rmse,

@@ -205,6 +205,8 @@ _COMPARE: Final = [
     _f("sign_flip_fraction", pa.float64()),
     _f("verdict", pa.string(), False),
     _f("source_run_id", pa.string(), False),
+    # added at the end: the blocks planned for the tensor (n_blocks of them were measured); earlier nights null
+    _f("n_planned_blocks", pa.int64()),
 ]
 
 _MODELS: Final = [
