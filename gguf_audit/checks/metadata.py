@@ -59,6 +59,9 @@ _ARCH_F32_KEYS: Final = (
     Keys.Rope.FREQ_BASE,
     Keys.Rope.SCALING_FACTOR,
 )
+_NORM_EPS: Final = (Keys.Attention.LAYERNORM_EPS, Keys.Attention.LAYERNORM_RMS_EPS)
+# The tokenizer.ggml.model values whose vocabulary llama.cpp loads as BPE, reading tokenizer.ggml.merges.
+_BPE_MODELS: Final = frozenset({"gpt2", "hybriddna", "whitespace", "gemma4"})
 _ARCH_LAYER_KEYS: Final = (Keys.LLM.FEED_FORWARD_LENGTH, Keys.Attention.HEAD_COUNT, Keys.Attention.HEAD_COUNT_KV)
 
 
@@ -97,14 +100,28 @@ def check_key_types(f: HeaderFacts) -> Iterator[Finding]:
     expected: dict[str, ValueType] = dict(_TOKENIZER_KEY_TYPES)
     # The hyperparameters are read only for a model of a known architecture, not vocab-only.
     arch_keys = f.spec is not None and not f.vocab_only
-    if arch_keys:
+    if arch_keys and f.spec is not None:
         expected.update({f.key(t): ValueType.UINT32 for t in _ARCH_U32_KEYS})
-        expected.update({f.key(t): ValueType.FLOAT32 for t in _ARCH_F32_KEYS})
+        # Of the two norm epsilons, a curated architecture's case of load_hparams reads its own only:
+        # llama.cpp b11312 loads a llama file whose layer_norm_epsilon is a string.
+        eps = [t for t in _ARCH_F32_KEYS if t not in _NORM_EPS or f.spec.norm_eps_key in (None, t)]
+        expected.update({f.key(t): ValueType.FLOAT32 for t in eps})
+    # split.count is read as uint16 from every file (absent means one file); split.no too when it is above 1.
+    split_count = h.metadata.get(Keys.Split.LLM_KV_SPLIT_COUNT)
+    expected[Keys.Split.LLM_KV_SPLIT_COUNT] = ValueType.UINT16
+    if split_count is not None and split_count.type is ValueType.UINT16 and h.get_int(split_count.key) not in (0, 1):
+        expected[Keys.Split.LLM_KV_SPLIT_NO] = ValueType.UINT16
+        if Keys.Split.LLM_KV_SPLIT_NO not in h.metadata:
+            yield missing_key(Keys.Split.LLM_KV_SPLIT_NO, "llama.cpp reads it when split.count is above 1")
     for key, vtype in expected.items():
         kv = h.metadata.get(key)
         if kv is not None and kv.type is not vtype:
             yield wrong_type(kv, vtype.spelling)
-    for key, item in ((Keys.Tokenizer.LIST, "array[string]"), (Keys.Tokenizer.MERGES, "array[string]")):
+    string_arrays = [Keys.Tokenizer.LIST]
+    if f.tokenizer_model in _BPE_MODELS:  # merges are read for BPE vocabularies only
+        string_arrays.append(Keys.Tokenizer.MERGES)
+    for key in string_arrays:
+        item = "array[string]"
         kv = h.metadata.get(key)
         if kv is not None and kv.type_name != item:
             yield wrong_type(kv, item)

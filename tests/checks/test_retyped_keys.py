@@ -30,12 +30,13 @@ from gguf_audit.report.text import render_text
 from gguf_audit.samples import SampleConfig
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import AuditedFile, audits_to_tables
+from gguf_audit.testing.oracle import Stage, find_oracle
 from gguf_audit.testing.retype import EXAMPLE_VALUES, append_kv, replace_kv
 
 SOURCE = "models/tiny-llama-Q4_K_M.gguf"
 CONFIG = AuditConfig(samples=SampleConfig(max_requests=1))
 #: Read by the template step and the shard logic rather than by the semantic checks.
-_ALSO_READ = ("tokenizer.chat_template", "split.no", "split.count", "general.alignment")
+_ALSO_READ = ("tokenizer.chat_template", "tokenizer.ggml.merges", "split.no", "split.count", "general.alignment")
 
 
 class _Recording(Mapping[str, KV]):
@@ -147,3 +148,38 @@ def test_an_ill_typed_bos_id_keeps_the_template_findings(tmp_path: Path, type_na
     # its own finding; llama.cpp b11312 refuses the file ("key ... has wrong type bool but expected type u32")
     assert "meta.wrong_type" in codes
     assert llama_cpp_verdict(audit.findings) is LlamaCpp.REFUSES and audit.loadable is False
+
+
+# Retyped keys whose verdict the checks used to get wrong, and the control case; llama.cpp b11312 judges.
+_ORACLE_CASES = [
+    ("tokenizer.ggml.bos_token_id", "bool"),  # refused: "has wrong type bool but expected type u32"
+    ("llama.attention.layer_norm_epsilon", "string"),  # loaded: a llama model reads the RMS epsilon only
+    ("tokenizer.ggml.merges", "uint32"),  # loaded: an SPM vocabulary reads no merges
+    ("split.count", "uint32"),  # refused: "key split.count has wrong type u32 but expected type u16"
+    ("split.count", "uint16"),  # 65535 and no split.no: refused, "key not found in model: split.no"
+    ("general.name", "float32"),  # loaded
+]
+
+
+@pytest.mark.conformance
+def test_retyped_keys_get_the_verdict_llama_cpp_gives(tmp_path: Path) -> None:
+    oracle = find_oracle()
+    if oracle is None:
+        pytest.skip("the llama.cpp oracle is not built here")
+    paths = []
+    for i, (key, type_name) in enumerate(_ORACLE_CASES):
+        _, vtype, value = next(v for v in EXAMPLE_VALUES if v[0] == type_name)
+        path = tmp_path / f"case{i}.gguf"
+        path.write_bytes(_variant(key, vtype, value))
+        paths.append(path)
+    answers = {Path(v.path).name: v for v in oracle.ask(paths, stage=Stage.MODEL)}
+    wrong = []
+    for (key, type_name), path in zip(_ORACLE_CASES, paths, strict=True):
+        theirs = _ORACLE_VERDICT[answers[path.name].verdict]
+        ours = llama_cpp_verdict(audit_file(str(path)).findings)
+        if ours is not theirs:
+            wrong.append(f"{key} as {type_name}: ours {ours}, llama.cpp {theirs} ({answers[path.name].message})")
+    assert wrong == []
+
+
+_ORACLE_VERDICT = {"loaded": LlamaCpp.LOADS, "refused": LlamaCpp.REFUSES, "aborted": LlamaCpp.ABORTS}
