@@ -73,7 +73,7 @@ class AuditTables:
 
 def _str_value(header: Header, key: str) -> str | None:
     value = header.get_str(key)
-    return None if value is None else arrow_text(value)
+    return None if value is None else arrow_text(clip(value))
 
 
 def _int_value(header: Header, key: str) -> int | None:
