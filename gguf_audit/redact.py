@@ -105,6 +105,10 @@ _LOOSE: Final = re.compile(
 )
 
 
+# A password in userinfo whose '//' a path normalisation cut to '/' ("https:/user:pw@host", as pathlib shows a URL).
+_USERINFO: Final = re.compile(r"(?<=/)[^\s/@:'\"<>`]+:[^\s/@'\"<>`]+@")
+
+
 def _name(raw: str) -> str:
     return unquote_plus(raw).strip().lower()
 
@@ -156,8 +160,12 @@ def redact_url(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """``text`` with every URL in it redacted (:func:`redact_url`), and any loose ``secret=value`` too."""
-    if "://" in text:
+    if "://" not in text and "=" not in text:
+        return text
+    if "://" in text:  # the URL pattern is only tried where a URL can be
         text = _URL.sub(_redact_match, text)
+    if "@" in text:
+        text = _USERINFO.sub(REDACTED + "@", text)
     if "=" not in text:
         return text
     return _LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, text)

@@ -127,6 +127,11 @@ class TensorError:
     layout_suspect: bool
     max_error_steps: float = 0.0
     """The largest error in quantization steps (about 0.5 for rounding to the nearest level)."""
+    derivation: str | None = None
+    """Whether the sampled blocks are the reference's re-quantized (``derived``, ``contradicted``,
+    ``unprovable``: :mod:`gguf_audit.decode.requant`); None when not judged."""
+    n_derived_blocks: int = 0
+    """Compared blocks identical to the reference's blocks re-quantized."""
     n_planned_blocks: int | None = None
     """Blocks the plan chose for this tensor; :attr:`n_blocks` is how many of them were read on both sides
     and measured (fewer when a read failed). None when not known."""
@@ -158,6 +163,8 @@ class TensorError:
             "rmse_steps": self.rmse_steps,
             "layout_suspect": self.layout_suspect,
             "max_error_steps": self.max_error_steps,
+            "derivation": self.derivation,
+            "n_derived_blocks": self.n_derived_blocks,
         }
 
 

@@ -205,6 +205,10 @@ _COMPARE: Final = [
     _f("sign_flip_fraction", pa.float64()),
     _f("verdict", pa.string(), False),
     _f("source_run_id", pa.string(), False),
+    # added at the end (nullable): earlier nights read them as null
+    _f("derivation", pa.string()),
+    _f("n_derived_blocks", pa.int64()),
+    _f("file_derivation", pa.string()),
     # added at the end: the blocks planned for the tensor (n_blocks of them were measured); earlier nights null
     _f("n_planned_blocks", pa.int64()),
 ]
