@@ -283,6 +283,14 @@ _code(
     "or passes llama.cpp's 512 layers; llama.cpp fails on missing tensors or 'wrong number of tensors'.",
 )
 _code(
+    "meta.hparam_out_of_range",
+    E,
+    LlamaCpp.ABORTS,
+    "A hyperparameter past what llama.cpp's load_hparams asserts: {arch}.block_count 0 or above 512 "
+    "(LLAMA_MAX_LAYERS), {arch}.expert_count above 1024 (LLAMA_MAX_EXPERTS), {arch}.expert_used_count above "
+    "expert_count, or 0 with experts; a failed GGML_ASSERT kills the process that loads the file.",
+)
+_code(
     "meta.file_type_mismatch",
     W,
     False,

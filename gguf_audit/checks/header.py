@@ -23,7 +23,7 @@ from typing import Final, TypeAlias
 
 from gguf_audit.checks.facts import HeaderFacts, header_facts
 from gguf_audit.checks.filetype import check_file_type
-from gguf_audit.checks.metadata import check_architecture, check_key_types, check_required_keys
+from gguf_audit.checks.metadata import check_architecture, check_hparam_bounds, check_key_types, check_required_keys
 from gguf_audit.checks.structure import check_structure
 from gguf_audit.checks.tensors import check_tensors
 from gguf_audit.checks.text import check_control_characters
@@ -103,6 +103,7 @@ def check_semantics(
     yield from isolated("tokenizer keys", lambda: check_tokenizer_keys(f))
     yield from isolated("key types", lambda: check_key_types(f))
     yield from isolated("required keys", lambda: check_required_keys(f))
+    yield from isolated("hyperparameter bounds", lambda: check_hparam_bounds(f))
     if f.spec is not None and not f.vocab_only:
         yield from isolated("tensors", lambda: check_tensors(f))
     yield from isolated("tokenizer", lambda: check_tokenizer(f))

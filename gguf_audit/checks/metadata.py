@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
+import numpy as np
 from gguf.constants import Keys
 
 from gguf_audit.bounded import quote
@@ -27,6 +28,10 @@ __all__ = ["check_architecture", "check_key_types", "check_required_keys", "miss
 META_MISSING_KEY: Final = "meta.missing_key"
 META_WRONG_TYPE: Final = "meta.wrong_type"
 META_UNKNOWN_ARCHITECTURE: Final = "meta.unknown_architecture"
+META_HPARAM_OUT_OF_RANGE: Final = "meta.hparam_out_of_range"
+# llama-hparams.h of b11312: the bounds load_hparams asserts (GGML_ASSERT: the process aborts).
+LLAMA_MAX_LAYERS: Final = 512
+LLAMA_MAX_EXPERTS: Final = 1024
 
 # The types llama.cpp's get_key reads these keys as (GGUFMeta::GKV: the stored type must be exactly this).
 _TOKENIZER_KEY_TYPES: Final[dict[str, ValueType]] = {
@@ -157,3 +162,52 @@ def check_required_keys(f: HeaderFacts) -> Iterator[Finding]:
         key = f.key(template)
         if key not in f.header.metadata:
             yield missing_key(key, f"llama.cpp needs it to load a {quote(f.arch)} model")
+
+
+def check_hparam_bounds(f: HeaderFacts) -> Iterator[Finding]:
+    """The hyperparameters llama.cpp asserts on before it reads anything else of the model.
+
+    ``load_hparams`` checks ``0 < n_layer <= LLAMA_MAX_LAYERS``, ``n_expert <= LLAMA_MAX_EXPERTS`` and
+    ``max(n_expert_used) <= n_expert`` (above 0 when there are experts) with ``GGML_ASSERT``: a file past
+    them kills the loading process (the oracle answers ``aborted``). Read as llama.cpp reads them: uint32
+    scalars, ``expert_used_count`` a scalar or a per-layer array; a key of another type is ``meta.wrong_type``.
+    """
+    h = f.header
+    if f.spec is None or f.vocab_only:
+        return
+    n_layer = _u32(f, Keys.LLM.BLOCK_COUNT)
+    if n_layer is not None and not 0 < n_layer <= LLAMA_MAX_LAYERS:
+        yield finding(
+            META_HPARAM_OUT_OF_RANGE,
+            f"{f.key(Keys.LLM.BLOCK_COUNT)} is {n_layer}; llama.cpp asserts 0 < n_layer <= {LLAMA_MAX_LAYERS}",
+        )
+    n_expert = _u32(f, Keys.LLM.EXPERT_COUNT) or 0
+    if n_expert > LLAMA_MAX_EXPERTS:
+        yield finding(
+            META_HPARAM_OUT_OF_RANGE,
+            f"{f.key(Keys.LLM.EXPERT_COUNT)} is {n_expert}; llama.cpp asserts n_expert <= {LLAMA_MAX_EXPERTS}",
+        )
+        return
+    used_kv = h.metadata.get(f.key(Keys.LLM.EXPERT_USED_COUNT))
+    used: int | None = None
+    if used_kv is not None and used_kv.type is ValueType.UINT32:
+        used = h.get_int(used_kv.key)
+    elif used_kv is not None and used_kv.item_type in LAYER_ARRAY_TYPES and isinstance(used_kv.value, np.ndarray):
+        used = int(used_kv.value.max()) if used_kv.value.size else None
+    if used is not None and used > n_expert:
+        yield finding(
+            META_HPARAM_OUT_OF_RANGE,
+            f"{used_kv.key if used_kv else ''} is {used}, above the {n_expert} experts; llama.cpp asserts "
+            "n_expert_used <= n_expert",
+        )
+    elif n_expert > 0 and used_kv is not None and used == 0:
+        yield finding(
+            META_HPARAM_OUT_OF_RANGE,
+            f"{used_kv.key} is 0 with {n_expert} experts; llama.cpp asserts n_expert_used > 0",
+        )
+
+
+def _u32(f: HeaderFacts, template: str) -> int | None:
+    """The key's value when stored as the uint32 llama.cpp reads (another type is refused before any assert)."""
+    kv = f.header.metadata.get(f.key(template))
+    return f.header.get_int(kv.key) if kv is not None and kv.type is ValueType.UINT32 else None

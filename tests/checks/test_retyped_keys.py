@@ -160,13 +160,23 @@ def test_an_ill_typed_bos_id_keeps_the_template_findings(tmp_path: Path, type_na
 
 
 # Retyped keys whose verdict the checks used to get wrong, and the control case; llama.cpp b11312 judges.
-_ORACLE_CASES = [
-    ("tokenizer.ggml.bos_token_id", "bool"),  # refused: "has wrong type bool but expected type u32"
-    ("llama.attention.layer_norm_epsilon", "string"),  # loaded: a llama model reads the RMS epsilon only
-    ("tokenizer.ggml.merges", "uint32"),  # loaded: an SPM vocabulary reads no merges
-    ("split.count", "uint32"),  # refused: "key split.count has wrong type u32 but expected type u16"
-    ("split.count", "uint16"),  # 65535 and no split.no: refused, "key not found in model: split.no"
-    ("general.name", "float32"),  # loaded
+_ORACLE_CASES: list[tuple[str, int, object]] = [
+    # refused: "has wrong type bool but expected type u32"
+    ("tokenizer.ggml.bos_token_id", ValueType.BOOL, True),
+    # loaded: a llama model reads the RMS epsilon only
+    ("llama.attention.layer_norm_epsilon", ValueType.STRING, "x"),
+    # loaded: an SPM vocabulary reads no merges
+    ("tokenizer.ggml.merges", ValueType.UINT32, 7),
+    # refused: "key split.count has wrong type u32 but expected type u16"
+    ("split.count", ValueType.UINT32, 1),
+    # refused: "key not found in model: split.no"
+    ("split.count", ValueType.UINT16, 3),
+    ("general.name", ValueType.FLOAT32, 1.5),  # loaded
+    # aborted (GGML_ASSERT in load_hparams): layers past 512, none, experts past 1024, more used than there are
+    ("llama.block_count", ValueType.UINT32, 513),
+    ("llama.block_count", ValueType.UINT32, 0),
+    ("llama.expert_count", ValueType.UINT32, 2000),
+    ("llama.expert_used_count", ValueType.UINT32, 3),
 ]
 
 
@@ -176,18 +186,17 @@ def test_retyped_keys_get_the_verdict_llama_cpp_gives(tmp_path: Path) -> None:
     if oracle is None:
         pytest.skip("the llama.cpp oracle is not built here")
     paths = []
-    for i, (key, type_name) in enumerate(_ORACLE_CASES):
-        _, vtype, value = next(v for v in EXAMPLE_VALUES if v[0] == type_name)
+    for i, (key, vtype, value) in enumerate(_ORACLE_CASES):
         path = tmp_path / f"case{i}.gguf"
         path.write_bytes(_variant(key, vtype, value))
         paths.append(path)
     answers = {Path(v.path).name: v for v in oracle.ask(paths, stage=Stage.MODEL)}
     wrong = []
-    for (key, type_name), path in zip(_ORACLE_CASES, paths, strict=True):
+    for (key, vtype, value), path in zip(_ORACLE_CASES, paths, strict=True):
         theirs = _ORACLE_VERDICT[answers[path.name].verdict]
         ours = llama_cpp_verdict(audit_file(str(path)).findings)
         if ours is not theirs:
-            wrong.append(f"{key} as {type_name}: ours {ours}, llama.cpp {theirs} ({answers[path.name].message})")
+            wrong.append(f"{key} = {value!r} ({vtype}): ours {ours}, llama.cpp {theirs} ({answers[path.name].message})")
     assert wrong == []
 
 
