@@ -192,7 +192,8 @@ def check_hparam_bounds(f: HeaderFacts) -> Iterator[Finding]:
     used: int | None = None
     if used_kv is not None and used_kv.type is ValueType.UINT32:
         used = h.get_int(used_kv.key)
-    elif used_kv is not None and used_kv.item_type in LAYER_ARRAY_TYPES and isinstance(used_kv.value, np.ndarray):
+    elif used_kv is not None and used_kv.item_type is ValueType.UINT32 and isinstance(used_kv.value, np.ndarray):
+        # per layer; b11312 refuses an int32 array here ('has wrong type') before any assert
         used = int(used_kv.value.max()) if used_kv.value.size else None
     if used is not None and used > n_expert:
         yield finding(
