@@ -292,5 +292,5 @@ def _check_templates(
 
 def _is_later_shard(header: Header) -> bool:
     # Runtimes read the tokenizer and templates from the first shard only.
-    split_no = header.get("split.no")
-    return isinstance(split_no, int) and split_no > 0
+    split_no = header.get_int("split.no")
+    return split_no is not None and split_no > 0

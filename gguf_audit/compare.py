@@ -178,6 +178,9 @@ class Comparison:
             "worst_tensor": worst.name if worst else None,
             "worst_relative_rmse": worst.relative_rmse if worst else None,
             "max_abs_error": max((t.max_abs_error for t in self.tensors), default=None),
+            # blocks measured of those planned for the compared tensors (fewer when reads failed)
+            "n_blocks": sum(t.n_blocks for t in self.tensors),
+            "n_planned_blocks": sum(t.n_planned_blocks or t.n_blocks for t in self.tensors),
         }
 
 
@@ -348,6 +351,9 @@ def compare_files(
     needed = [(max(r.start, held), r.end) for r, _ in wanted if r.end > held]
     r_got = read_ranges_into(r_source, merge_ranges(needed, max_gap), held=reference.buffer)
 
+    planned: dict[str, int] = {}
+    for b in plan.blocks:
+        planned[b.tensor] = planned.get(b.tensor, 0) + 1
     per_tensor: dict[str, list[tuple[DecodedBlock, npt.NDArray[np.float32]]]] = {}
     missing: dict[str, int] = {}
     for d, (r_range, skip) in zip(decoded, wanted, strict=True):
@@ -370,7 +376,7 @@ def compare_files(
             reason = f"{missing[name]} reference ranges could not be read" if name in missing else "no block sampled"
             skipped.append(Skipped(name, reason))
             continue
-        result = _tensor_error(name, pairs, header, reference)
+        result = _tensor_error(name, pairs, header, reference, planned.get(name))
         results.append(result)
         if result.layout_suspect:
             findings.append(
@@ -401,6 +407,7 @@ def _tensor_error(
     pairs: Sequence[tuple[DecodedBlock, npt.NDArray[np.float32]]],
     header: Header,
     reference: Reference,
+    n_planned_blocks: int | None,
 ) -> TensorError:
     block = pairs[0][0].block
     tensor = header.tensors[block.tensor_index]
@@ -424,6 +431,7 @@ def _tensor_error(
         quant_type=tensor.type_name,
         reference_type=ref.dtype,
         n_blocks=len(q_parts),
+        n_planned_blocks=n_planned_blocks,
     )
     judged = _derived_blocks(pairs, tensor.type_id, imatrix=_used_imatrix(header))
     return dataclasses.replace(

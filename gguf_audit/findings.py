@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gguf_audit.bounded import NAME_LIMIT, clip, clip_message
 from gguf_audit.codes import (
     CODES,
     CORE_CODES,
@@ -71,11 +72,17 @@ def finding(
     offset: int | None = None,
     severity: Severity | None = None,
 ) -> Finding:
-    """Build a finding with the code's registered severity unless one is given."""
+    """Build a finding with the code's registered severity unless one is given.
+
+    The message and the tensor name are cut to :data:`~gguf_audit.bounded.MESSAGE_LIMIT` and
+    :data:`~gguf_audit.bounded.NAME_LIMIT` characters (their full length stated).
+    """
     info = CODES.get(code)
     if info is None:
         raise KeyError(f"unregistered finding code {code!r}")
-    return Finding(code, severity or info.severity, _one_line(message), tensor, offset)
+    # Cut before anything else: a corrupt header can hand over a name of megabytes (gguf_audit.bounded).
+    shown_tensor = clip(tensor, NAME_LIMIT) if tensor is not None else None
+    return Finding(code, severity or info.severity, _one_line(clip_message(message)), shown_tensor, offset)
 
 
 def is_loadable(findings: Iterable[Finding]) -> bool | None:

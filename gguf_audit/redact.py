@@ -95,7 +95,9 @@ _SIGNING: Final = frozenset(
     }
 )
 
-_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
+# A scheme of at most 32 characters: unbounded, each start inside a long run of letters would rescan the run
+# to its end (quadratic in the text); bounded, the cost is linear whatever the text holds.
+_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s'\"<>`]+")
 # A secret parameter outside any URL (a query string logged alone, a header-like "token=...").
 _LOOSE: Final = re.compile(
     r"(?i)(?<![A-Za-z0-9_\-])(" + "|".join(re.escape(n) for n in sorted(_SECRET, key=len, reverse=True)) + r")="
@@ -160,9 +162,12 @@ def redact_text(text: str) -> str:
     """``text`` with every URL in it redacted (:func:`redact_url`), and any loose ``secret=value`` too."""
     if "://" not in text and "=" not in text:
         return text
-    text = _URL.sub(_redact_match, text)
+    if "://" in text:  # the URL pattern is only tried where a URL can be
+        text = _URL.sub(_redact_match, text)
     if "@" in text:
         text = _USERINFO.sub(REDACTED + "@", text)
+    if "=" not in text:
+        return text
     return _LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, text)
 
 

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
+from gguf_audit.bounded import quote
 from gguf_audit.decode.sampled import DecodedBlock, SampleStatus
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header, TensorInfo
@@ -92,7 +93,7 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
     if undecoded:
         yield finding(
             NO_DECODER,
-            f"tensor {name!r}: {undecoded[0].note}; {len(undecoded)} sampled blocks not checked",
+            f"tensor {quote(name)}: {undecoded[0].note}; {len(undecoded)} sampled blocks not checked",
             tensor=name,
             offset=undecoded[0].block.offset,
         )
@@ -120,7 +121,7 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
             )
         yield finding(
             NONFINITE,
-            f"tensor {name!r} ({tensor.type_name}): {len(nonfinite)} of {len(ok)} sampled blocks hold "
+            f"tensor {quote(name)} ({tensor.type_name}): {len(nonfinite)} of {len(ok)} sampled blocks hold "
             f"NaN or Inf ({n_nan} NaN and {n_inf} Inf values{scales}); first at block {first.block_index}",
             tensor=name,
             offset=first.offset,
@@ -131,7 +132,7 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
         first = bad_exponent[0].block
         yield finding(
             BAD_SCALE,
-            f"tensor {name!r} ({tensor.type_name}): {len(bad_exponent)} of {len(ok)} sampled blocks have "
+            f"tensor {quote(name)} ({tensor.type_name}): {len(bad_exponent)} of {len(ok)} sampled blocks have "
             f"the exponent byte 0xFF (NaN in OCP MX); first at block {first.block_index}",
             tensor=name,
             offset=first.offset,
@@ -145,7 +146,7 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
         indices = sorted(d.block.block_index for d in ok)
         yield finding(
             ZERO_FILLED,
-            f"tensor {name!r} ({tensor.type_name}, {'x'.join(map(str, tensor.shape))}): all {len(ok)} sampled "
+            f"tensor {quote(name)} ({tensor.type_name}, {'x'.join(map(str, tensor.shape))}): all {len(ok)} sampled "
             f"blocks{of} are zero, blocks {indices[0]} to {indices[-1]}",
             tensor=name,
             offset=ok[0].block.offset,

@@ -22,10 +22,10 @@ Cross-shard checks are in :mod:`gguf_audit.checks.shards`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from gguf_audit.checks.clip import check_clip, check_packed_multimodal, is_projector
-from gguf_audit.checks.facts import header_facts
+from gguf_audit.checks.facts import HeaderFacts, header_facts
 from gguf_audit.checks.filetype import check_file_type
 from gguf_audit.checks.hparams import check_hparams
 from gguf_audit.checks.metadata import check_architecture, check_key_types, check_required_keys
@@ -34,10 +34,13 @@ from gguf_audit.checks.tensors import check_tensors
 from gguf_audit.checks.text import check_control_characters
 from gguf_audit.checks.tokenizer import check_template_tokens, check_tokenizer, check_tokenizer_keys
 from gguf_audit.checks.vocab import check_vocab
-from gguf_audit.findings import Finding
+from gguf_audit.errors import describe_exception
+from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header
 
-__all__ = ["TemplateStep", "check_header", "check_semantics"]
+__all__ = ["INTERNAL_UNEXPECTED", "TemplateStep", "check_header", "check_semantics", "isolated"]
+
+INTERNAL_UNEXPECTED: Final = "internal.unexpected"
 
 TemplateStep: TypeAlias = Callable[[], tuple[Iterable[Finding], Mapping[str, str] | None]]
 """The caller's chat-template audit: its findings, and each template's render of the
@@ -57,13 +60,21 @@ def check_header(
     The structural findings first; then ``templates`` is run (the chat-template
     audit renders in a child process, so the caller brings it) and its findings
     follow; then, unless ``semantics`` is false, the semantic ones, with its renders
-    (see :func:`check_semantics` for ``url`` and ``template_renders``).
+    (see :func:`check_semantics` for ``url`` and ``template_renders``). Each step
+    runs on its own (:func:`isolated`): one that fails gives ``internal.unexpected``
+    naming it, and the others still run.
     """
-    yield from check_structure(header, file_size)
+    yield from isolated("structure", lambda: check_structure(header, file_size))
     renders: Mapping[str, str] | None = None
     if templates is not None:
-        template_findings, renders = templates()
-        yield from template_findings
+        step: list[Mapping[str, str] | None] = [None]
+
+        def template_step() -> Iterable[Finding]:
+            found, step[0] = templates()
+            return found
+
+        yield from isolated("chat template", template_step)
+        renders = step[0]
     if semantics:
         yield from check_semantics(header, url=url, template_renders=renders)
 
@@ -74,31 +85,55 @@ def check_semantics(
     url: str | None = None,
     template_renders: Mapping[str, str] | None = None,
 ) -> Iterator[Finding]:
-    """Yield the semantic findings of ``header``.
+    """Yield the semantic findings of ``header``, each check on its own (:func:`isolated`).
 
     ``url`` gives the file name (its quantization label, and whether it is a shard);
     ``template_renders`` maps each chat template's key to its render of the standard
     conversation (from :func:`gguf_audit.templates.audit.audit_templates`); the
     template-based tokenizer checks are skipped without it.
     """
-    facts = header_facts(header, url)
-    yield from check_control_characters(header)
+    facts: list[HeaderFacts] = []
+
+    def gather() -> Iterable[Finding]:
+        facts.append(header_facts(header, url))
+        return ()
+
+    yield from isolated("header facts", gather)
+    yield from isolated("control characters", lambda: check_control_characters(header))
     if is_projector(header):
-        yield from check_clip(header)
+        yield from isolated("projector", lambda: check_clip(header))
         return
-    if facts.model:
-        yield from check_packed_multimodal(header)
-    if facts.continuation or not facts.model:
+    if not facts:
         return
-    yield from check_architecture(facts)
-    yield from check_tokenizer_keys(facts)
-    yield from check_key_types(facts)
-    yield from check_required_keys(facts)
-    yield from check_hparams(facts)
-    if facts.spec is not None and not facts.vocab_only:
-        yield from check_tensors(facts)
-    yield from check_tokenizer(facts)
-    yield from check_vocab(facts)
+    f = facts[0]
+    if f.model:
+        yield from isolated("packed multimodal tensors", lambda: check_packed_multimodal(header))
+    if f.continuation or not f.model:
+        return
+    yield from isolated("architecture", lambda: check_architecture(f))
+    yield from isolated("tokenizer keys", lambda: check_tokenizer_keys(f))
+    yield from isolated("key types", lambda: check_key_types(f))
+    yield from isolated("required keys", lambda: check_required_keys(f))
+    yield from isolated("hyperparameters", lambda: check_hparams(f))
+    if f.spec is not None and not f.vocab_only:
+        yield from isolated("tensors", lambda: check_tensors(f))
+    yield from isolated("tokenizer", lambda: check_tokenizer(f))
+    yield from isolated("vocabulary", lambda: check_vocab(f))
     if template_renders:
-        yield from check_template_tokens(facts, template_renders)
-    yield from check_file_type(facts, url)
+        yield from isolated("template tokens", lambda: check_template_tokens(f, template_renders))
+    yield from isolated("file type", lambda: check_file_type(f, url))
+
+
+def isolated(step: str, run: Callable[[], Iterable[Finding]]) -> list[Finding]:
+    """The findings of one check, or its findings so far and one ``internal.unexpected`` naming it.
+
+    A value no check foresaw (a forged type, a count past every limit) must cost
+    that one check, never the findings of the others: the security findings of a
+    hostile chat template stay reported when a token id beside it is ill-typed.
+    """
+    found: list[Finding] = []
+    try:
+        found.extend(run())
+    except Exception as exc:  # noqa: BLE001 - one check's bug must not hide every other check's findings
+        found.append(finding(INTERNAL_UNEXPECTED, f"the {step} check failed: {describe_exception(exc)}"))
+    return found

@@ -17,6 +17,7 @@ from typing import Final
 
 from gguf.constants import Keys
 
+from gguf_audit.bounded import quote
 from gguf_audit.checks.arch import KNOWN_ARCHITECTURES, NON_MODEL_ARCHITECTURES
 from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, SPECIAL_ID_KEYS, HeaderFacts
 from gguf_audit.findings import Finding, finding
@@ -73,16 +74,21 @@ def _arch_own_key_types(arch: str) -> dict[str, ValueType]:
     return {t: _SCALAR_TYPES[name] for t, name in keys.items() if name in _SCALAR_TYPES}
 
 
+_NORM_EPS: Final = (Keys.Attention.LAYERNORM_EPS, Keys.Attention.LAYERNORM_RMS_EPS)
+# The tokenizer.ggml.model values whose vocabulary llama.cpp loads as BPE, reading tokenizer.ggml.merges.
+_BPE_MODELS: Final = frozenset({"gpt2", "hybriddna", "whitespace", "gemma4"})
+
+
 def missing_key(key: str, why: str) -> Finding:
     """``meta.missing_key`` for ``key``, saying what llama.cpp does without it."""
-    return finding(META_MISSING_KEY, f"key {key!r} is missing; {why}")
+    return finding(META_MISSING_KEY, f"key {quote(key)} is missing; {why}")
 
 
 def wrong_type(kv: KV, expected: str) -> Finding:
     """``meta.wrong_type`` for ``kv``, which llama.cpp reads as ``expected``."""
     return finding(
         META_WRONG_TYPE,
-        f"key {kv.key!r} is stored as {kv.type_name}; llama.cpp reads it as {expected}",
+        f"key {quote(kv.key)} is stored as {kv.type_name}; llama.cpp reads it as {expected}",
         offset=kv.offset,
     )
 
@@ -97,7 +103,7 @@ def check_architecture(f: HeaderFacts) -> Iterator[Finding]:
     elif f.arch not in KNOWN_ARCHITECTURES and f.arch not in NON_MODEL_ARCHITECTURES:
         yield finding(
             META_UNKNOWN_ARCHITECTURE,
-            f"general.architecture {f.arch!r} is not an architecture llama.cpp {llama_tables().build} "
+            f"general.architecture {quote(f.arch)} is not an architecture llama.cpp {llama_tables().build} "
             f"{'builds a model of' if f.arch in llama_tables().architectures else 'knows'}",
             offset=arch_kv.offset,
         )
@@ -109,14 +115,33 @@ def check_key_types(f: HeaderFacts) -> Iterator[Finding]:
     expected: dict[str, ValueType] = dict(_TOKENIZER_KEY_TYPES)
     # The hyperparameters are read only for a model of a known architecture, not vocab-only.
     arch_keys = f.spec is not None and not f.vocab_only
-    if arch_keys:
-        expected.update({f.key(t): vtype for t, vtype in _ARCH_KEY_TYPES.items()})
+    if arch_keys and f.spec is not None:
+        # Of the two norm epsilons, a curated architecture's case of load_hparams reads its own only:
+        # llama.cpp b11312 loads a llama file whose layer_norm_epsilon is a string.
+        expected.update(
+            {
+                f.key(t): vtype
+                for t, vtype in _ARCH_KEY_TYPES.items()
+                if t not in _NORM_EPS or f.spec.norm_eps_key in (None, t)
+            }
+        )
         expected.update({f.key(t): vtype for t, vtype in _arch_own_key_types(f.arch or "").items()})
+    # split.count is read as uint16 from every file (absent means one file); split.no too when it is above 1.
+    split_count = h.metadata.get(Keys.Split.LLM_KV_SPLIT_COUNT)
+    expected[Keys.Split.LLM_KV_SPLIT_COUNT] = ValueType.UINT16
+    if split_count is not None and split_count.type is ValueType.UINT16 and h.get_int(split_count.key) not in (0, 1):
+        expected[Keys.Split.LLM_KV_SPLIT_NO] = ValueType.UINT16
+        if Keys.Split.LLM_KV_SPLIT_NO not in h.metadata:
+            yield missing_key(Keys.Split.LLM_KV_SPLIT_NO, "llama.cpp reads it when split.count is above 1")
     for key, vtype in expected.items():
         kv = h.metadata.get(key)
         if kv is not None and kv.type is not vtype:
             yield wrong_type(kv, vtype.spelling)
-    for key, item in ((Keys.Tokenizer.LIST, "array[string]"), (Keys.Tokenizer.MERGES, "array[string]")):
+    string_arrays = [Keys.Tokenizer.LIST]
+    if f.tokenizer_model in _BPE_MODELS:  # merges are read for BPE vocabularies only
+        string_arrays.append(Keys.Tokenizer.MERGES)
+    for key in string_arrays:
+        item = "array[string]"
         kv = h.metadata.get(key)
         if kv is not None and kv.type_name != item:
             yield wrong_type(kv, item)
@@ -131,7 +156,7 @@ def check_key_types(f: HeaderFacts) -> Iterator[Finding]:
         elif f.n_layer is not None and kv.length != f.n_layer:
             yield finding(
                 META_WRONG_TYPE,
-                f"key {kv.key!r} is an array of {kv.length} values, but {f.key(Keys.LLM.BLOCK_COUNT)} is "
+                f"key {quote(kv.key)} is an array of {kv.length} values, but {f.key(Keys.LLM.BLOCK_COUNT)} is "
                 f"{f.n_layer}; llama.cpp throws 'wrong array length'",
                 offset=kv.offset,
             )
@@ -153,4 +178,4 @@ def check_required_keys(f: HeaderFacts) -> Iterator[Finding]:
     for template in required:
         key = f.key(template)
         if key not in f.header.metadata:
-            yield missing_key(key, f"llama.cpp needs it to load a {f.arch!r} model")
+            yield missing_key(key, f"llama.cpp needs it to load a {quote(f.arch)} model")

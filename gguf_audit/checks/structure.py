@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from gguf_audit.bounded import quote
 from gguf_audit.codes_security import endangers
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
@@ -66,7 +67,7 @@ def _check_keys(header: Header) -> Iterator[Finding]:
         elif kv.key in seen:
             yield finding(
                 "header.duplicate_key",
-                f"key {kv.key!r} appears again (first at offset {seen[kv.key]})",
+                f"key {quote(kv.key)} appears again (first at offset {seen[kv.key]})",
                 offset=kv.offset,
             )
         else:
@@ -74,13 +75,13 @@ def _check_keys(header: Header) -> Iterator[Finding]:
             if not _KEY_RULE.match(kv.key):
                 yield finding(
                     "header.noncanonical_key",
-                    f"key {kv.key!r} is not dot-separated lower_snake_case",
+                    f"key {quote(kv.key)} is not dot-separated lower_snake_case",
                     offset=kv.offset,
                 )
         if kv.type is ValueType.ARRAY and kv.item_type is ValueType.ARRAY:
             yield finding(
                 "header.nested_array",
-                f"key {kv.key!r} is an array of arrays, which llama.cpp's reader rejects",
+                f"key {quote(kv.key)} is an array of arrays, which llama.cpp's reader rejects",
                 offset=kv.offset,
             )
     alignment = header.metadata.get("general.alignment")
@@ -106,13 +107,13 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
         if name_bytes >= GGML_MAX_NAME:
             yield finding(
                 "tensor.name_too_long",
-                f"tensor name {t.name[:80]!r} is {name_bytes} bytes; ggml allows at most {GGML_MAX_NAME - 1}",
+                f"tensor name {quote(t.name, 80)} is {name_bytes} bytes; ggml allows at most {GGML_MAX_NAME - 1}",
                 tensor=t.name,
                 offset=t.info_offset,
             )
         if t.name in seen:
             yield finding(
-                "tensor.duplicate_name", f"tensor {t.name!r} appears twice", tensor=t.name, offset=t.info_offset
+                "tensor.duplicate_name", f"tensor {quote(t.name)} appears twice", tensor=t.name, offset=t.info_offset
             )
         seen.add(t.name)
         yield from _check_dims(t)
@@ -123,7 +124,7 @@ def _check_dims(t: TensorInfo) -> Iterator[Finding]:
     if len(t.shape) > GGML_MAX_DIMS:
         yield finding(
             "tensor.bad_dims",
-            f"tensor {t.name!r} has {len(t.shape)} dimensions; ggml allows at most {GGML_MAX_DIMS}",
+            f"tensor {quote(t.name)} has {len(t.shape)} dimensions; ggml allows at most {GGML_MAX_DIMS}",
             tensor=t.name,
             offset=t.info_offset,
         )
@@ -132,7 +133,7 @@ def _check_dims(t: TensorInfo) -> Iterator[Finding]:
     if negative:
         yield finding(
             "tensor.bad_dims",
-            f"tensor {t.name!r} has a negative dimension {negative[0]} in shape {list(t.shape)}",
+            f"tensor {quote(t.name)} has a negative dimension {negative[0]} in shape {list(t.shape)}",
             tensor=t.name,
             offset=t.info_offset,
         )
@@ -146,7 +147,7 @@ def _check_dims(t: TensorInfo) -> Iterator[Finding]:
     ):
         yield finding(
             "tensor.bad_dims",
-            f"tensor {t.name!r} with shape {list(t.shape)} has {t.n_elements} elements, past int64",
+            f"tensor {quote(t.name)} with shape {list(t.shape)} has {t.n_elements} elements, past int64",
             tensor=t.name,
             offset=t.info_offset,
         )
@@ -163,7 +164,7 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
         hint = " (ids 34 to 37 mean other types in forks such as ik_llama.cpp)" if 34 <= t.type_id <= 37 else ""
         yield finding(
             "tensor.removed_type",
-            f"tensor {t.name!r} has type {info.name} (id {t.type_id}), whose support was removed{hint}",
+            f"tensor {quote(t.name)} has type {info.name} (id {t.type_id}), whose support was removed{hint}",
             tensor=t.name,
             offset=t.info_offset,
         )
@@ -176,7 +177,7 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
         )
         yield finding(
             "tensor.unknown_type",
-            f"tensor {t.name!r} has ggml type id {t.type_id}, outside llama.cpp's 0 to {GGML_TYPE_COUNT - 1}: "
+            f"tensor {quote(t.name)} has ggml type id {t.type_id}, outside llama.cpp's 0 to {GGML_TYPE_COUNT - 1}: "
             f"{hint}; llama.cpp refuses it",
             tensor=t.name,
             offset=t.info_offset,
@@ -187,7 +188,7 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
     if t.shape[0] % info.block_elems:
         yield finding(
             "tensor.row_not_block_multiple",
-            f"tensor {t.name!r} of type {info.name} has rows of {t.shape[0]} elements, "
+            f"tensor {quote(t.name)} of type {info.name} has rows of {t.shape[0]} elements, "
             f"not a multiple of the block size {info.block_elems}",
             tensor=t.name,
             offset=t.info_offset,
@@ -196,7 +197,7 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
         nbytes = t.n_elements // info.block_elems * info.block_bytes
         yield finding(
             TENSOR_SIZE_OVERFLOW,
-            f"tensor {t.name!r} with shape {list(t.shape)} ({t.n_elements} elements, within int64) needs "
+            f"tensor {quote(t.name)} with shape {list(t.shape)} ({t.n_elements} elements, within int64) needs "
             f"{nbytes} bytes of {info.name}, past SIZE_MAX {endangers('byte_size')}",
             tensor=t.name,
             offset=t.info_offset,
@@ -217,15 +218,15 @@ def _check_layout(header: Header) -> Iterator[Finding]:
             wrapped = True
             yield finding(
                 TENSOR_SIZE_OVERFLOW,
-                f"the padded sizes of the tensors up to {t.name!r} add up to {expected + _padded(t.n_bytes, alignment)}"
-                f" bytes, past 64 bits {endangers('padded_sum')}",
+                f"the padded sizes of the tensors up to {quote(t.name)} add up to "
+                f"{expected + _padded(t.n_bytes, alignment)} bytes, past 64 bits {endangers('padded_sum')}",
                 tensor=t.name,
                 offset=t.info_offset,
             )
         if t.offset % alignment:
             yield finding(
                 "tensor.misaligned_offset",
-                f"tensor {t.name!r} starts at data offset {t.offset}, not a multiple of the alignment {alignment}",
+                f"tensor {quote(t.name)} starts at data offset {t.offset}, not a multiple of the alignment {alignment}",
                 tensor=t.name,
                 offset=t.data_offset,
             )
@@ -246,7 +247,7 @@ def _check_layout(header: Header) -> Iterator[Finding]:
         more = f" ({len(not_packed) - 1} later tensors are off as well)" if len(not_packed) > 1 else ""
         yield finding(
             "tensor.offset_not_packed",
-            f"tensor {t.name!r} has data offset {t.offset}, but llama.cpp expects {first_expected}, "
+            f"tensor {quote(t.name)} has data offset {t.offset}, but llama.cpp expects {first_expected}, "
             f"the sum of the padded sizes before it{more}",
             tensor=t.name,
             offset=t.data_offset,
@@ -267,16 +268,16 @@ def _check_overlaps(header: Header) -> Iterator[Finding]:
             if inside:
                 yield finding(
                     "tensor.overlap",
-                    f"tensor {t.name!r} (data offset {t.offset}, {t.n_bytes} bytes) lies inside "
-                    f"tensor {furthest.name!r} (data offset {furthest.offset}, {furthest.n_bytes} bytes)",
+                    f"tensor {quote(t.name)} (data offset {t.offset}, {t.n_bytes} bytes) lies inside "
+                    f"tensor {quote(furthest.name)} (data offset {furthest.offset}, {furthest.n_bytes} bytes)",
                     tensor=t.name,
                     offset=t.data_offset,
                 )
             else:
                 yield finding(
                     "tensor.undersized_region",
-                    f"tensor {furthest.name!r} needs {furthest.n_bytes} bytes from data offset {furthest.offset}, "
-                    f"but tensor {t.name!r} starts {t.offset - furthest.offset} bytes in",
+                    f"tensor {quote(furthest.name)} needs {furthest.n_bytes} bytes from data offset {furthest.offset}, "
+                    f"but tensor {quote(t.name)} starts {t.offset - furthest.offset} bytes in",
                     tensor=furthest.name,
                     offset=furthest.data_offset,
                 )
@@ -313,7 +314,7 @@ def _check_file_size(header: Header, file_size: int | None) -> Iterator[Finding]
         advisory = f" {endangers('region_past_eof')}" if _packed_and_aligned(header) else ""
         yield finding(
             "data.truncated",
-            f"tensor {first.name!r} ends at {first.end_offset}, past the file's {file_size} bytes; "
+            f"tensor {quote(first.name)} ends at {first.end_offset}, past the file's {file_size} bytes; "
             f"{len(past)} of {header.n_tensors} tensors reach past the end and {missing} bytes are missing"
             f"{advisory}",
             tensor=first.name,

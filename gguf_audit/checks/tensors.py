@@ -19,6 +19,7 @@ from typing import Final
 import numpy as np
 from gguf.constants import Keys
 
+from gguf_audit.bounded import quote
 from gguf_audit.checks.arch import ShapeFamily, block_index, is_known_tensor_name
 from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
 from gguf_audit.checks.structure import ggml_ne
@@ -84,7 +85,7 @@ def check_tensors(f: HeaderFacts) -> Iterator[Finding]:
     for t in unexpected[:MAX_NAMED_FINDINGS]:
         yield finding(
             TENSOR_UNEXPECTED,
-            f"tensor {t.name!r} is not one a {arch!r} model has",
+            f"tensor {quote(t.name)} is not one a {quote(arch)} model has",
             tensor=t.name,
             offset=t.info_offset,
         )
@@ -92,7 +93,7 @@ def check_tensors(f: HeaderFacts) -> Iterator[Finding]:
         rest = unexpected[MAX_NAMED_FINDINGS:]
         yield finding(
             TENSOR_UNEXPECTED,
-            f"{len(rest)} more tensors are not ones a {arch!r} model has, from {rest[0].name!r}",
+            f"{len(rest)} more tensors are not ones a {quote(arch)} model has, from {quote(rest[0].name)}",
             tensor=rest[0].name,
             offset=rest[0].info_offset,
         )
@@ -155,7 +156,9 @@ def _check_required(f: HeaderFacts, names: set[str], present: Sequence[int]) -> 
         return
     for name in spec.required_global:
         if name not in names:
-            yield finding(TENSOR_MISSING, f"tensor {name!r} is missing; a {f.arch!r} model requires it", tensor=name)
+            yield finding(
+                TENSOR_MISSING, f"tensor {quote(name)} is missing; a {quote(f.arch)} model requires it", tensor=name
+            )
     if f.n_layer is None or f.n_layer > LLAMA_MAX_LAYERS:
         return
     blocks = [b for b in present if b < f.n_layer]
@@ -167,7 +170,7 @@ def _check_required(f: HeaderFacts, names: set[str], present: Sequence[int]) -> 
             more = f" (and in blocks {_fmt_blocks(lacking[1:])})" if len(lacking) > 1 else ""
             yield finding(
                 TENSOR_MISSING,
-                f"tensor {first!r} is missing{more}; every block of a {f.arch!r} model requires it",
+                f"tensor {quote(first)} is missing{more}; every block of a {quote(f.arch)} model requires it",
                 tensor=first,
             )
 
@@ -182,7 +185,7 @@ def _check_vocab_rows(f: HeaderFacts) -> Iterator[Finding]:
         if t.name in names and len(t.shape) >= 2 and t.shape[1] != n_tokens:
             yield finding(
                 TOKENIZER_VOCAB_MISMATCH,
-                f"tensor {t.name!r} has {t.shape[1]} rows (shape {list(t.shape)}) but the vocabulary has "
+                f"tensor {quote(t.name)} has {t.shape[1]} rows (shape {list(t.shape)}) but the vocabulary has "
                 f"{n_tokens} tokens",
                 tensor=t.name,
                 offset=t.info_offset,
@@ -302,7 +305,7 @@ def _check_shapes(f: HeaderFacts) -> Iterator[Finding]:
         more = f" (the same in {len(members) - 1} more blocks)" if len(members) > 1 else ""
         yield finding(
             TENSOR_WRONG_SHAPE,
-            f"tensor {first.name!r} has shape {list(first.shape)}; llama.cpp expects {list(group[2])} "
+            f"tensor {quote(first.name)} has shape {list(first.shape)}; llama.cpp expects {list(group[2])} "
             f"({reasons[group]}){more}",
             tensor=first.name,
             offset=first.info_offset,

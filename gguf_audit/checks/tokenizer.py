@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from gguf.constants import Keys, TokenType
 
+from gguf_audit.bounded import quote
 from gguf_audit.checks.facts import NO_VOCAB, SPECIAL_ID_KEYS, HeaderFacts
 from gguf_audit.checks.metadata import missing_key
 from gguf_audit.codes_security import endangers
@@ -70,14 +71,14 @@ def check_tokenizer_keys(f: HeaderFacts) -> Iterator[Finding]:
     if model is not None and model not in tables.tokenizer_models:
         yield finding(
             TOKENIZER_UNKNOWN_MODEL,
-            f"tokenizer.ggml.model is {model!r}, not one of llama.cpp {tables.build}'s tokenizers "
+            f"tokenizer.ggml.model is {quote(model)}, not one of llama.cpp {tables.build}'s tokenizers "
             f"({', '.join(sorted(tables.tokenizer_models))})",
         )
     # Only the BPE models read the pre-tokenizer name (gemma4 sets its own); SPM, WPM and UGM ignore it.
     if model in _BPE_MODELS and pre and pre not in tables.bpe_pre_tokenizers:
         yield finding(
             TOKENIZER_UNKNOWN_PRE,
-            f"tokenizer.ggml.pre is {pre!r}, not a pre-tokenizer llama.cpp {tables.build} knows: it throws "
+            f"tokenizer.ggml.pre is {quote(pre)}, not a pre-tokenizer llama.cpp {tables.build} knows: it throws "
             "'unknown pre-tokenizer type'",
         )
 
@@ -304,7 +305,7 @@ def check_template_tokens(f: HeaderFacts, renders: Mapping[str, str]) -> Iterato
         if bos is not None and _adds_bos(f) and text.startswith(bos[1]):
             yield finding(
                 TOKENIZER_DOUBLE_BOS,
-                f"{key}: the rendered template starts with the BOS text {bos[1]!r} and add_bos_token is true, "
+                f"{key}: the rendered template starts with the BOS text {quote(bos[1])} and add_bos_token is true, "
                 "so tokenizing it with special tokens added gives two BOS tokens",
             )
         if not declared:
@@ -321,19 +322,19 @@ def check_template_tokens(f: HeaderFacts, renders: Mapping[str, str]) -> Iterato
             if not hits and lookup.exhausted:
                 # Could not tell whether the vocabulary has the text the turn ends with: say nothing.
                 continue
-        names = " or ".join(f"{role.upper()} {t!r}" for role, _, t in declared)
+        names = " or ".join(f"{role.upper()} {quote(t)}" for role, _, t in declared)
         if not hits:
             tail = region.strip()[-40:]
             yield finding(
                 TOKENIZER_EOS_NOT_IN_TEMPLATE,
-                f"{key}: the assistant turn is not closed by {names}; the render ends {tail!r}",
+                f"{key}: the assistant turn is not closed by {names}; the render ends {quote(tail)}",
             )
             continue
         _, _, tid, t = min(hits)
         if known:
             yield finding(
                 TOKENIZER_EOS_NOT_IN_TEMPLATE,
-                f"{key}: the assistant turn ends with {t!r} (id {tid}), not {names}; llama.cpp stops on it by its "
+                f"{key}: the assistant turn ends with {quote(t)} (id {tid}), not {names}; llama.cpp stops on it by its "
                 "text, other runtimes may not",
                 severity=Severity.INFO,
             )
@@ -342,8 +343,8 @@ def check_template_tokens(f: HeaderFacts, renders: Mapping[str, str]) -> Iterato
             override = " (llama.cpp warns and overrides its type)" if t in _LLAMA_EOG_TEXTS else ""
             yield finding(
                 TOKENIZER_EOS_NOT_IN_TEMPLATE,
-                f"{key}: the assistant turn ends with {t!r} (id {tid}), a {_type_name(ttype)} token, not a control "
-                f"token{override}",
+                f"{key}: the assistant turn ends with {quote(t)} (id {tid}), a {_type_name(ttype)} token, "
+                f"not a control token{override}",
             )
 
 

@@ -18,6 +18,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from gguf_audit.bounded import clip
 from gguf_audit.format.ggml_types import ggml_type_name
 
 __all__ = ["OVER_STEP_LIMIT", "SIGN_FLIP_LIMIT", "TensorError", "compare_values", "quantization_steps"]
@@ -131,6 +132,9 @@ class TensorError:
     ``unprovable``: :mod:`gguf_audit.decode.requant`); None when not judged."""
     n_derived_blocks: int = 0
     """Compared blocks identical to the reference's blocks re-quantized."""
+    n_planned_blocks: int | None = None
+    """Blocks the plan chose for this tensor; :attr:`n_blocks` is how many of them were read on both sides
+    and measured (fewer when a read failed). None when not known."""
 
     @property
     def sign_flip_fraction(self) -> float:
@@ -139,11 +143,12 @@ class TensorError:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name,
+            "name": clip(self.name),
             "shape": list(self.shape),
             "quant_type": self.quant_type,
             "reference_type": self.reference_type,
             "n_blocks": self.n_blocks,
+            "n_planned_blocks": self.n_planned_blocks,
             "n_values": self.n_values,
             "n_nonfinite": self.n_nonfinite,
             "rmse": self.rmse,
@@ -173,6 +178,7 @@ def compare_values(
     quant_type: str = "",
     reference_type: str = "",
     n_blocks: int = 0,
+    n_planned_blocks: int | None = None,
 ) -> TensorError:
     """The error of ``quant`` against ``reference`` (same length), judged in ``steps``."""
     q = np.asarray(quant, dtype=np.float64).reshape(-1)
@@ -200,6 +206,7 @@ def compare_values(
         quant_type=quant_type,
         reference_type=reference_type,
         n_blocks=n_blocks,
+        n_planned_blocks=n_planned_blocks,
         n_values=n,
         n_nonfinite=int((~finite).sum()),
         rmse=rmse,

@@ -18,6 +18,7 @@ from typing import Final
 
 import numpy as np
 
+from gguf_audit.bounded import clip
 from gguf_audit.decode.kernels import F32Array, NoDecoder, decode_blocks, has_decoder
 from gguf_audit.decode.scales import ScaleProblems, block_scale_problems
 from gguf_audit.decode.stats import BlockStats, SampleRow, row_stats
@@ -127,7 +128,7 @@ def sample_rows(decoded: Iterable[DecodedBlock]) -> list[SampleRow]:
         # Positional, in SampleRow's field order (a row per block: keyword matching costs more than the row).
         rows.append(
             SampleRow(
-                b.tensor,
+                clip(b.tensor),
                 b.block_index,
                 b.offset,
                 b.n_bytes,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 
+from gguf_audit.bounded import quote
 from gguf_audit.errors import FormatError
 from gguf_audit.format.estimate import estimate_header_bytes
 from gguf_audit.format.ggml_types import TypeStatus, ggml_type_info
@@ -195,16 +196,16 @@ def _read_tensor_info(r: Reader, index: int) -> RawTensor:
     at = r.pos
     name, raw = r.read_text(f"the name of tensor {index}", f"the name of tensor {index}")
     dims_at = r.pos
-    n_dims = r.read_u32(f"the dimension count of tensor {name!r}")
+    n_dims = r.read_u32(f"the dimension count of tensor {quote(name)}")
     if n_dims > r.limits.max_dims:
         raise FormatError(
             "tensor.bad_dims",
-            f"tensor {name!r} claims {n_dims} dimensions, past the limit of {r.limits.max_dims}",
+            f"tensor {quote(name)} claims {n_dims} dimensions, past the limit of {r.limits.max_dims}",
             dims_at,
         )
     dim_bytes = 4 if r.v1 else 8
     start = r.pos
-    r.need(start + n_dims * dim_bytes + 4 + 8, f"the tensor info of {name!r}")
+    r.need(start + n_dims * dim_bytes + 4 + 8, f"the tensor info of {quote(name)}")
     if r.v1:
         shape = struct.unpack_from(f"{r.bo}{n_dims}I", r.buf, start)
     else:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gguf_audit.bounded import quote
 from gguf_audit.errors import FormatError
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import KV, ByteOrder, StringArray, Value, ValueType
@@ -178,29 +179,31 @@ class Reader:
 
     def read_value_type(self, key: str) -> ValueType:
         at = self.pos
-        raw = self.read_u32(f"the value type of {key!r}")
+        raw = self.read_u32(f"the value type of {quote(key)}")
         vtype = VALUE_TYPES.get(raw)
         if vtype is None:
             raise FormatError(
                 "header.bad_value_type",
-                f"key {key!r} has value type {raw}, outside the GGUF types 0 to 12",
+                f"key {quote(key)} has value type {raw}, outside the GGUF types 0 to 12",
                 at,
             )
         return vtype
 
     def read_scalar(self, vtype: ValueType, key: str) -> Value:
         if vtype is ValueType.STRING:
-            text, _ = self.read_text(f"the string value of {key!r}", f"the value of {key!r}")
+            text, _ = self.read_text(f"the string value of {quote(key)}", f"the value of {quote(key)}")
             return text
         size = SCALAR_SIZE[vtype]
         at = self.pos
-        self.need(at + size, f"the value of {key!r}")
+        self.need(at + size, f"the value of {quote(key)}")
         self.pos = at + size
         value = self.scalars[vtype].unpack_from(self.buf, at)[0]
         if vtype is ValueType.BOOL:
             if value > 1:
                 self.findings.append(
-                    finding("header.invalid_bool", f"bool {key!r} is stored as byte {value}, not 0 or 1", offset=at)
+                    finding(
+                        "header.invalid_bool", f"bool {quote(key)} is stored as byte {value}, not 0 or 1", offset=at
+                    )
                 )
             return bool(value)
         return value  # type: ignore[no-any-return]
@@ -209,25 +212,25 @@ class Reader:
         if depth > self.limits.max_depth:
             raise FormatError(
                 "header.too_deep",
-                f"key {key!r} nests arrays {depth} deep, past the limit of {self.limits.max_depth}",
+                f"key {quote(key)} nests arrays {depth} deep, past the limit of {self.limits.max_depth}",
                 self.pos,
             )
         at = self.pos
         item_type = self.read_value_type(key)
-        n = self.read_count(f"the length of array {key!r}")
+        n = self.read_count(f"the length of array {quote(key)}")
         if item_type is ValueType.STRING:
             return item_type, self.read_string_array(n, key, at)
         if item_type is ValueType.ARRAY:
-            self.check_count(n, 4 + self.count_bytes, self.limits.max_array_items, f"array {key!r} length", at)
+            self.check_count(n, 4 + self.count_bytes, self.limits.max_array_items, f"array {quote(key)} length", at)
             items: list[Value] = []
             for _ in range(n):
                 _, inner = self.read_array(key, depth + 1)
                 items.append(inner)
             return item_type, items
         size = SCALAR_SIZE[item_type]
-        self.check_count(n, size, self.limits.max_array_items, f"array {key!r} length", at)
+        self.check_count(n, size, self.limits.max_array_items, f"array {quote(key)} length", at)
         start = self.pos
-        self.need(start + n * size, f"array {key!r}")
+        self.need(start + n * size, f"array {quote(key)}")
         self.pos = start + n * size
         code = SCALAR_CODE[item_type]
         dtype = np.dtype(("<" if self.order == "little" else ">") + code) if size > 1 else np.dtype(code)
@@ -239,7 +242,7 @@ class Reader:
                 self.findings.append(
                     finding(
                         "header.invalid_bool",
-                        f"bool array {key!r} stores {bad.size} items as bytes other than 0 or 1 "
+                        f"bool array {quote(key)} stores {bad.size} items as bytes other than 0 or 1 "
                         f"(item {first} is {int(values[first])})",
                         offset=start + first,
                     )
@@ -249,12 +252,12 @@ class Reader:
 
     def read_string_array(self, n: int, key: str, at: int) -> StringArray:
         prefix = self.count_bytes
-        self.check_count(n, prefix, self.limits.max_array_items, f"array {key!r} length", at)
+        self.check_count(n, prefix, self.limits.max_array_items, f"array {quote(key)} length", at)
         if self.pos + n * prefix > self.blen:
             # Not even the length prefixes are here yet: ask for them before
             # sizing anything by n (with the file size unknown, check_count
             # could only apply the named limit).
-            self.need(self.pos + n * prefix, f"array {key!r}")
+            self.need(self.pos + n * prefix, f"array {quote(key)}")
         buf = self.buf
         unpack = self.count.unpack_from
         # At most one int64 per length prefix held in the buffer.
@@ -287,7 +290,7 @@ class Reader:
                 item = int(np.argmax(ends - starts_np))
                 raise FormatError(
                     "header.string_too_long",
-                    f"item {item} of array {key!r} claims {longest} bytes, "
+                    f"item {item} of array {quote(key)} claims {longest} bytes, "
                     f"past the limit of {self.limits.max_string_bytes}",
                     int(starts_np[item]) - prefix,
                 )
@@ -302,7 +305,7 @@ class Reader:
             start = starts[i - 1]
             length = pos - start
             self.pos = start - prefix
-            what = f"item {i - 1} of array {key!r}"
+            what = f"item {i - 1} of array {quote(key)}"
             if length > self.limits.max_string_bytes:
                 raise FormatError(
                     "header.string_too_long",
@@ -318,7 +321,7 @@ class Reader:
                 )
             raise Short(pos)
         self.pos = pos
-        self.need(pos + prefix, f"item {i} of array {key!r}")
+        self.need(pos + prefix, f"item {i} of array {quote(key)}")
         raise Short(pos + prefix)  # need() raises; this keeps type checkers informed
 
     def _validate_utf8(
@@ -362,7 +365,7 @@ class Reader:
             self.findings.append(
                 finding(
                     "header.invalid_utf8",
-                    f"{len(bad)} items of array {key!r} are not valid UTF-8 (first: item {i}, {raw[:16]!r})",
+                    f"{len(bad)} items of array {quote(key)} are not valid UTF-8 (first: item {i}, {raw[:16]!r})",
                     offset=int(starts[i]),
                 )
             )

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -59,10 +60,19 @@ def parameter_count(header: Header) -> int:
 
 
 def parameter_label(n: int) -> str:
-    """``8.03 B (8030261248)``, ``124.4 M (124439808)``."""
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+    """``8.03 B (8030261248)``, ``124.4 M (124439808)``; a forged count past 1000 T in powers of ten.
+
+    Integer and decimal arithmetic only: a forged header's count can pass 2**1024, where ``n / 1e12``
+    raises OverflowError. Past 1000 T the exact count (hundreds of digits) is cut to its head and its
+    number of digits.
+    """
+    if n >= 1000 * 10**12:
+        digits = str(n)
+        exact = digits if len(digits) <= 40 else f"{digits[:20]}… ({len(digits)} digits)"
+        return f"{Decimal(n):.3e} ({exact})"
+    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if n >= scale:
-            return f"{n / scale:.{2 if n < 100 * scale else 1}f} {unit} ({n})"
+            return f"{Decimal(n) / scale:.{2 if n < 100 * scale else 1}f} {unit} ({n})"
     return str(n)
 
 

@@ -10,8 +10,10 @@ its report. Non-finite floats in JSON follow
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Final
 
+from gguf_audit.bounded import clip
 from gguf_audit.findings import Finding
 from gguf_audit.redact import redact_url
 
@@ -41,9 +43,9 @@ UNSAFE: Final = re.compile(
 
 
 def escape(text: str, limit: int | None = None) -> str:
-    """``text`` with every unsafe character shown as an escape, cut to ``limit``."""
-    if limit is not None and len(text) > limit:
-        text = text[:limit] + "…"
+    """``text`` with every unsafe character shown as an escape, cut to ``limit`` first (its length stated)."""
+    if limit is not None:
+        text = clip(text, limit)
     return UNSAFE.sub(_escape_char, text)
 
 
@@ -68,7 +70,7 @@ def finding_line(f: Finding, *, code_width: int = INSPECT_CODE_WIDTH, place: boo
     """One problem line: ``  SEVERITY code  message``, and with ``place`` its ``[tensor t, @offset]``."""
     where = []
     if place and f.tensor:
-        where.append(f"tensor {escape(f.tensor, 80)}")
+        where.append(f"tensor {escape(f.tensor)}")  # already cut by finding()
     if place and f.offset is not None:
         where.append(f"@{f.offset}")
     suffix = f"  [{', '.join(where)}]" if where else ""
@@ -79,7 +81,7 @@ def fmt_bytes(n: int | None, *, exact: bool = False) -> str:
     """``1.6 MiB``; with ``exact``, ``1.6 MiB (1719840 B)``."""
     if n is None:
         return "?"
-    size = float(n)
+    size = Decimal(n)  # not float: a forged count past 2**1024 would raise OverflowError
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":
             if unit == "B":

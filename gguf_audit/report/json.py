@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from gguf_audit.audit import FileAudit
+from gguf_audit.bounded import ITEM_LIMIT, VALUE_LIMIT, clip
 from gguf_audit.compare import Comparison
 from gguf_audit.decode.sampled import DecodedBlock
 from gguf_audit.decode.stats import combine_stats
@@ -44,9 +45,11 @@ def dumps(value: Any, **kwargs: Any) -> str:
 
 
 def value_to_json(value: Value) -> Any:
-    """A metadata value as JSON-safe data (non-finite floats as strings)."""
+    """A metadata value as JSON-safe data (non-finite floats as strings), long strings cut (their length stated)."""
     if isinstance(value, StringArray):
-        return value.to_list()
+        return [clip(item, ITEM_LIMIT) for item in value.to_list()]
+    if isinstance(value, str):
+        return clip(value, VALUE_LIMIT)
     if isinstance(value, np.ndarray):
         if value.dtype.kind == "f" and not np.isfinite(value).all():
             return [json_scalar(v) for v in value.tolist()]
@@ -78,10 +81,10 @@ def audit_to_json(audit: FileAudit, *, full_arrays: bool = False, samples: bool 
         "data_offset": h.data_offset if h else None,
         "loadable": audit.loadable,
         "status": str(audit.status),
-        "metadata": {kv.key: _kv_json(kv, full_arrays) for kv in h.metadata.values()} if h else {},
+        "metadata": {clip(kv.key): _kv_json(kv, full_arrays) for kv in h.metadata.values()} if h else {},
         "tensors": [
             {
-                "name": t.name,
+                "name": clip(t.name),
                 "type": t.type_name,
                 "type_id": t.type_id,
                 "shape": list(t.shape),
@@ -116,7 +119,7 @@ def file_samples_to_json(samples: FileSamples) -> dict[str, Any]:
         combined = combine_stats(parts)
         out_tensors.append(
             {
-                "name": tensor.name,
+                "name": clip(tensor.name),
                 "type": tensor.type_name,
                 "shape": list(tensor.shape),
                 "stats": combined.as_dict() if combined is not None else None,
@@ -156,7 +159,7 @@ def comparison_to_json(c: Comparison) -> dict[str, Any]:
         "reference_kind": c.reference_kind,
         "summary": c.summary(),
         "tensors": [t.as_dict() for t in c.tensors],
-        "skipped": [{"name": s.name, "reason": s.reason} for s in c.skipped],
+        "skipped": [{"name": clip(s.name), "reason": clip(s.reason, ITEM_LIMIT)} for s in c.skipped],
         "problems": [f.as_dict() for f in c.findings],
         "io": {
             "quant": {"requests": c.quant_io.requests, "bytes_read": c.quant_io.bytes_read},

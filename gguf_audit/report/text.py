@@ -160,6 +160,11 @@ def render_file_samples(samples: FileSamples, *, max_values: int = 8) -> str:
     return "\n".join(lines)
 
 
+def _blocks_used(used: int, planned: int | None) -> str:
+    """``13/16``: blocks measured of those planned (a read failed for the rest); ``16`` when all were."""
+    return f"{used}/{planned}" if planned is not None and planned != used else str(used)
+
+
 _DERIVATION_MEANS: Final = {
     "derived": "every compared block of a converted tensor is the reference's, re-quantized bit for bit",
     "contradicted": "a converted tensor's blocks are not the reference's re-quantized: another source or recipe",
@@ -178,14 +183,15 @@ def render_comparison(c: Comparison) -> str:
         width = min(max(len(t.name) for t in c.tensors), 40)
         lines.append(
             f"  {'tensor':{width}}  {'type':8} {'rel RMSE':>9} {'RMSE':>10} {'max err':>10} "
-            f"{'≥1 step':>8} {'flips':>7} {'steps':>6} derived"
+            f"{'≥1 step':>8} {'flips':>7} {'steps':>6} {'blocks':>7} derived"
         )
         for t in c.tensors:
             flag = "  LAYOUT SUSPECT" if t.layout_suspect else ""
             lines.append(
                 f"  {escape(t.name, 40):{width}}  {t.quant_type:8} {t.relative_rmse:>9.3g} {t.rmse:>10.3g} "
                 f"{t.max_abs_error:>10.3g} {t.over_step_fraction:>8.1%} {t.sign_flip_fraction:>7.1%} "
-                f"{t.rmse_steps:>6.2f} {_derived_cell(t.derivation, t.n_derived_blocks, t.n_blocks)}{flag}"
+                f"{t.rmse_steps:>6.2f} {_blocks_used(t.n_blocks, t.n_planned_blocks):>7} "
+                f"{_derived_cell(t.derivation, t.n_derived_blocks, t.n_blocks)}{flag}"
             )
     for s in c.skipped:
         lines.append(f"  skipped {escape(s.name, 64)}: {escape(s.reason, 200)}")
@@ -193,6 +199,11 @@ def render_comparison(c: Comparison) -> str:
     lines.append(
         f"summary: {summary['n_compared']} tensors compared, {summary['n_skipped']} skipped, "
         f"{summary['n_layout_suspect']} layout suspect; relative RMSE {summary['relative_rmse']:.3g}"
+        + (
+            f" over {summary['n_blocks']} of {summary['n_planned_blocks']} planned blocks"
+            if summary["n_blocks"] != summary["n_planned_blocks"]
+            else ""
+        )
         + (
             f", worst {escape(str(summary['worst_tensor']), 64)} ({summary['worst_relative_rmse']:.3g})"
             if summary["worst_tensor"]

@@ -14,6 +14,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from gguf_audit.audit import Status
+from gguf_audit.bounded import clip
 from gguf_audit.checks.lineage import FamilyVerdict
 from gguf_audit.compare import Comparison
 from gguf_audit.findings import Finding, Severity
@@ -41,7 +42,7 @@ def compare_rows(comparison: Comparison, *, model_id: str, family: str | None, r
             "model_id": model_id,
             "reference_url": comparison.reference_url,
             "family_key": family,
-            "tensor": arrow_text(t.name),
+            "tensor": arrow_text(clip(t.name)),
             "type": t.quant_type,
             "reference_type": t.reference_type,
             "n_blocks": t.n_blocks,
@@ -58,6 +59,7 @@ def compare_rows(comparison: Comparison, *, model_id: str, family: str | None, r
             "derivation": t.derivation,
             "n_derived_blocks": t.n_derived_blocks,
             "file_derivation": str(comparison.derivation),
+            "n_planned_blocks": t.n_planned_blocks,
         }
         for t in comparison.tensors
     ]

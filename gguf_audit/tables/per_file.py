@@ -16,6 +16,7 @@ import pyarrow as pa
 from gguf.constants import LlamaFileType
 
 from gguf_audit.audit import FileAudit
+from gguf_audit.bounded import clip
 from gguf_audit.checks.shards import SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT
 from gguf_audit.decode.stats import SampleRow
 from gguf_audit.findings import CODES, Finding, Severity
@@ -72,7 +73,7 @@ class AuditTables:
 
 def _str_value(header: Header, key: str) -> str | None:
     value = header.get_str(key)
-    return None if value is None else arrow_text(value)
+    return None if value is None else arrow_text(clip(value))
 
 
 def _int_value(header: Header, key: str) -> int | None:
@@ -218,7 +219,7 @@ def tensors_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
             cols["url"].append(url)
             cols["model_id"].append(model_id)
             cols["index"].append(index)
-            cols["name"].append(arrow_text(t.name))
+            cols["name"].append(arrow_text(clip(t.name)))
             cols["type"].append(t.type_name)
             if fits_int64(t.type_id, t.offset, t.data_offset, t.n_bytes, t.n_elements, *t.shape):
                 # the common case, without a check per cell (this is the widest table)
@@ -251,7 +252,7 @@ def metadata_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
             cells = value_cells(kv)
             cols["url"].append(item.audit.url)
             cols["model_id"].append(item.model_id)
-            cols["key"].append(arrow_text(kv.key))
+            cols["key"].append(arrow_text(clip(kv.key)))
             cols["type"].append(kv.type_name)
             cols["length"].append(cells.length)
             cols["value"].append(cells.value)

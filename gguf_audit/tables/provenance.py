@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from gguf_audit.bounded import ITEM_LIMIT, clip
 from gguf_audit.checks.lineage import is_full_precision, tensor_set_digest
 from gguf_audit.checks.mmproj_pairing import pairing_facts
 from gguf_audit.format.model import Header
@@ -50,7 +51,7 @@ def lineage_cells(header: Header) -> dict[str, Any]:
     row: dict[str, Any] = {"tensor_set_digest": tensor_set_digest(header), "full_precision": is_full_precision(header)}
     for column, key in _STRINGS.items():
         value = header.get_str(key)
-        row[column] = None if value is None else arrow_text(value)
+        row[column] = None if value is None else arrow_text(clip(value, ITEM_LIMIT))
     for column, key in _INTS.items():
         row[column] = i64(header.get_int(key))
     pairing = pairing_facts(header)

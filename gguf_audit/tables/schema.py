@@ -213,6 +213,8 @@ _COMPARE: Final = [
     _f("derivation", pa.string()),
     _f("n_derived_blocks", pa.int64()),
     _f("file_derivation", pa.string()),
+    # added at the end: the blocks planned for the tensor (n_blocks of them were measured); earlier nights null
+    _f("n_planned_blocks", pa.int64()),
 ]
 
 _MODELS: Final = [

@@ -40,7 +40,12 @@ from jinja2 import TemplateSyntaxError
 
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header, StringArray
-from gguf_audit.templates.inspect.inspector import TemplateInspectionError, inspect_template_source
+from gguf_audit.templates.inspect.cost import template_cost_reasons
+from gguf_audit.templates.inspect.inspector import (
+    TemplateInspectionError,
+    inspect_template_source,
+    parse_template_source,
+)
 from gguf_audit.templates.limits import (
     DEFAULT_LIMITS,
     MAX_TEMPLATE_CHARS,
@@ -181,12 +186,18 @@ def _static(key: str, source: str, budget: int) -> tuple[list[Finding], bool]:
         message = f"{key}: not inspected: the file's chat templates pass {MAX_TOTAL_TEMPLATE_CHARS} characters in all"
         return [finding(TEMPLATE_RESOURCE_LIMIT, message)], False
     try:
-        reasons = inspect_template_source(source)
+        tree = parse_template_source(source)
+        reasons = inspect_template_source(source, tree)
+        costs = template_cost_reasons(tree)
     except TemplateSyntaxError as exc:
         return [finding(TEMPLATE_SYNTAX_ERROR, f"{key}: line {exc.lineno}: {exc.message}")], False
     except TemplateInspectionError as exc:
         return [finding(TEMPLATE_RESOURCE_LIMIT, f"{key}: {exc}")], False
-    return [finding(TEMPLATE_UNSAFE, f"{key}: {reason}") for reason in reasons], True
+    except RecursionError:
+        return [finding(TEMPLATE_RESOURCE_LIMIT, f"{key}: the template nests too deeply to count its loops")], False
+    found = [finding(TEMPLATE_UNSAFE, f"{key}: {reason}") for reason in reasons]
+    # Still rendered: the render of the standard conversation is what the tokenizer checks read.
+    return found + [finding(TEMPLATE_RESOURCE_LIMIT, f"{key}: {reason}") for reason in costs], True
 
 
 def audit_templates(
@@ -233,6 +244,9 @@ def audit_templates(
         if can_render and source in rendered:
             unsafe_known = any(f.code == TEMPLATE_UNSAFE for f in found)
             result = _interpret(key, rendered[source], limits, unsafe_known)
+            if any(f.code == TEMPLATE_RESOURCE_LIMIT for f in result.findings):
+                # the render met the limit itself: its finding names the conversation, the static one adds nothing
+                found = [f for f in found if f.code != TEMPLATE_RESOURCE_LIMIT]
             found = found + list(result.findings)
             text, conversation = result.rendered, result.conversation
         audits.append(
@@ -430,8 +444,8 @@ def header_templates(header: Header) -> dict[str, str]:
 
 
 def _token_text(header: Header, id_key: str) -> str:
-    token_id = header.get(id_key)
+    token_id = header.get_int(id_key)  # typed: a bool or a float is no id (a bool would index as a mask)
     tokens = header.get("tokenizer.ggml.tokens")
-    if isinstance(token_id, int) and isinstance(tokens, StringArray) and 0 <= token_id < len(tokens):
+    if token_id is not None and isinstance(tokens, StringArray) and 0 <= token_id < len(tokens):
         return tokens[token_id]
     return ""

@@ -15,7 +15,7 @@ from gguf_audit.report.format import (
 
 def test_escape_shows_controls_and_bidi_overrides() -> None:
     assert escape("a\x1b[31mb\n\tc\u202ed\x85") == "a\\x1b[31mb\\n\\tc\\u202ed\\x85"
-    assert escape("abcdef", 3) == "abc…"
+    assert escape("abcdef", 3) == "abc… (6 characters)"
     assert escape("plain, ünïcode") == "plain, ünïcode"
 
 

@@ -236,7 +236,10 @@ def test_file_render_budget_stops_the_renders() -> None:
     audits, file_findings = audit_templates(templates, limits=limits)
     (over,) = file_findings
     assert over.code == TEMPLATE_TOO_MANY and "render budget" in over.message
-    assert any(a.findings == () and a.rendered is None for a in audits)
+    # One resource limit each: what a render met, or for those the budget left unrendered, the static count.
+    unrendered = [a for a in audits if a.rendered is None]
+    assert unrendered and all([f.code for f in a.findings] == [TEMPLATE_RESOURCE_LIMIT] for a in unrendered)
+    assert any("without rendering" in a.findings[0].message for a in unrendered)
 
 
 # --- every template key ------------------------------------------------------------------

@@ -70,7 +70,7 @@ from gguf_audit.templates.inspect.names import (
 from gguf_audit.templates.inspect.tree import expr_text, keyword_args, walk
 from gguf_audit.templates.inspect.values import Atom, Value
 
-__all__ = ["TemplateInspectionError", "inspect_template_source"]
+__all__ = ["TemplateInspectionError", "inspect_template_source", "parse_template_source"]
 
 #: Unsafe reasons reported per template; past this the template is judged anyway.
 _MAX_REASONS: Final = 20
@@ -304,18 +304,28 @@ def _iterated_dicts(iterable: nodes.Node) -> list[nodes.Node]:
     return found
 
 
-def inspect_template_source(source: str) -> list[str]:
-    """Statically inspect a chat template; return why it is unsafe (empty: no reason found).
+def parse_template_source(source: str) -> nodes.Template:
+    """The template's tree, as the environment transformers uses parses it.
 
-    Pure: the template is parsed, never rendered. The rule is in this module's
-    docstring. Raises ``jinja2.TemplateSyntaxError`` when the source does not
-    parse, and :class:`TemplateInspectionError` when its expressions nest or
-    chain past the inspection's bounds.
+    Raises ``jinja2.TemplateSyntaxError`` when the source does not parse, and
+    :class:`TemplateInspectionError` when it nests past the parser's stack.
     """
     try:
-        tree = make_environment().parse(source)
+        return make_environment().parse(source)
     except RecursionError as exc:
         raise TemplateInspectionError("the template nests too deeply for the Jinja parser") from exc
+
+
+def inspect_template_source(source: str, tree: nodes.Template | None = None) -> list[str]:
+    """Statically inspect a chat template; return why it is unsafe (empty: no reason found).
+
+    Pure: the template is parsed (unless its ``tree`` is given), never rendered.
+    The rule is in this module's docstring. Raises ``jinja2.TemplateSyntaxError``
+    when the source does not parse, and :class:`TemplateInspectionError` when its
+    expressions nest or chain past the inspection's bounds.
+    """
+    if tree is None:
+        tree = parse_template_source(source)
     try:
         return _Inspector(tree).inspect()
     except TooComplex as exc:
