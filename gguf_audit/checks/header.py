@@ -24,7 +24,7 @@ from typing import TypeAlias
 from gguf_audit.checks.facts import header_facts
 from gguf_audit.checks.filetype import check_file_type
 from gguf_audit.checks.metadata import check_architecture, check_key_types, check_required_keys
-from gguf_audit.checks.structure import check_structure
+from gguf_audit.checks.structure import check_mapped_buffer, check_structure
 from gguf_audit.checks.tensors import check_tensors
 from gguf_audit.checks.text import check_control_characters
 from gguf_audit.checks.tokenizer import check_template_tokens, check_tokenizer, check_tokenizer_keys
@@ -53,13 +53,21 @@ def check_header(
     follow; then, unless ``semantics`` is false, the semantic ones, with its renders
     (see :func:`check_semantics` for ``url`` and ``template_renders``).
     """
-    yield from check_structure(header, file_size)
+    refused = False
+    for found in check_structure(header, file_size):
+        refused = refused or bool(found.refused)
+        yield found
     renders: Mapping[str, str] | None = None
     if templates is not None:
         template_findings, renders = templates()
         yield from template_findings
     if semantics:
-        yield from check_semantics(header, url=url, template_renders=renders)
+        for found in check_semantics(header, url=url, template_renders=renders):
+            refused = refused or bool(found.refused)
+            yield found
+    if not refused:
+        # Mapping the weights is the loader's last step: reached only when nothing refused before.
+        yield from check_mapped_buffer(header)
 
 
 def check_semantics(

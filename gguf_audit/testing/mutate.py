@@ -284,7 +284,17 @@ def _set_field(kind: str, values: Callable[[int, random.Random], int]) -> _Edit:
 
 def _inflated(old: int, rng: random.Random) -> int:
     return rng.choice(
-        [old + 1, old - 1, old + rng.randint(2, 64), old * 2, old + 1024, 1 << 31, (1 << 32) - 1, 1 << 62, (1 << 64) - 1]
+        [
+            old + 1,
+            old - 1,
+            old + rng.randint(2, 64),
+            old * 2,
+            old + 1024,
+            1 << 31,
+            (1 << 32) - 1,
+            1 << 62,
+            (1 << 64) - 1,
+        ]
     )
 
 
@@ -511,7 +521,9 @@ KINDS: Final[dict[str, tuple[int, _Edit]]] = {
 }
 
 
-def mutants(seeds: Sequence[Seed], count: int, *, seed: int = 0, kinds: Sequence[str] | None = None) -> Iterator[Mutant]:
+def mutants(
+    seeds: Sequence[Seed], count: int, *, seed: int = 0, kinds: Sequence[str] | None = None
+) -> Iterator[Mutant]:
     """``count`` mutants of ``seeds``, drawn from ``random.Random(seed)``: the same stream every time."""
     rng = random.Random(seed)
     names = list(KINDS) if kinds is None else list(kinds)
