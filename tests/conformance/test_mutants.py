@@ -26,7 +26,14 @@ pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 MUTANTS: Final = 2000
 FUZZ_SEED: Final = 18
 
-KNOWN_HPARAMS_VOCAB: Final[dict[str, re.Pattern[str]]] = {}
+KNOWN_HPARAMS_VOCAB: Final[dict[str, re.Pattern[str]]] = {
+    # checks/arch.py matches a tensor name's base and lets any suffix through ("output.w" passes as
+    # "output" + ".w"); llama.cpp creates only the names its architecture has, so one more tensor in
+    # the file ends the load. Belongs to the generated tensor-name table.
+    "tensor name suffixes not judged (arch name table)": re.compile(
+        r"^refused/loads: done_getting_tensors: wrong number of tensors"
+    ),
+}
 """Disagreement classes of the hyperparameter and vocabulary checks (another area's), by name: each
 pattern matches :attr:`Outcome.klass`. Remove an entry once its class is fixed."""
 
