@@ -265,12 +265,15 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
             offset=t.info_offset,
         )
         return
-    if not t.shape or any(d < 0 for d in t.shape):
+    if any(d < 0 for d in t.shape):
         return
-    if t.shape[0] % info.block_elems:
+    # ggml pads a shape with 1s: a tensor of no dimensions has rows of one element, which
+    # no block-quantized type divides (gguf.cpp refuses it).
+    row = ggml_ne(t.shape)[0]
+    if row % info.block_elems:
         yield finding(
             "tensor.row_not_block_multiple",
-            f"tensor {t.name!r} of type {info.name} has rows of {t.shape[0]} elements, "
+            f"tensor {t.name!r} of type {info.name} has rows of {row} elements, "
             f"not a multiple of the block size {info.block_elems}",
             tensor=t.name,
             offset=t.info_offset,

@@ -38,6 +38,9 @@ from gguf_audit.format.wire import (
 
 __all__ = ["parse_header"]
 
+_KEY_SHOWN_CHARS = 120
+"""Characters of a key quoted in a decoding error's message."""
+
 
 def _detect(buf: bytes | memoryview, file_size: int | None) -> tuple[int, ByteOrder]:
     """Magic and version; the byte order follows from the version word."""
@@ -184,11 +187,13 @@ def _read_kv(r: Reader, index: int) -> KV:
     if b"\0" in raw:
         # gguf_find_key compares with strcmp: llama.cpp sees the key up to its first NUL.
         key = raw.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")
-    vtype = r.read_value_type(key)
+    # Messages about the value name the key, cut short: llama.cpp allows keys of up to 1 GiB.
+    label = key if len(key) <= _KEY_SHOWN_CHARS else f"{key[:_KEY_SHOWN_CHARS]}... ({len(key)} characters)"
+    vtype = r.read_value_type(label)
     if vtype is ValueType.ARRAY:
-        item_type, value = r.read_array(key, 1)
+        item_type, value = r.read_array(label, 1)
         return KV(key, vtype, value, at, item_type, raw)
-    return KV(key, vtype, r.read_scalar(vtype, key), at, raw_key=raw)
+    return KV(key, vtype, r.read_scalar(vtype, label), at, raw_key=raw)
 
 
 def _read_tensor_info(r: Reader, index: int) -> RawTensor:

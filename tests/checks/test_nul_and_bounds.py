@@ -104,3 +104,12 @@ def test_a_mib_long_key_is_quoted_short(tmp_path: Path) -> None:
     path = tmp_path / "m.gguf"
     audit = audit_file(str(path), config=HEADER_ONLY)
     assert len(audit.findings[0].message) < 300
+
+
+def test_a_mib_long_key_of_a_bad_value_type_is_quoted_short(tmp_path: Path) -> None:
+    kvs, tensors = tiny_llama_like()
+    path = tmp_path / "m.gguf"
+    path.write_bytes(build_gguf([*kvs, KV("k" * (1 << 20), 99, b"")], tensors))
+    audit = audit_file(str(path), config=HEADER_ONLY)
+    assert [f.code for f in audit.findings] == ["header.bad_value_type"]
+    assert len(audit.findings[0].message) < 300 and "1048576 characters" in audit.findings[0].message

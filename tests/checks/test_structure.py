@@ -174,6 +174,12 @@ CASES: dict[str, tuple[Callable[[], bytes], str, bool, bool]] = {
         False,
         True,
     ),
+    "block-quantized tensor of no dimensions": (
+        lambda: _build(tensors=[Tensor("a.weight", (), Q8_0, data=b"\0" * 34)]),
+        "tensor.row_not_block_multiple",
+        False,
+        True,
+    ),
     "duplicate tensor": (
         lambda: _build(tensors=[Tensor("a", (32,), F32), Tensor("a", (32,), F32)]),
         "tensor.duplicate_name",
