@@ -103,7 +103,7 @@ def compare(
     stage: Stage = Stage.MODEL,
     config: AuditConfig = CONFORMANCE_AUDIT,
     batch: int = ORACLE_BATCH,
-    timeout_s: float = 30.0,
+    timeout_s: float = 60.0,
 ) -> list[Outcome]:
     """Audit every file and ask the oracle about it; one :class:`Outcome` per path, in order."""
     verdicts: list[OracleVerdict] = []

@@ -113,3 +113,11 @@ def test_a_mib_long_key_of_a_bad_value_type_is_quoted_short(tmp_path: Path) -> N
     audit = audit_file(str(path), config=HEADER_ONLY)
     assert [f.code for f in audit.findings] == ["header.bad_value_type"]
     assert len(audit.findings[0].message) < 300 and "1048576 characters" in audit.findings[0].message
+
+
+def test_a_one_dimensional_output_has_one_row_as_ggml_pads_it(tmp_path: Path) -> None:
+    kvs, tensors = tiny_llama_like()
+    tensors = [Tensor("output.weight", (0,), t.ggml_type, data=b"") if t.name == "output.weight" else t
+               for t in tensors]  # fmt: skip
+    codes, verdict, _ = _audit(tmp_path, kvs, tensors)
+    assert "tokenizer.vocab_mismatch" in codes and verdict is LlamaCpp.REFUSES

@@ -33,6 +33,20 @@ KNOWN_HPARAMS_VOCAB: Final[dict[str, re.Pattern[str]]] = {
     "tensor name suffixes not judged (arch name table)": re.compile(
         r"^refused/loads: done_getting_tensors: wrong number of tensors"
     ),
+    # A hyperparameter the checks read stored with another integer type: llama.cpp converts and uses
+    # it (tensor shapes, n_rot); checks/metadata.py reads it as missing.
+    "retyped hyperparameters read as absent (metadata)": re.compile(
+        r"^refused/loads: (error loading model hyperparameters: invalid n_rot|check_tensor_dims: tensor)"
+    ),
+    # general.architecture or tokenizer.ggml.model stored as another type: llama.cpp names the value it
+    # read unknown and refuses; the checks call the verdict unknown (checks/metadata.py, checks/tokenizer.py).
+    "retyped architecture or tokenizer name (metadata, tokenizer)": re.compile(
+        r"^refused/unknown: (unknown model architecture|error loading model vocabulary: unknown tokenizer)"
+    ),
+    # {arch}.block_count past LLAMA_MAX_LAYERS aborts in b11312 (issue 18); checks/tensors.py refuses it.
+    "block_count past 512 aborts (hparams)": re.compile(r"^aborted/refuses: .*meta\.block_count_mismatch"),
+    # Two tokens with the same text: llama_vocab asserts id_to_token.size() == token_to_id.size().
+    "duplicate token texts abort (vocabulary)": re.compile(r"^aborted/loads: .*llama-vocab\.cpp.*id_to_token"),
 }
 """Disagreement classes of the hyperparameter and vocabulary checks (another area's), by name: each
 pattern matches :attr:`Outcome.klass`. Remove an entry once its class is fixed."""
