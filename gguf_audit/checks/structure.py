@@ -23,6 +23,9 @@ __all__ = ["GGML_MAX_NAME", "TENSOR_ALIGNMENT", "check_mapped_buffer", "check_st
 GGML_MAX_NAME = 64
 """ggml's tensor name buffer, NUL included: names of 64 bytes or more are refused."""
 
+MAX_DUPLICATE_FINDINGS = 10
+"""Duplicate tensor names reported one by one; the rest are counted in one more finding."""
+
 TENSOR_ALIGNMENT = 32
 """ggml-backend's TENSOR_ALIGNMENT: a buffer made over mapped file bytes must start on it."""
 
@@ -160,6 +163,7 @@ def _check_keys(header: Header) -> Iterator[Finding]:
 
 def _check_tensor_infos(header: Header) -> Iterator[Finding]:
     seen: set[str] = set()
+    duplicates = 0
     for t in header.tensors:
         if b"\0" in t.raw_name:
             yield finding(
@@ -177,12 +181,20 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
                 offset=t.info_offset,
             )
         if t.name in seen:
-            yield finding(
-                "tensor.duplicate_name", f"tensor {t.name!r} appears twice", tensor=t.name, offset=t.info_offset
-            )
+            duplicates += 1
+            if duplicates <= MAX_DUPLICATE_FINDINGS:
+                yield finding(
+                    "tensor.duplicate_name", f"tensor {t.name!r} appears twice", tensor=t.name, offset=t.info_offset
+                )
         seen.add(t.name)
         yield from _check_dims(t)
         yield from _check_type(t)
+    if duplicates > MAX_DUPLICATE_FINDINGS:
+        yield finding(
+            "tensor.duplicate_name",
+            f"{duplicates - MAX_DUPLICATE_FINDINGS} more tensors repeat a name (a corrupt tensor count reads "
+            "zeros as nameless tensors)",
+        )
 
 
 def _check_dims(t: TensorInfo) -> Iterator[Finding]:
