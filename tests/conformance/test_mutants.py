@@ -33,9 +33,9 @@ KNOWN_HPARAMS_VOCAB: Final[dict[str, re.Pattern[str]]] = {
     "tensor name suffixes not judged (arch name table)": re.compile(
         r"^refused/loads: done_getting_tensors: wrong number of tensors"
     ),
-    # A hyperparameter the checks read stored with another integer type: llama.cpp converts and uses
-    # it (tensor shapes, n_rot); checks/metadata.py reads it as missing.
-    "retyped hyperparameters read as absent (metadata)": re.compile(
+    # A hyperparameter stored with another type, e.g. head_count as a per-layer array: llama.cpp reads
+    # and uses it (tensor shapes, n_rot) and refuses; the hyperparameter checks pass the file.
+    "retyped hyperparameters judged apart (hparams)": re.compile(
         r"^refused/loads: (error loading model hyperparameters: invalid n_rot|check_tensor_dims: tensor)"
     ),
     # general.architecture or tokenizer.ggml.model stored as another type: llama.cpp names the value it
