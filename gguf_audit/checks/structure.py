@@ -16,12 +16,9 @@ from gguf_audit.codes_security import endangers
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
 from gguf_audit.format.model import Header, TensorInfo, ValueType
-from gguf_audit.format.wire import GGML_MAX_DIMS
+from gguf_audit.format.wire import GGML_MAX_DIMS, GGML_MAX_NAME
 
 __all__ = ["GGML_MAX_NAME", "TENSOR_ALIGNMENT", "check_mapped_buffer", "check_structure", "ggml_ne", "shown"]
-
-GGML_MAX_NAME = 64
-"""ggml's tensor name buffer, NUL included: names of 64 bytes or more are refused."""
 
 MAX_DUPLICATE_FINDINGS = 10
 """Duplicate tensor names reported one by one; the rest are counted in one more finding."""
