@@ -129,6 +129,13 @@ _code("header.empty_key", E, True, "A metadata key of zero length.")
 _code("header.duplicate_key", E, True, "The same metadata key appears twice.")
 _code("header.bad_alignment", E, True, "general.alignment is not a uint32, is zero, or is not a power of two.")
 _code(
+    "header.nul_in_key",
+    W,
+    False,
+    "A key holds a NUL byte: llama.cpp matches keys with strcmp, so it sees only the bytes before it "
+    "(a key can hide behind, or shadow, another).",
+)
+_code(
     "header.invalid_utf8",
     W,
     False,
@@ -149,7 +156,27 @@ _code(
 
 # --- tensor infos and the data section against the listed size ---
 _code("tensor.name_too_long", E, True, "A tensor name of 64 bytes or more (GGML_MAX_NAME).")
-_code("tensor.duplicate_name", E, True, "Two tensors share a name.")
+_code("tensor.duplicate_name", E, True, "Two tensors share a name (up to the first NUL byte, as ggml keeps it).")
+_code(
+    "tensor.nul_in_name",
+    W,
+    False,
+    "A tensor name holds a NUL byte: ggml keeps only the bytes before it, so other tools see another name.",
+)
+_code(
+    "tensor.shape_aborts",
+    E,
+    LlamaCpp.ABORTS,
+    "A shape gguf.cpp accepts but ggml_new_tensor asserts on (an element count of exactly INT64_MAX's bound, "
+    "or overflowing dims behind a zero): the loading process aborts.",
+)
+_code(
+    "tensor.unaligned_buffer",
+    E,
+    LlamaCpp.ABORTS,
+    "general.alignment below 32 puts the data section off ggml's 32-byte tensor alignment: mapping the "
+    "weights fails a GGML_ASSERT in ggml-backend.cpp and the loading process aborts.",
+)
 _code(
     "tensor.bad_dims",
     E,

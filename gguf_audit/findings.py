@@ -25,6 +25,7 @@ __all__ = [
     "CODES",
     "CORE_CODES",
     "LLAMA_CPP_BUILD",
+    "MAX_MESSAGE_CHARS",
     "SEVERITY_RANK",
     "CodeInfo",
     "Finding",
@@ -120,5 +121,12 @@ def llama_cpp_verdict(findings: Iterable[Finding]) -> LlamaCpp | None:
     return worst
 
 
+MAX_MESSAGE_CHARS = 2000
+"""A finding's message is cut here, its full length stated: a check that quotes a file's value (a
+string of up to 1 GiB) must not make a megabyte message, to be redacted, escaped and stored."""
+
+
 def _one_line(message: str) -> str:
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = f"{message[:MAX_MESSAGE_CHARS]}... (message cut at {MAX_MESSAGE_CHARS} of {len(message)} characters)"
     return " ".join(message.split()) if "\n" in message or "\r" in message else message

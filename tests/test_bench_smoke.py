@@ -115,3 +115,13 @@ def test_the_table_layouts_benchmark_runs_small(tmp_path: Path, monkeypatch: pyt
     assert nights["churn"]["rows_written"]["tensors"] == 3 * 291
     assert current["churn"]["rows_written"]["tensors"] > nights["churn"]["rows_written"]["tensors"]
     assert current["quiet"]["bytes_added"] == 0 < nights["quiet"]["bytes_added"] < nights["full"]["bytes_added"]
+
+
+def test_the_fuzz_benchmark_runs_small(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_fuzz.py on 40 mutants: nothing escapes the audit or a renderer, and it says so."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    bench = _load("bench_fuzz")
+    assert bench.main(["--mutants", "40", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "uncaught exceptions: 0" in out and "internal.* findings: 0" in out
+    assert "slowest mutants against their seed:" in out and "peak RSS:" in out

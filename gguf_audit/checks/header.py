@@ -29,7 +29,7 @@ from gguf_audit.checks.facts import HeaderFacts, header_facts
 from gguf_audit.checks.filetype import check_file_type
 from gguf_audit.checks.hparams import check_hparams
 from gguf_audit.checks.metadata import check_architecture, check_key_types, check_required_keys
-from gguf_audit.checks.structure import check_structure
+from gguf_audit.checks.structure import check_mapped_buffer, check_structure
 from gguf_audit.checks.tensors import check_tensors
 from gguf_audit.checks.text import check_control_characters
 from gguf_audit.checks.tokenizer import check_template_tokens, check_tokenizer, check_tokenizer_keys
@@ -64,7 +64,10 @@ def check_header(
     runs on its own (:func:`isolated`): one that fails gives ``internal.unexpected``
     naming it, and the others still run.
     """
-    yield from isolated("structure", lambda: check_structure(header, file_size))
+    refused = False
+    for found in isolated("structure", lambda: check_structure(header, file_size)):
+        refused = refused or bool(found.refused)
+        yield found
     renders: Mapping[str, str] | None = None
     if templates is not None:
         step: list[Mapping[str, str] | None] = [None]
@@ -76,7 +79,12 @@ def check_header(
         yield from isolated("chat template", template_step)
         renders = step[0]
     if semantics:
-        yield from check_semantics(header, url=url, template_renders=renders)
+        for found in check_semantics(header, url=url, template_renders=renders):
+            refused = refused or bool(found.refused)
+            yield found
+    if not refused:
+        # Mapping the weights is the loader's last step: reached only when nothing refused before.
+        yield from check_mapped_buffer(header)
 
 
 def check_semantics(

@@ -17,12 +17,15 @@ from gguf_audit.codes_security import endangers
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
 from gguf_audit.format.model import Header, TensorInfo, ValueType
-from gguf_audit.format.wire import GGML_MAX_DIMS
+from gguf_audit.format.wire import GGML_MAX_DIMS, GGML_MAX_NAME
 
-__all__ = ["GGML_MAX_NAME", "check_structure", "ggml_ne"]
+__all__ = ["GGML_MAX_NAME", "TENSOR_ALIGNMENT", "check_mapped_buffer", "check_structure", "ggml_ne"]
 
-GGML_MAX_NAME = 64
-"""ggml's tensor name buffer, NUL included: names of 64 bytes or more are refused."""
+MAX_DUPLICATE_FINDINGS = 10
+"""Duplicate tensor names reported one by one; the rest are counted in one more finding."""
+
+TENSOR_ALIGNMENT = 32
+"""ggml-backend's TENSOR_ALIGNMENT: a buffer made over mapped file bytes must start on it."""
 
 TENSOR_SIZE_OVERFLOW = "tensor.size_overflow"
 #: ggml_tensor_overhead(): a ggml_object and a ggml_tensor, per tensor of a ggml context.
@@ -35,11 +38,47 @@ _KEY_RULE = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*\Z")
 
 def check_structure(header: Header, file_size: int | None) -> Iterator[Finding]:
     """Yield every structural finding of ``header`` in a file of ``file_size`` bytes."""
-    yield from _check_preamble(header)
-    yield from _check_keys(header)
-    yield from _check_tensor_infos(header)
-    yield from _check_layout(header)
+    parsed = [
+        *_check_preamble(header),
+        *_check_keys(header),
+        *_check_tensor_infos(header),
+        *_check_layout(header),
+    ]
+    yield from parsed
+    if not any(f.refused for f in parsed):
+        # gguf.cpp accepted the header; creating the tensors comes next, before the loader's checks.
+        yield from _check_ggml_new_tensor(header)
     yield from _check_file_size(header, file_size)
+
+
+def check_mapped_buffer(header: Header) -> Iterator[Finding]:
+    """The loader's mmap step: the CPU buffer starts at the first tensor's byte in the file, and
+    ``ggml_backend_cpu_buffer_from_ptr`` asserts it is 32-byte aligned (a ``general.alignment`` below 32
+    can break that). Only meaningful for a file nothing else refuses: llama.cpp gets here last."""
+    if not header.tensors:
+        return
+    first = min(header.tensors, key=lambda t: t.data_offset)
+    if first.data_offset % TENSOR_ALIGNMENT:
+        yield finding(
+            "tensor.unaligned_buffer",
+            f"the first tensor's data, {first.name!r}, starts at byte {first.data_offset}, not a multiple of "
+            f"ggml's {TENSOR_ALIGNMENT}-byte tensor alignment (general.alignment {header.alignment}): mapping "
+            "the weights fails a GGML_ASSERT and the loading process aborts",
+            tensor=first.name,
+            offset=first.data_offset,
+        )
+
+
+def _check_ggml_new_tensor(header: Header) -> Iterator[Finding]:
+    for t in header.tensors:
+        if len(t.shape) <= GGML_MAX_DIMS and not _ggml_elements_fit(ggml_ne(t.shape)):
+            yield finding(
+                "tensor.shape_aborts",
+                f"tensor {t.name!r} with shape {list(t.shape)} passes gguf.cpp's element-count test but fails "
+                "ggml_new_tensor's GGML_ASSERT (INT64_MAX / ne[i] > elements): the loading process aborts",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
 
 
 def _check_preamble(header: Header) -> Iterator[Finding]:
@@ -60,19 +99,29 @@ def _check_preamble(header: Header) -> Iterator[Finding]:
 
 
 def _check_keys(header: Header) -> Iterator[Finding]:
-    seen: dict[str, int] = {}
+    # gguf.cpp refuses a key written twice byte for byte; keys equal only up to
+    # a NUL are distinct there, though lookups (strcmp) see the first of them.
+    seen: dict[bytes, int] = {}
     for kv in header.kvs:
-        if not kv.key:
+        raw = kv.raw_key or kv.key.encode("utf-8", "surrogateescape")
+        if not raw:
             yield finding("header.empty_key", "a metadata key is the empty string", offset=kv.offset)
-        elif kv.key in seen:
+            continue
+        if b"\0" in raw:
+            yield finding(
+                "header.nul_in_key",
+                f"key {quote(raw)} holds a NUL byte at {raw.index(0)}; llama.cpp sees it as {quote(kv.key)}",
+                offset=kv.offset,
+            )
+        if raw in seen:
             yield finding(
                 "header.duplicate_key",
-                f"key {quote(kv.key)} appears again (first at offset {seen[kv.key]})",
+                f"key {quote(kv.key)} appears again (first at offset {seen[raw]})",
                 offset=kv.offset,
             )
         else:
-            seen[kv.key] = kv.offset
-            if not _KEY_RULE.match(kv.key):
+            seen[raw] = kv.offset
+            if kv.key and not _KEY_RULE.match(kv.key):
                 yield finding(
                     "header.noncanonical_key",
                     f"key {quote(kv.key)} is not dot-separated lower_snake_case",
@@ -102,7 +151,15 @@ def _check_keys(header: Header) -> Iterator[Finding]:
 
 def _check_tensor_infos(header: Header) -> Iterator[Finding]:
     seen: set[str] = set()
+    duplicates = 0
     for t in header.tensors:
+        if b"\0" in t.raw_name:
+            yield finding(
+                "tensor.nul_in_name",
+                f"tensor name {quote(t.raw_name)} holds a NUL byte at {t.raw_name.index(0)}; ggml names it {t.name!r}",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
         name_bytes = len(t.raw_name) if t.raw_name else len(t.name.encode("utf-8", "surrogateescape"))
         if name_bytes >= GGML_MAX_NAME:
             yield finding(
@@ -112,12 +169,23 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
                 offset=t.info_offset,
             )
         if t.name in seen:
-            yield finding(
-                "tensor.duplicate_name", f"tensor {quote(t.name)} appears twice", tensor=t.name, offset=t.info_offset
-            )
+            duplicates += 1
+            if duplicates <= MAX_DUPLICATE_FINDINGS:
+                yield finding(
+                    "tensor.duplicate_name",
+                    f"tensor {quote(t.name)} appears twice",
+                    tensor=t.name,
+                    offset=t.info_offset,
+                )
         seen.add(t.name)
         yield from _check_dims(t)
         yield from _check_type(t)
+    if duplicates > MAX_DUPLICATE_FINDINGS:
+        yield finding(
+            "tensor.duplicate_name",
+            f"{duplicates - MAX_DUPLICATE_FINDINGS} more tensors repeat a name (a corrupt tensor count reads "
+            "zeros as nameless tensors)",
+        )
 
 
 def _check_dims(t: TensorInfo) -> Iterator[Finding]:
@@ -139,18 +207,35 @@ def _check_dims(t: TensorInfo) -> Iterator[Finding]:
         )
         return
     ne = ggml_ne(t.shape)
-    # The same three tests llama.cpp makes, so a shape it refuses is refused here.
-    if 0 not in ne and (
-        _INT64_MAX // ne[1] <= ne[0]
-        or _INT64_MAX // ne[2] <= ne[0] * ne[1]
-        or _INT64_MAX // ne[3] <= ne[0] * ne[1] * ne[2]
-    ):
+    if not _gguf_elements_fit(ne):
         yield finding(
             "tensor.bad_dims",
             f"tensor {quote(t.name)} with shape {list(t.shape)} has {t.n_elements} elements, past int64",
             tensor=t.name,
             offset=t.info_offset,
         )
+
+
+def _gguf_elements_fit(ne: Sequence[int]) -> bool:
+    """gguf.cpp's element-count test (b11312): the running product over the dims, each one > 1 checked."""
+    current = ne[0]
+    for d in ne[1:]:
+        if d > 1 and _INT64_MAX // d < current:
+            return False
+        current *= d
+    return True
+
+
+def _ggml_elements_fit(ne: Sequence[int]) -> bool:
+    """ggml_new_tensor_impl's test, a GGML_ASSERT: stricter by one, and blind to zero dims
+    (it multiplies only the dims > 1), so shapes gguf.cpp accepts can abort here."""
+    current = ne[0]
+    for d in ne[1:]:
+        if d > 1:
+            if not _INT64_MAX // d > current:
+                return False
+            current *= d
+    return True
 
 
 def ggml_ne(shape: Sequence[int]) -> tuple[int, ...]:
@@ -183,12 +268,15 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
             offset=t.info_offset,
         )
         return
-    if not t.shape or any(d < 0 for d in t.shape):
+    if any(d < 0 for d in t.shape):
         return
-    if t.shape[0] % info.block_elems:
+    # ggml pads a shape with 1s: a tensor of no dimensions has rows of one element, which
+    # no block-quantized type divides (gguf.cpp refuses it).
+    row = ggml_ne(t.shape)[0]
+    if row % info.block_elems:
         yield finding(
             "tensor.row_not_block_multiple",
-            f"tensor {quote(t.name)} of type {info.name} has rows of {t.shape[0]} elements, "
+            f"tensor {quote(t.name)} of type {info.name} has rows of {row} elements, "
             f"not a multiple of the block size {info.block_elems}",
             tensor=t.name,
             offset=t.info_offset,

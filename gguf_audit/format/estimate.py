@@ -115,9 +115,10 @@ def _partial_array(r: Reader, kv_pos: int, needed: int) -> _PartialArray | None:
         sub = Reader(r.buf, r.file_size, 1 if r.v1 else 3, r.order, r.limits)
         sub.pos = kv_pos
         key, _ = sub.read_text("key", "key")
-        if sub.read_value_type(key) is not ValueType.ARRAY:
+        # Only a guess is made here: an error's message (which would quote a key of any length) is dropped.
+        if sub.read_value_type("key") is not ValueType.ARRAY:
             return None
-        item_type = sub.read_value_type(key)
+        item_type = sub.read_value_type("key")
         n = sub.read_count("array length")
     except (Short, FormatError):
         return None

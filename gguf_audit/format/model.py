@@ -145,6 +145,9 @@ class KV:
     """Absolute offset of the record (its key length field)."""
     item_type: ValueType | None = None
     """For arrays: the element type (ARRAY for arrays of arrays)."""
+    raw_key: bytes = b""
+    """The key's bytes as written. :attr:`key` is what llama.cpp matches (``strcmp``): the bytes before
+    the first NUL; the two differ only when the key holds a NUL."""
 
     @property
     def length(self) -> int | None:
@@ -179,6 +182,8 @@ class TensorInfo:
     info_offset: int
     """Absolute offset of the tensor-info record."""
     raw_name: bytes = b""
+    """The name's bytes as written; :attr:`name` is what ggml keeps (``ggml_set_name``): the bytes
+    before the first NUL."""
 
     @property
     def type_info(self) -> GGMLTypeInfo:
@@ -216,7 +221,7 @@ class Header:
     findings: tuple[Finding, ...] = ()
     """Problems seen while decoding (invalid UTF-8, invalid bools)."""
     metadata: Mapping[str, KV] = field(default_factory=dict)
-    """The first KV of every key, in file order."""
+    """The first KV of every key (up to its first NUL, as ``gguf_find_key`` compares), in file order."""
 
     def get(self, key: str, default: Value | None = None) -> Value | None:
         kv = self.metadata.get(key)

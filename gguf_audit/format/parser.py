@@ -31,6 +31,7 @@ from gguf_audit.format.reader import Checkpoint, RawTensor, Reader, Short
 from gguf_audit.format.wire import (
     DEFAULT_ALIGNMENT,
     DEFAULT_LIMITS,
+    GGML_MAX_NAME,
     GGUF_MAGIC,
     MIN_KV_BYTES,
     MIN_TENSOR_BYTES,
@@ -38,6 +39,9 @@ from gguf_audit.format.wire import (
 )
 
 __all__ = ["parse_header"]
+
+_KEY_SHOWN_CHARS = 120
+"""Characters of a key quoted in a decoding error's message."""
 
 
 def _detect(buf: bytes | memoryview, file_size: int | None) -> tuple[int, ByteOrder]:
@@ -184,17 +188,25 @@ def _parse_from(buf: bytes | memoryview, file_size: int | None, cp: Checkpoint, 
 
 def _read_kv(r: Reader, index: int) -> KV:
     at = r.pos
-    key, _raw = r.read_text(f"the key of key-value {index}", f"key {index}")
-    vtype = r.read_value_type(key)
+    key, raw = r.read_text(f"the key of key-value {index}", f"key {index}")
+    if b"\0" in raw:
+        # gguf_find_key compares with strcmp: llama.cpp sees the key up to its first NUL.
+        key = raw.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")
+    # Messages about the value name the key, cut short: llama.cpp allows keys of up to 1 GiB.
+    label = key if len(key) <= _KEY_SHOWN_CHARS else f"{key[:_KEY_SHOWN_CHARS]}... ({len(key)} characters)"
+    vtype = r.read_value_type(label)
     if vtype is ValueType.ARRAY:
-        item_type, value = r.read_array(key, 1)
-        return KV(key, vtype, value, at, item_type)
-    return KV(key, vtype, r.read_scalar(vtype, key), at)
+        item_type, value = r.read_array(label, 1)
+        return KV(key, vtype, value, at, item_type, raw)
+    return KV(key, vtype, r.read_scalar(vtype, label), at, raw_key=raw)
 
 
 def _read_tensor_info(r: Reader, index: int) -> RawTensor:
     at = r.pos
-    name, raw = r.read_text(f"the name of tensor {index}", f"the name of tensor {index}")
+    name, raw = r.read_name(f"the name of tensor {index}", GGML_MAX_NAME)
+    if b"\0" in raw:
+        # ggml_set_name copies a C string: ggml, and the loader after it, know the name up to its first NUL.
+        name = raw.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")
     dims_at = r.pos
     n_dims = r.read_u32(f"the dimension count of tensor {quote(name)}")
     if n_dims > r.limits.max_dims:

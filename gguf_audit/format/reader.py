@@ -26,6 +26,9 @@ from gguf_audit.format.wire import SCALAR_CODE, SCALAR_SIZE, VALUE_TYPES, Limits
 
 __all__ = ["Checkpoint", "RawTensor", "Reader", "Short"]
 
+_NAME_SHOWN_BYTES = 48
+"""Bytes of an over-long tensor name quoted in its finding: the name itself is never read."""
+
 
 class Short(Exception):
     """The buffer ends before ``needed``; the file (as far as known) goes on."""
@@ -174,6 +177,40 @@ class Reader:
                 )
             )
             return raw.decode("utf-8", "backslashreplace"), raw
+
+    def read_name(self, what: str, max_bytes: int) -> tuple[str, bytes]:
+        """A tensor name: refused, unread, once its length reaches ``max_bytes`` (ggml's GGML_MAX_NAME).
+
+        gguf.cpp refuses such a name after reading it; reading megabytes of a
+        name the file cannot have costs time and memory for nothing, so the
+        parser stops at the length, after the same string checks llama.cpp makes first.
+        """
+        at = self.pos
+        n = self.read_count(f"the length of {what}")
+        if n < max_bytes:
+            self.pos = at
+            return self.read_text(what, what)
+        if n > self.limits.max_string_bytes:
+            raise FormatError(
+                "header.string_too_long",
+                f"{what} claims {n} bytes, past the limit of {self.limits.max_string_bytes}{_huge(n)}",
+                at,
+            )
+        remaining = self.remaining(self.pos)
+        if remaining is not None and n > remaining:
+            raise FormatError(
+                "header.truncated",
+                f"{what} claims {n} bytes, but the file ends {remaining} bytes later, at {self.limit_end}",
+                at,
+            )
+        shown = min(n, _NAME_SHOWN_BYTES)
+        self.need(self.pos + shown, what)
+        head = bytes(self.buf[self.pos : self.pos + shown])
+        raise FormatError(
+            "tensor.name_too_long",
+            f"{what} is {n} bytes (starting {head!r}); ggml allows at most {max_bytes - 1}",
+            at,
+        )
 
     # -- values ---------------------------------------------------------------
 

@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_ALIGNMENT",
     "DEFAULT_LIMITS",
     "GGML_MAX_DIMS",
+    "GGML_MAX_NAME",
     "GGUF_MAGIC",
     "MIN_KV_BYTES",
     "MIN_TENSOR_BYTES",
@@ -30,6 +31,9 @@ DEFAULT_ALIGNMENT: Final = 32
 """The data alignment when ``general.alignment`` is absent or invalid (GGUF_DEFAULT_ALIGNMENT)."""
 GGML_MAX_DIMS: Final = 4
 """Dimensions ggml gives a tensor (ggml.h's GGML_MAX_DIMS)."""
+GGML_MAX_NAME: Final = 64
+"""ggml's tensor name buffer, NUL included (ggml.h's GGML_MAX_NAME): gguf.cpp refuses a name of 64
+bytes or more, so the parser reads no further than that into one."""
 
 
 @dataclass(frozen=True, slots=True)

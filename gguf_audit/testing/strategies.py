@@ -30,6 +30,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus, ggml_type_info
+from gguf_audit.format.model import KV as ParsedKV
 from gguf_audit.format.model import ByteOrder, Header, StringArray, Value, ValueType
 from gguf_audit.format.wire import DEFAULT_ALIGNMENT, GGML_MAX_DIMS
 from gguf_audit.testing.builder import KV, Tensor, build_gguf_layout, tensor_data_bytes
@@ -163,13 +164,18 @@ def plain_value(value: Value | object) -> object:
     return value
 
 
+def _written_key(kv: ParsedKV) -> str:
+    """The key as the builder wrote it: :attr:`KV.key` stops at a NUL, as llama.cpp reads it."""
+    return kv.raw_key.decode("utf-8", "backslashreplace") if kv.raw_key else kv.key
+
+
 def summarize(header: Header) -> HeaderSummary:
     """The summary of a parsed header, to compare with :attr:`GGUFFile.expected`."""
     return HeaderSummary(
         version=header.version,
         byte_order=header.byte_order,
         alignment=header.alignment,
-        kvs=tuple((kv.key, kv.type, kv.item_type, plain_value(kv.value)) for kv in header.kvs),
+        kvs=tuple((_written_key(kv), kv.type, kv.item_type, plain_value(kv.value)) for kv in header.kvs),
         tensors=tuple(
             TensorSummary(t.name, t.shape, t.type_id, t.offset, t.data_offset, t.n_elements, t.n_bytes)
             for t in header.tensors
@@ -312,7 +318,8 @@ def tensor_infos(
     """
     names = st.one_of(
         st.builds("blk.{}.{}.weight".format, st.integers(0, 99), st.sampled_from(["attn_q", "ffn_up", "attn_norm"])),
-        _text(24).filter(bool),
+        # Names ggml keeps whole: no NUL (ggml cuts there) and under GGML_MAX_NAME bytes (the parser stops there).
+        _text(24).filter(lambda s: bool(s) and "\0" not in s and len(s.encode("utf-8")) < 64),
     )
     return st.lists(
         st.tuples(names, _shaped(types, max_blocks)), min_size=min_size, max_size=max_size, unique_by=lambda t: t[0]

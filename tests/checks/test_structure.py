@@ -154,6 +154,36 @@ CASES: dict[str, tuple[Callable[[], bytes], str, bool, bool]] = {
         lambda: _build(tensors=[Tensor("x" * 64, (32,), F32)]),
         "tensor.name_too_long",
         False,
+        False,
+    ),
+    "NUL in a key": (
+        lambda: _build([kv_str("general.architecture", "llama"), kv_u32(b"llama.block_count\0x", 1)]),
+        "header.nul_in_key",
+        True,
+        True,
+    ),
+    "NUL in a tensor name": (
+        lambda: _build(tensors=[Tensor(b"a.weight\0zz", (64, 2), Q8_0), Tensor("b.weight", (32,), F32)]),
+        "tensor.nul_in_name",
+        True,
+        True,
+    ),
+    "I8 tensor of shape [2^62 - 1, 2]": (
+        lambda: _build(tensors=[Tensor("a.weight", (2**62 - 1, 2), 24, data=b"")]),
+        "tensor.shape_aborts",
+        False,
+        True,
+    ),
+    "general.alignment 16 with the data off 32 bytes": (
+        lambda: _build(_small()[0] + [kv_u32("general.alignment", 16), kv_u32("x", 0)], alignment=16),
+        "tensor.unaligned_buffer",
+        False,
+        True,
+    ),
+    "block-quantized tensor of no dimensions": (
+        lambda: _build(tensors=[Tensor("a.weight", (), Q8_0, data=b"\0" * 34)]),
+        "tensor.row_not_block_multiple",
+        False,
         True,
     ),
     "duplicate tensor": (

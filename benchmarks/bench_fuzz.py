@@ -1,0 +1,122 @@
+"""gguf-audit alone over seeded header mutants: no crash, no internal error, bounded time and memory.
+
+Run as ``python benchmarks/bench_fuzz.py [--mutants 100000] [--seed 22] [--templates]``. Each mutant of the
+corpus models (:mod:`gguf_audit.testing.mutate`: byte flips, NULs in keys and names, inflated counts,
+lengths and dims, type ids, alignments, duplicates, truncation points, MiB-long names, retyped values) is
+written to one scratch file (a header over a sparse hole), audited with :func:`gguf_audit.audit.audit_file`
+(parse and every header check; chat templates only with ``--templates``, as their renders are cached per
+template and benchmarked by ``bench_templates.py``) and rendered in every format ``inspect`` has: text,
+JSON and SARIF. No oracle is asked. It prints:
+
+- mutants, uncaught exceptions (any exception out of the audit or a renderer; must be 0), and files
+  with an ``internal.*`` finding (must be 0), with the first few named;
+- the slowest mutants (CPU time), each against its seed's through the same steps (median of 5; target at most 10x);
+- peak memory (the process's peak resident set, and its growth over the start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.report.json import audit_to_json, dumps
+from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, sarif_run
+from gguf_audit.report.text import render_text
+from gguf_audit.testing.mutate import Mutant, Seed, encode, mutants, read_seed
+
+SHOWN = 5
+
+
+def corpus_models() -> list[Path]:
+    root = Path(os.environ.get("GGUF_AUDIT_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+    return sorted(p for p in (root / "models").glob("*.gguf") if "-BE" not in p.name)
+
+
+def judge(path: Path, config: AuditConfig) -> tuple[float, list[str]]:
+    """Audit ``path`` and render it three ways; the CPU seconds taken (a shared machine's other
+    load stays out of the ratios) and the finding codes."""
+    began = time.process_time()
+    audit = audit_file(os.fspath(path), config=config)
+    render_text(audit)
+    dumps(audit_to_json(audit))
+    sarif_json(
+        sarif_log([sarif_run(results_of_findings(audit.url, audit.findings), artifacts={audit.url: audit.size})])
+    )
+    return time.process_time() - began, [f.code for f in audit.findings]
+
+
+def seed_times(seeds: list[Seed], folder: Path, config: AuditConfig) -> dict[str, float]:
+    """Each seed's median time through :func:`judge`, written as the mutants are (header over a hole)."""
+    times = {}
+    for seed in seeds:
+        content, _, size = encode(seed)
+        path = Mutant(f"seed-{seed.name}", "seed", seed.name, content, size).write(folder)
+        times[seed.name] = statistics.median(judge(path, config)[0] for _ in range(5))
+    return times
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mutants", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=22)
+    parser.add_argument("--templates", action="store_true", help="audit chat templates too (rendered, cached)")
+    args = parser.parse_args(argv)
+    config = AuditConfig(templates=args.templates)
+    seeds = [read_seed(p) for p in corpus_models()]
+    start_rss = peak_rss_bytes()
+    crashes: list[tuple[str, str]] = []
+    internal: list[tuple[str, list[str]]] = []
+    slow: list[tuple[float, float, str]] = []
+    kinds: Counter[str] = Counter()
+    began = time.perf_counter()
+    with TemporaryDirectory(prefix="bench-fuzz-") as tmp:
+        folder = Path(tmp)
+        base = seed_times(seeds, folder, config)
+        for m in mutants(seeds, args.mutants, seed=args.seed):
+            kinds[m.kind] += 1
+            path = m.write(folder)
+            try:
+                seconds, codes = judge(path, config)
+            except Exception:  # noqa: BLE001 - counting what escapes is the point
+                crashes.append((m.ident, traceback.format_exc(limit=3).splitlines()[-1]))
+                path.unlink()
+                continue
+            path.unlink()
+            if any(c.startswith("internal.") for c in codes):
+                internal.append((m.ident, codes))
+            slow.append((seconds / base[m.seed], seconds, m.ident))
+            slow.sort(reverse=True)
+            del slow[SHOWN:]
+    wall = time.perf_counter() - began
+    peak = peak_rss_bytes()
+    print(f"mutants: {args.mutants} in {wall:.0f} s ({args.mutants / wall:.0f}/s), seed {args.seed}")
+    print(f"kinds: {dict(sorted(kinds.items()))}")
+    print(f"uncaught exceptions: {len(crashes)}")
+    for ident, line in crashes[:SHOWN]:
+        print(f"  {ident}: {line}")
+    print(f"internal.* findings: {len(internal)}")
+    for ident, codes in internal[:SHOWN]:
+        print(f"  {ident}: {codes}")
+    print("seed times (ms): " + ", ".join(f"{k.removesuffix('.gguf')} {v * 1e3:.1f}" for k, v in base.items()))
+    print("slowest mutants against their seed:")
+    for ratio, seconds, ident in slow:
+        print(f"  {ratio:6.1f}x  {seconds * 1e3:8.1f} ms  {ident}")
+    print(f"peak RSS: {peak / 2**20:.0f} MiB ({(peak - start_rss) / 2**20:.0f} MiB over the start)")
+    return 1 if crashes or internal else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
