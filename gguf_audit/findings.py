@@ -31,6 +31,8 @@ __all__ = [
     "Severity",
     "finding",
     "is_loadable",
+    "llama_cpp_label",
+    "llama_cpp_of_codes",
     "llama_cpp_verdict",
 ]
 
@@ -111,6 +113,31 @@ def llama_cpp_verdict(findings: Iterable[Finding]) -> LlamaCpp | None:
     if worst is LlamaCpp.LOADS and unknown:
         return None
     return worst
+
+
+def llama_cpp_of_codes(codes: Iterable[str], loadable: bool | None = True) -> LlamaCpp | None:
+    """:func:`llama_cpp_verdict` of a stored row: the worst verdict of its ``codes`` (a code this release
+    does not register counts as unknown), never better than its ``loadable`` says (false: at least
+    ``refuses``; null: unknown unless a code is worse)."""
+    worst = LlamaCpp.LOADS
+    unknown = loadable is None
+    for code in codes:
+        info = CODES.get(code)
+        verdict = info.llama_cpp if info is not None else None
+        if verdict is None:
+            unknown = True
+        elif VERDICT_RANK[verdict] > VERDICT_RANK[worst]:
+            worst = verdict
+    if loadable is False and worst is LlamaCpp.LOADS:
+        return LlamaCpp.REFUSES
+    if worst is LlamaCpp.LOADS and unknown:
+        return None
+    return worst
+
+
+def llama_cpp_label(verdict: LlamaCpp | str | None) -> str:
+    """A verdict as the reports print it: ``loads``, ``refuses``, ``aborts``, or ``unknown`` for None."""
+    return "unknown" if verdict is None else str(verdict)
 
 
 def _one_line(message: str) -> str:

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TextIO
 
+from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import GGUFAuditError, Terminated
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
@@ -205,7 +206,10 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
     for r in result.recovered:
         lines.append(f"  (first {r.action} the earlier run {r.run_id})")
     by_status = ", ".join(f"{s} {result.statuses.get(s, 0)}" for s in ("ok", "warning", "error", "unreadable"))
-    unloadable = f"; {result.n_unloadable} llama.cpp would refuse" if result.n_unloadable else ""
+    aborts = f", {result.n_aborts} of them abort it" if result.n_aborts else ""
+    unloadable = (
+        f"; {result.n_unloadable} llama.cpp {LLAMA_CPP_BUILD} would refuse{aborts}" if result.n_unloadable else ""
+    )
     lines.append(f"files: {result.n_files} ({by_status}{unloadable}) in {result.n_models} models")
     if result.problem_codes:
         lines.append("most frequent problems:")

@@ -331,6 +331,7 @@ def run_scan(
             rows_written=dict(collector.rows),
             n_models_judged=night.summaries_judged,
             n_unloadable=tally.unloadable,
+            n_aborts=tally.aborts,
         )
         observer.committing()
         committing = True
