@@ -431,7 +431,7 @@ def test_the_documented_queries_run(
     # And so does the pandas one (through deltalake).
     [code] = [c for c in re.findall(r"```python\n(.*?)```", docs, re.S) if "to_pandas" in c]
     scope = {}
-    exec(code.replace('"audit-out/', f'"{out}/'), scope)  # the docs' own example
+    exec(code.replace('"audit-out"', repr(str(out))), scope)  # the docs' own example
     assert scope["files"].status.value_counts().to_dict() == {"ok": 8, "error": 1, "unreadable": 1}
     read_again = scope["read_by"].run_id.unique().tolist()
     assert len(read_again) == 2  # the night's own reads and the first night's reused rows

@@ -7,6 +7,7 @@ import importlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -275,3 +276,20 @@ def _can_unshare() -> bool:
     if shutil.which("unshare") is None:
         return False
     return subprocess.run(["unshare", "-rn", "true"], capture_output=True, check=False).returncode == 0
+
+
+def test_the_documented_polars_and_pandas_views_are_the_pictures(four_nights: tuple[Output, list[str]]) -> None:
+    """docs/tables.md's polars and pandas recipes give every view of the latest night its picture's rows."""
+    out, runs = four_nights
+    docs = (REPO / "docs" / "tables.md").read_text()
+    expected = {t: picture_table(out, t, runs[-1]).num_rows for t in VIEW_NAMES if t != "runs"}
+    for marker in ("import polars", "import pandas"):
+        [code] = [c for c in re.findall(r"```python\n(.*?)```", docs, re.S) if marker in c]
+        scope: dict[str, Any] = {}
+        exec(code.replace('"audit-out"', repr(out.url)), scope)  # the docs' own recipe
+        frames = {t: scope[t] for t in expected}
+        counts = {t: len(f.collect()) if hasattr(f, "collect") else len(f) for t, f in frames.items()}
+        assert counts == expected, marker
+        assert set(
+            frames["tensors"]["run_id"] if marker == "import pandas" else frames["tensors"].collect()["run_id"]
+        ) == {runs[-1]}
