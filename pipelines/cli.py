@@ -32,7 +32,7 @@ from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
 from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
-from gguf_audit.pipelines.sql_cli import EXAMPLE_QUERY, summary_lines
+from gguf_audit.pipelines.sql_cli import EXAMPLE_QUERY, QUIET, summary_lines
 from gguf_audit.pipelines.views import VIEW_NAMES
 from gguf_audit.pipelines.workers import missing_pipeline_module
 from gguf_audit.redact import RedactFilter, redact_text
@@ -257,7 +257,7 @@ def _duckdb_block(result: ScanResult, out_options: Mapping[str, Any]) -> str:
 
     con = duckdb.connect()
     try:
-        for statement in statements[:-1]:
+        for statement in [QUIET, *statements[:-1]]:
             con.execute(statement)
         lines.append(str(con.sql(EXAMPLE_QUERY)))
     except duckdb.Error as exc:

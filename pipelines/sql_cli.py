@@ -42,6 +42,7 @@ from gguf_audit.tables.schema import SCHEMAS
 
 __all__ = [
     "EXAMPLE_QUERY",
+    "QUIET",
     "NightViews",
     "add_sql_parser",
     "cmd_sql",
@@ -61,6 +62,8 @@ NO_AUTOINSTALL: Final = (
     "SET autoload_known_extensions = false;",
 )
 """DuckDB fetches a known extension a query needs from its server by default; these make it say so instead."""
+QUIET: Final = "SET enable_progress_bar = false;"
+"""A slow query draws DuckDB's progress bar on standard output, inside the answer a command prints."""
 
 
 EXAMPLE_QUERY: Final = (
@@ -142,7 +145,7 @@ def open_night(out: Output, run_id: str | None = None) -> tuple[Any, str]:
     views = night_statements(out, run_id)
     con = connect(("delta", "httpfs", "aws") if _is_s3(out.url) else ("delta",))
     try:
-        for statement in NO_AUTOINSTALL:
+        for statement in (*NO_AUTOINSTALL, QUIET):
             con.execute(statement)
         if _is_s3(out.url):
             con.execute(s3_secret(out.fsspec_options))

@@ -43,7 +43,7 @@ def test_readme_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     assert "files/s" in out and "of 3.4 MiB" in out
     # The DuckDB query ran on the result.
     assert "SELECT f.status, f.llama_cpp" in out and "│ llama_cpp │" in out
-    assert re.search(r"│ unreadable\s+│\s+1 │", out)
+    assert re.search(r"│ unreadable\s+│ refuses\s+│\s+1 │\s+1 │", out)
 
 
 def test_exit_status(

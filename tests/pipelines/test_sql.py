@@ -13,21 +13,19 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pipeline_helpers import file_row
+from synthetic_nights import commit_night, model_row
 
 from gguf_audit.cli import main
 from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.pipelines.picture import picture_table
 from gguf_audit.pipelines.sql_cli import summary_lines
 from gguf_audit.pipelines.views import VIEW_NAMES
-from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = ("a", "b", "c", "d", "e")
@@ -54,32 +52,6 @@ def sql_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield os.pathsep.join(paths)
     if extra is not None:
         sys.path.remove(extra)
-
-
-def _part(out: Output, run_id: str, table: str, rows: list[dict[str, Any]]) -> PartFile:
-    parts = RunParts(out.url, out.fsspec_options, run_id, "t", (table,))
-    parts.write(table, rows_to_table(table, rows))
-    [part] = parts.close()
-    return part
-
-
-def _commit(out: Output, run_id: str, tables: dict[str, list[dict[str, Any]]]) -> None:
-    now = datetime.now(UTC)
-    run = {
-        "schema_version": 1, "tool_version": "t", "status": "committed", "started_at": now, "finished_at": now,
-        "incremental": True, **{k: 0 for k in SCHEMAS["runs"].names if k.startswith("n_")},
-        "requests": 0, "bytes_read": 0, "collection_bytes": 0, "listing_seconds": 0.0, "seconds": 0.0,
-        "files_per_second": 0.0,
-    }  # fmt: skip
-    parts = {t: [_part(out, run_id, t, rows)] for t, rows in tables.items() if rows}
-    out.commit(run_id, parts, lambda versions: _part(out, run_id, "runs", [run]))
-
-
-def _model(name: str, source: str | None) -> dict[str, Any]:
-    return {
-        "model_id": f"m-{name}", "sharded": False, "shard_count": 1, "n_files": 1, "complete": True,
-        "status": "warning", "n_problems": 0, "urls": [name], "source_run_id": source,
-    }  # fmt: skip
 
 
 def _problem(url: str | None, model: str, run_id: str, i: int) -> dict[str, Any]:
@@ -110,12 +82,12 @@ def four_nights(tmp_path_factory: pytest.TempPathFactory) -> tuple[Output, list[
     out = Output(str(tmp_path_factory.mktemp("four-nights") / "out"))
     out.preflight()
     r1, r2, r3, r4 = "20260101T000000000Z-00000001", "20260102T000000000Z-00000002", "r3", "r4"
-    _commit(
+    commit_night(
         out,
         r1,
         {
             "files": _files(dict.fromkeys(FILES, r1), r1),
-            "models": [_model("a", None), *(_model(u, r1) for u in FILES[1:])],
+            "models": [model_row("a", None), *(model_row(u, r1) for u in FILES[1:])],
             "problems": [_problem(u, f"m-{u}", r1, i) for u in FILES for i in range(3)]
             + [_problem(None, "m-a", r1, 9)],
             "tensors": [_tensor(u, r1, i) for u in FILES for i in range(2)],
@@ -132,19 +104,21 @@ def four_nights(tmp_path_factory: pytest.TempPathFactory) -> tuple[Output, list[
         },
     )
     again = {**dict.fromkeys(FILES, r1), "e": r2}
-    _commit(
+    commit_night(
         out,
         r2,
         {
             "files": _files(again, r2),
-            "models": [*(_model(u, r1) for u in FILES[:-1]), _model("e", r2)],
+            "models": [*(model_row(u, r1) for u in FILES[:-1]), model_row("e", r2)],
             "problems": [_problem("e", "m-e", r2, i) for i in range(2)],
             "tensors": [_tensor("e", r2, i) for i in range(2)],
         },
     )
-    _commit(out, r3, {"files": _files(again, r3), "models": [*(_model(u, r1) for u in FILES[:-1]), _model("e", r2)]})
+    commit_night(
+        out, r3, {"files": _files(again, r3), "models": [*(model_row(u, r1) for u in FILES[:-1]), model_row("e", r2)]}
+    )
     kept = {u: s for u, s in again.items() if u != "c"}
-    _commit(out, r4, {"files": _files(kept, r4), "models": [_model(u, s) for u, s in kept.items()]})
+    commit_night(out, r4, {"files": _files(kept, r4), "models": [model_row(u, s) for u, s in kept.items()]})
     return out, [r1, r2, r3, r4]
 
 
@@ -266,9 +240,15 @@ def test_the_summary_query_runs_offline_as_printed(
     )
     assert duck.returncode == 0, duck.stderr
     # the same answer both ways, and the one the summary showed
-    n_files = picture_table(Output(str(out)), "files").num_rows
-    assert n_files and sum(row[2] for row in json.loads(duck.stdout)) == n_files
-    assert f"({len([r for r in json.loads(duck.stdout)])} rows)" in shell.stdout
+    files = picture_table(Output(str(out)), "files").to_pylist()
+    n_files = len(files)
+    # the night's verdicts: loadable false exactly for refuses and aborts, and the build they describe
+    assert {(f["loadable"], f["llama_cpp"]) for f in files} <= {(True, "loads"), (False, "refuses"), (False, "aborts")}
+    assert {r["llama_cpp_build"] for r in picture_table(Output(str(out)), "runs").to_pylist()} == {"b11312"}
+    models = picture_table(Output(str(out)), "models").to_pylist()
+    assert {m["llama_cpp"] for m in models if m["loadable"] is False} <= {"refuses", "aborts"}
+    assert n_files and sum(row[2] for row in json.loads(duck.stdout.splitlines()[-1])) == n_files
+    assert f"({len([r for r in json.loads(duck.stdout.splitlines()[-1])])} rows)" in shell.stdout
     assert shlex.split(command)[:3] == ["gguf-audit", "sql", str(out)]
 
 
