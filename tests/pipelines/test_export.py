@@ -35,7 +35,7 @@ def test_scan_writes_sarif_and_json_lines(
     assert all(r["run_id"] == run["properties"]["runId"] for r in records)
     assert run["properties"]["llamaCppBuild"] == "b11312" and all(r["llama_cpp_build"] == "b11312" for r in records)
     verdicts = {(r["loadable"], r["llama_cpp"]) for r in records}
-    assert verdicts <= {(True, "loads"), (False, "refuses"), (False, "aborts")} and (False, "refuses") in verdicts
+    assert verdicts <= {(True, "loads"), (False, "refuses"), (False, "aborts")}
 
 
 def test_a_night_with_problems_as_sarif(report_nights: Nights) -> None:
