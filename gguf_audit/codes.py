@@ -415,13 +415,18 @@ for _entry in COLLECTION_CODES:
 del _entry
 
 # --- I/O, the run and the audit itself ---
-_code("io.not_found", E, True, "The file does not exist at the URL.")
-_code("io.permission_denied", E, True, "The credentials in use may not read the file.")
-_code("io.timeout", E, True, "A read timed out after all retries.")
+_code(
+    "io.not_found",
+    E,
+    None,
+    "The file does not exist at the URL (the store's answer, not the file's: llama.cpp's verdict is unknown).",
+)
+_code("io.permission_denied", E, None, "The credentials in use may not read the file (llama.cpp's verdict is unknown).")
+_code("io.timeout", E, None, "A read timed out after all retries (llama.cpp's verdict is unknown).")
 _code(
     "io.error",
     E,
-    True,
+    None,
     "Another I/O failure after all retries (connection reset, server error, short read).",
 )
 _code(

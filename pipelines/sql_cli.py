@@ -29,7 +29,8 @@ from typing import Any, Final
 
 import pyarrow.compute as pc
 
-from gguf_audit.errors import GGUFAuditError
+from gguf_audit.cli import ExitStatus
+from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.delta import table_uri
 from gguf_audit.pipelines.duck import connect, extension_path
@@ -53,8 +54,6 @@ __all__ = [
     "summary_lines",
 ]
 
-EXIT_OK: Final = 0
-EXIT_USAGE: Final = 2
 CELL_WIDTH: Final = 60
 """Characters of a cell the table format shows (the csv and jsonl formats show all)."""
 NO_AUTOINSTALL: Final = (
@@ -237,8 +236,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb  # optional dependency (the pipeline extra)
 
     if not args.views and not args.query:
-        print("gguf-audit sql: give a query (or --views to print the views' statements)", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("sql: give a query (or --views to print the views' statements)")
     try:
         options: dict[str, Any] = parse_storage_options_flag(args.storage_options) if args.storage_options else {}
         out = Output(args.out, options)
@@ -248,20 +246,18 @@ def cmd_sql(args: argparse.Namespace) -> int:
             empty = [f"-- {t}: never written to this output, no view" for t in views.empty]
             shown = [s for s in views.statements if not any(f"_empty_{t}" in s for t in views.empty)]
             sys.stdout.write("\n".join([f"-- night {views.run_id}", *lines, *empty, *shown]) + "\n")
-            return EXIT_OK
+            return ExitStatus.OK
         con, _ = open_night(out, args.run)
     except (GGUFAuditError, OSError, ValueError, ImportError, duckdb.Error) as exc:
-        print(f"gguf-audit sql: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"sql: {exc}") from exc
     try:
         result = con.execute(args.query)
         names = [d[0] for d in result.description] if result.description else []
         rows = result.fetchall() if names else []
     except duckdb.Error as exc:
-        print(f"gguf-audit sql: {' '.join(str(exc).split())}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"sql: {exc}") from exc
     finally:
         con.close()
     if names:
         sys.stdout.write(_render(names, rows, args.format))
-    return EXIT_OK
+    return ExitStatus.OK

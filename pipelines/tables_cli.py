@@ -14,25 +14,22 @@ Exit status 0, or 2 when the output cannot be read or the usage is wrong.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
-from gguf_audit.errors import GGUFAuditError
+from gguf_audit.cli import ExitStatus
+from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.output import COMMIT_ORDER, Output
 from gguf_audit.pipelines.parts import is_local_fs
 from gguf_audit.pipelines.picture import night_row, picture
 from gguf_audit.pipelines.retention import DEFAULT_MIN_AGE_HOURS, vacuum_nights
-from gguf_audit.report.format import escape
+from gguf_audit.report.format import shown_url as shown
 from gguf_audit.tables.schema import SCHEMAS, TABLE_NAMES
 
 __all__ = ["add_snapshot_parser", "add_tables_parser", "cmd_snapshot", "cmd_tables", "write_snapshot"]
-
-EXIT_OK = 0
-EXIT_FAILED = 2
 
 
 def _add_storage_options(parser: argparse.ArgumentParser) -> None:
@@ -112,18 +109,16 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         counts = write_snapshot(out, args.to, args.run)
         night = str(night_row(out, args.run)["run_id"])
     except (GGUFAuditError, OSError, ValueError) as exc:
-        print(f"gguf-audit snapshot: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    print(f"night {night} of {escape(args.out)} written to {escape(args.to)}:")
+        raise UsageError(f"snapshot: {exc}") from exc
+    print(f"night {night} of {shown(args.out)} written to {shown(args.to)}:")
     for table, n in counts.items():
         print(f"  {table}.parquet  {n} rows")
-    return EXIT_OK
+    return ExitStatus.OK
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
     if args.vacuum and (args.keep_nights is None or args.keep_nights < 1):
-        print("gguf-audit tables: --vacuum needs --keep-nights N (at least 1)", file=sys.stderr)
-        return EXIT_FAILED
+        raise UsageError(f"tables: --vacuum needs --keep-nights N (at least 1). Got {args.keep_nights}.")
     try:
         out = _output(args)
         if args.vacuum:
@@ -139,10 +134,12 @@ def cmd_tables(args: argparse.Namespace) -> int:
         runs = sorted(out.committed_runs().to_pylist(), key=lambda r: (r["finished_at"], r["run_id"]))
         versions = {t: out.delta.version(t) for t in COMMIT_ORDER}
     except (GGUFAuditError, OSError, ValueError) as exc:
-        print(f"gguf-audit tables: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    print(f"{len(runs)} committed nights in {escape(args.out)}")
+        raise UsageError(f"tables: {exc}") from exc
+    if versions["runs"] is None:
+        # fsspec's HTTP and some object stores answer "not there" for a host that cannot be reached: say both.
+        raise UsageError(f"tables: no audit tables at {args.out!r} (no scan committed there, or it cannot be reached)")
+    print(f"{len(runs)} committed nights in {shown(args.out)}")
     for row in runs:
         print(f"  {row['run_id']}  {row['n_files']} files, {row['n_read']} read, {row['n_problems']} problems")
     print("table versions: " + ", ".join(f"{t} {v}" for t, v in versions.items()))
-    return EXIT_OK
+    return ExitStatus.OK

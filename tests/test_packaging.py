@@ -75,6 +75,7 @@ def test_pipeline_commands_are_entry_points() -> None:
         "config": "gguf_audit.pipelines.config_cli:add_config_parser",
         "demo": "gguf_audit.pipelines.demo:add_demo_parser",
         "diff": "gguf_audit.pipelines.diff:add_diff_parser",
+        "export": "gguf_audit.pipelines.export_cli:add_export_parser",
         "report": "gguf_audit.pipelines.report_cli:add_report_parser",
         "scan": "gguf_audit.pipelines.cli:add_scan_parser",
         "snapshot": "gguf_audit.pipelines.tables_cli:add_snapshot_parser",

@@ -338,7 +338,7 @@ def test_header_past_the_read_limit_is_not_read(tmp_path: Path) -> None:
 def test_missing_file_is_a_row_not_an_exception(tmp_path: Path) -> None:
     audit = audit_file(str(tmp_path / "nope.gguf"))
     assert _codes(audit) == ["io.not_found"]
-    assert audit.header is None and audit.loadable is False
+    assert audit.header is None and audit.loadable is None  # the store said so, not the file
     assert str(audit.status) == "unreadable"
 
 

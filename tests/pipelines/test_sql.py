@@ -196,7 +196,7 @@ def test_formats_views_and_usage_errors(
     ):
         assert main(["sql", *args]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("gguf-audit sql: ") and message in err and err.count("\n") == 1, err
+        assert err.startswith("gguf-audit: sql: ") and message in err and err.count("\n") == 1, err
 
 
 def test_the_summary_query_runs_offline_as_printed(
