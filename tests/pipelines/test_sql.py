@@ -36,7 +36,7 @@ COUNTS = "SELECT " + ", ".join(f"(SELECT count(*) FROM {t}) AS {t}" for t in VIE
 def sql_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``sql`` as an installed command: until the venv is reinstalled from this pyproject, a dist-info on the
     path declares its entry point (in this process, and through PYTHONPATH for child processes)."""
-    paths = [str(REPO)]
+    paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     extra: str | None = None
     if not any(ep.name == "sql" for ep in entry_points(group="gguf_audit.commands")):
         extra = str(tmp_path_factory.mktemp("entry-points"))
@@ -199,6 +199,8 @@ def test_formats_views_and_usage_errors(
         assert err.startswith("gguf-audit: sql: ") and message in err and err.count("\n") == 1, err
 
 
+@pytest.mark.slow
+@pytest.mark.cluster
 def test_the_summary_query_runs_offline_as_printed(
     sql_command: str, client: Any, local_collection: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
