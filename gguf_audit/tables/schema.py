@@ -211,6 +211,10 @@ _COMPARE: Final = [
     _f("sign_flip_fraction", pa.float64()),
     _f("verdict", pa.string(), False),
     _f("source_run_id", pa.string(), False),
+    # added at the end (nullable): earlier nights read them as null
+    _f("derivation", pa.string()),
+    _f("n_derived_blocks", pa.int64()),
+    _f("file_derivation", pa.string()),
 ]
 
 _MODELS: Final = [
