@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -107,8 +108,6 @@ def summary_lines(out_url: str, run_id: str, out_options: Mapping[str, Any]) -> 
     """What the scan summary prints to query its night: the ``gguf-audit sql`` line, and DuckDB's own statements
     (extensions from their wheels, the views the example query reads, the query); the latter empty when the
     ``duckdb-ext-*`` wheels are not installed."""
-    import shlex
-
     command = [f"gguf-audit sql {shlex.quote(out_url)} {shlex.quote(EXAMPLE_QUERY)}"]
     try:
         preamble = duckdb_preamble(out_url)
