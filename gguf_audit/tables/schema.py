@@ -173,6 +173,10 @@ _FILES_LINEAGE: Final = [
     _f("base_model_name", pa.string()),
     _f("base_model_organization", pa.string()),
     _f("base_model_repo_url", pa.string()),
+    # pairing a projector (mmproj) with its language model (gguf_audit.checks.mmproj_pairing)
+    _f("projector_type", pa.string()),
+    _f("projection_dim", pa.int64()),
+    _f("embedding_length", pa.int64()),
 ]
 
 _MODELS_LINEAGE: Final = [

@@ -122,11 +122,11 @@ def test_writers_started_during_a_commit_are_refused_or_wait(
         status = cli_main(["scan", str(local_collection), "--out", target[0], "--no-progress", "--no-samples"])
         err = capsys.readouterr().err.strip().splitlines()
         assert status == 2 and len(err) == 1, err
-        assert err[0].startswith(f"gguf-audit scan: {target[0]} is being written by scan {holder[0]}")
+        assert err[0].startswith(f"gguf-audit: scan: {target[0]} is being written by scan {holder[0]}")
     # A vacuum: the same.
     assert cli_main(_vacuum_cli(target)) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("gguf-audit tables: ") and f"scan {holder[0]}" in err[0], err
+    assert len(err) == 1 and err[0].startswith("gguf-audit: tables: ") and f"scan {holder[0]}" in err[0], err
     assert out.read("files", holder).num_rows == SAMPLE_COUNT  # the live night is untouched
 
     # A scan that waits: it starts once the first has committed and released.
@@ -207,7 +207,7 @@ def test_a_driver_stopped_in_its_commit_loses_its_expired_lease_and_records_noth
     _, stderr = proc.communicate(timeout=120)
     lines = stderr.strip().splitlines()
     assert proc.returncode == 2, stderr[-3000:]
-    assert "Traceback" not in stderr and lines[-1].startswith("gguf-audit scan: this writer's lease"), stderr[-3000:]
+    assert "Traceback" not in stderr and lines[-1].startswith("gguf-audit: scan: this writer's lease"), stderr[-3000:]
     assert lines[-1].endswith("nothing was recorded")
     _check_nights(out, [second.run_id], [stopped])
 
