@@ -23,7 +23,7 @@ from gguf_audit.checks.header import check_header
 from gguf_audit.checks.upstream import check_upstream
 from gguf_audit.decode.stats import SampleRow
 from gguf_audit.errors import FormatError, SourceError, describe_exception
-from gguf_audit.findings import SEVERITY_RANK, Finding, Severity, finding, is_loadable
+from gguf_audit.findings import SEVERITY_RANK, Finding, LlamaCpp, Severity, finding, is_loadable, llama_cpp_verdict
 from gguf_audit.format.model import Header
 from gguf_audit.format.wire import Limits
 from gguf_audit.io.errors import classify_error
@@ -100,6 +100,14 @@ class FileAudit:
         if self.header is None and not self.findings:
             return None
         return is_loadable(self.findings)
+
+    @property
+    def llama_cpp(self) -> LlamaCpp | None:
+        """What llama.cpp :data:`~gguf_audit.codes.LLAMA_CPP_BUILD` does with this file: loads, refuses,
+        aborts (the worst of its findings), or None when the audit could not tell."""
+        if self.header is None and not self.findings:
+            return None
+        return llama_cpp_verdict(self.findings)
 
     @property
     def status(self) -> Status:

@@ -33,7 +33,7 @@ from gguf_audit.errors import (
     describe_exception,
     one_line,
 )
-from gguf_audit.findings import CODES, LLAMA_CPP_BUILD, Severity
+from gguf_audit.findings import CODES, LLAMA_CPP_BUILD, CodeInfo, Severity, llama_cpp_label
 from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
@@ -211,19 +211,26 @@ def _cmd_codes(args: argparse.Namespace) -> int:
         print(codes_markdown())
         return EXIT_OK
     if args.json:
-        json.dump(
-            [{"code": c.code, "severity": str(c.severity), "refused": c.refused, "doc": c.doc} for c in rows],
-            sys.stdout,
-            indent=2,
-        )
+        json.dump([_code_json(c) for c in rows], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     width = max(len(c.code) for c in rows)
-    print(f"{'code':{width}}  {'severity':8} {'llama.cpp':10} explanation")
+    print(f"{'code':{width}}  {'severity':8} {'llama.cpp ' + LLAMA_CPP_BUILD:16} explanation")
     for c in rows:
-        refused = {True: "refuses", False: "loads", None: "unknown"}[c.refused]
-        print(f"{c.code:{width}}  {c.severity:8} {refused:10} {c.doc}")
+        print(f"{c.code:{width}}  {c.severity:8} {llama_cpp_label(c.llama_cpp):16} {c.doc}")
     return EXIT_OK
+
+
+def _code_json(c: CodeInfo) -> dict[str, object]:
+    """One code in ``codes --json``: ``llama_cpp`` its verdict for ``llama_cpp_build`` (``refused`` the boolean)."""
+    return {
+        "code": c.code,
+        "severity": str(c.severity),
+        "llama_cpp": llama_cpp_label(c.llama_cpp),
+        "llama_cpp_build": LLAMA_CPP_BUILD,
+        "refused": c.refused,
+        "doc": c.doc,
+    }
 
 
 _CODES_PAGE_HEAD: Final = """# Problem codes

@@ -25,7 +25,6 @@ __all__ = [
     "CODES",
     "CORE_CODES",
     "LLAMA_CPP_BUILD",
-    "MAX_MESSAGE_CHARS",
     "SEVERITY_RANK",
     "CodeInfo",
     "Finding",
@@ -33,6 +32,8 @@ __all__ = [
     "Severity",
     "finding",
     "is_loadable",
+    "llama_cpp_label",
+    "llama_cpp_of_codes",
     "llama_cpp_verdict",
 ]
 
@@ -121,12 +122,30 @@ def llama_cpp_verdict(findings: Iterable[Finding]) -> LlamaCpp | None:
     return worst
 
 
-MAX_MESSAGE_CHARS = 2000
-"""A finding's message is cut here, its full length stated: a check that quotes a file's value (a
-string of up to 1 GiB) must not make a megabyte message, to be redacted, escaped and stored."""
+def llama_cpp_of_codes(codes: Iterable[str], loadable: bool | None = True) -> LlamaCpp | None:
+    """:func:`llama_cpp_verdict` of a stored row: the worst verdict of its ``codes`` (a code this release
+    does not register counts as unknown), never better than its ``loadable`` says (false: at least
+    ``refuses``; null: unknown unless a code is worse)."""
+    worst = LlamaCpp.LOADS
+    unknown = loadable is None
+    for code in codes:
+        info = CODES.get(code)
+        verdict = info.llama_cpp if info is not None else None
+        if verdict is None:
+            unknown = True
+        elif VERDICT_RANK[verdict] > VERDICT_RANK[worst]:
+            worst = verdict
+    if loadable is False and worst is LlamaCpp.LOADS:
+        return LlamaCpp.REFUSES
+    if worst is LlamaCpp.LOADS and unknown:
+        return None
+    return worst
+
+
+def llama_cpp_label(verdict: LlamaCpp | str | None) -> str:
+    """A verdict as the reports print it: ``loads``, ``refuses``, ``aborts``, or ``unknown`` for None."""
+    return "unknown" if verdict is None else str(verdict)
 
 
 def _one_line(message: str) -> str:
-    if len(message) > MAX_MESSAGE_CHARS:
-        message = f"{message[:MAX_MESSAGE_CHARS]}... (message cut at {MAX_MESSAGE_CHARS} of {len(message)} characters)"
     return " ".join(message.split()) if "\n" in message or "\r" in message else message

@@ -25,15 +25,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TextIO
 
 from gguf_audit.cli import ExitStatus
+from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import GGUFAuditError, Terminated, UsageError
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing, options_for
-from gguf_audit.pipelines.duck import connect
 from gguf_audit.pipelines.export import check_writable, night_jsonl, night_sarif, write_text
 from gguf_audit.pipelines.lease import LeaseError
 from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
+from gguf_audit.pipelines.sql_cli import EXAMPLE_QUERY, QUIET, summary_lines
+from gguf_audit.pipelines.views import VIEW_NAMES
 from gguf_audit.pipelines.workers import missing_pipeline_module
 from gguf_audit.redact import RedactFilter, redact_text
 from gguf_audit.report.format import escape, fmt_bytes, shown_url
@@ -191,16 +193,6 @@ def _is_local(url: str) -> bool:
     return "://" not in url or url.startswith("file://")
 
 
-def example_query(result: ScanResult) -> str:
-    """The DuckDB query the summary prints (and runs, for a local ``--out``): the night's files by status."""
-    root = result.out.removeprefix("file://").rstrip("/")
-    return (
-        "SELECT status, count(*) AS files, sum(bytes_read) AS bytes_read "
-        f"FROM delta_scan('{root}/files') "
-        f"WHERE run_id = '{result.run_id}' GROUP BY status ORDER BY status"
-    )
-
-
 def render_summary(result: ScanResult, fail_on: str) -> str:
     """The end-of-run summary."""
     lines = []
@@ -211,7 +203,10 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
     for r in result.recovered:
         lines.append(f"  (first {r.action} the earlier run {r.run_id})")
     by_status = ", ".join(f"{s} {result.statuses.get(s, 0)}" for s in ("ok", "warning", "error", "unreadable"))
-    unloadable = f"; {result.n_unloadable} llama.cpp would refuse" if result.n_unloadable else ""
+    aborts = f", {result.n_aborts} of them abort it" if result.n_aborts else ""
+    unloadable = (
+        f"; {result.n_unloadable} llama.cpp {LLAMA_CPP_BUILD} would refuse{aborts}" if result.n_unloadable else ""
+    )
     lines.append(f"files: {result.n_files} ({by_status}{unloadable}) in {result.n_models} models")
     if result.problem_codes:
         lines.append("most frequent problems:")
@@ -249,47 +244,28 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
     return "\n".join(lines)
 
 
-def s3_duckdb_setup(out: str, out_options: Mapping[str, Any]) -> list[str]:
-    """What DuckDB needs before ``delta_scan`` reads tables on S3: its extensions and a secret.
-
-    The secret takes credentials from the same chain a scan does (environment,
-    profiles), never inline; an S3-compatible store's endpoint from ``--out``'s
-    own options is spelt out.
-    """
-    if not out.startswith(("s3://", "s3a://")):
-        return []
-    endpoint = out_options.get("endpoint_url") or (out_options.get("client_kwargs") or {}).get("endpoint_url")
-    extra = ""
-    if isinstance(endpoint, str) and "://" in endpoint:
-        scheme, host = endpoint.split("://", 1)
-        ssl = "true" if scheme == "https" else "false"
-        extra = f", ENDPOINT '{host.rstrip('/')}', URL_STYLE 'path', USE_SSL {ssl}"
-    return [
-        "  -- first, for s3:// (offline: pip install duckdb-ext-httpfs duckdb-ext-aws, and LOAD their files);",
-        "  -- credentials come from the environment or profiles, as for the scan:",
-        "  INSTALL httpfs; LOAD httpfs; INSTALL aws; LOAD aws;",
-        f"  CREATE SECRET (TYPE s3, PROVIDER credential_chain{extra});",
-    ]
-
-
 def _duckdb_block(result: ScanResult, out_options: Mapping[str, Any]) -> str:
-    query = example_query(result)
-    lines = ["", "query it with DuckDB (its delta extension: pip install duckdb-ext-delta):"]
-    lines += s3_duckdb_setup(result.out, out_options)
-    lines.append(f"  {query};")
+    """How to query the night: ``gguf-audit sql`` and DuckDB's own statements, right for every table (views
+    through the night's files and models rows) and offline as printed (extensions from their wheels); for a
+    local ``--out`` the query's answer too."""
+    command, statements = summary_lines(result.out, result.run_id, out_options)
+    lines = ["", f"query this night (views {', '.join(VIEW_NAMES)}):", *(f"  {c}" for c in command)]
+    if not statements:
+        lines.append("  (for DuckDB's own shell: pip install duckdb-ext-delta, then gguf-audit sql OUT --views)")
+        return "\n".join(lines)
+    lines.append(
+        "or in DuckDB (the extension from its wheel, nothing downloaded; gguf-audit sql OUT --views: all views):"
+    )
+    lines += [f"  {s}" for s in statements]
     if not _is_local(result.out):
         return "\n".join(lines)
-    try:
-        import duckdb  # optional dependency (the pipeline extra): without it the query is only printed
+    import duckdb  # optional dependency (the pipeline extra): present, since the statements were made
 
-        con = connect()  # the extension from its wheel; never fetched from the network
-    except ImportError:
-        return "\n".join(lines)
-    except duckdb.Error as exc:
-        lines.append(f"  (DuckDB could not load its delta extension: {exc})")
-        return "\n".join(lines)
+    con = duckdb.connect()
     try:
-        lines.append(str(con.sql(query)))
+        for statement in [QUIET, *statements[:-1]]:
+            con.execute(statement)
+        lines.append(str(con.sql(EXAMPLE_QUERY)))
     except duckdb.Error as exc:
         lines.append(f"  (DuckDB could not run it: {exc})")
     finally:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from gguf_audit import VERDICTS_VERSION, __version__
 from gguf_audit.checks.shards import ShardFacts, judge_shard_set
+from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.execute import BatchResult
@@ -87,6 +88,8 @@ class ScanResult:
     """Models judged in this run (the others kept the base run's rows)."""
     n_unloadable: int = 0
     """Files llama.cpp would refuse, whatever their findings' severities (a big-endian file's is a warning)."""
+    n_aborts: int = 0
+    """Of those, files that make llama.cpp abort the process that loads them."""
     listing_requests: int | None = None
     """Requests the listing sent; None when a listed store's requests are not counted."""
 
@@ -256,4 +259,5 @@ def runs_row(config: ScanConfig, result: ScanResult, started: datetime, versions
         "compare_version": versions.get("compare"),
         "compare_rows": int(result.rows_written.get("compare", 0)),
         "listing_requests": result.listing_requests,
+        "llama_cpp_build": LLAMA_CPP_BUILD,
     }

@@ -190,7 +190,8 @@ class DeltaTables:
         filter: ds.Expression | None = None,
     ) -> pa.Table:
         """Rows of ``table`` as the current schema has them (columns older files lack are null)."""
-        data = self.dataset(table, run_ids).to_table(columns=list(columns) if columns else None, filter=filter)
+        dataset = self.dataset(table, run_ids)
+        data = dataset.to_table(columns=_present(dataset, columns), filter=filter)
         return conform(data, table, columns)
 
     def batches(
@@ -204,11 +205,17 @@ class DeltaTables:
     ) -> Iterator[pa.Table]:
         """:meth:`read`'s rows a record batch at a time (at most ``batch_rows`` each), so a reader holds one batch."""
         dataset = self.dataset(table, run_ids)
-        for batch in dataset.to_batches(
-            columns=list(columns) if columns else None, filter=filter, batch_size=batch_rows
-        ):
+        for batch in dataset.to_batches(columns=_present(dataset, columns), filter=filter, batch_size=batch_rows):
             if batch.num_rows:
                 yield conform(pa.Table.from_batches([batch]), table, columns)
+
+
+def _present(dataset: ds.Dataset, columns: Sequence[str] | None) -> list[str] | None:
+    """The ``columns`` a table written before some of them were added has (:func:`conform` adds the rest as null)."""
+    if not columns:
+        return None
+    names = set(dataset.schema.names)
+    return [c for c in columns if c in names]
 
 
 def conform(data: pa.Table, table: str, columns: Sequence[str] | None = None) -> pa.Table:

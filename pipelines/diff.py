@@ -12,8 +12,10 @@ problem needs. A problem is the same problem in both nights when its place
 *changed* when its severity or message did.
 
 Exit status: 1 when the later night has a new problem (or one that became this
-severe) at or above ``--fail-on`` (default ``error``), 0 otherwise, 2 on a
-usage error (an unknown night, an output that cannot be read).
+severe) at or above ``--fail-on`` (default ``error``), or a file or model that
+now makes llama.cpp abort (whatever ``--fail-on`` says: it crashes a server that
+loads it), 0 otherwise, 2 on a usage error (an unknown night, an output that
+cannot be read).
 """
 
 from __future__ import annotations
@@ -26,19 +28,29 @@ from typing import Any, Final
 import pyarrow as pa
 
 from gguf_audit.cli import ExitStatus
+from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.findings import Severity
 from gguf_audit.pipelines.config import parse_storage_options_flag
-from gguf_audit.pipelines.nightview import PROBLEM_COLUMNS, night_problems, nights, problems_of
+from gguf_audit.pipelines.nightview import PROBLEM_COLUMNS, night_problems, nights, problems_of, row_llama_cpp
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.picture import NightNotFound, night_row
 from gguf_audit.report.json import dumps
-from gguf_audit.report.nightly import Change, FileChange, ModelFlip, NightDiff, Problem, diff_to_json, render_diff_text
+from gguf_audit.report.nightly import (
+    Change,
+    FileChange,
+    ModelFlip,
+    NewAbort,
+    NightDiff,
+    Problem,
+    diff_to_json,
+    render_diff_text,
+)
 
 __all__ = ["add_diff_parser", "cmd_diff", "diff_nights", "match_problems"]
 
-FILE_COLUMNS: Final = ["url", "source_run_id", "status", "loadable", "size"]
-MODEL_COLUMNS: Final = ["model_id", "source_run_id", "loadable", "complete"]
+FILE_COLUMNS: Final = ["url", "source_run_id", "status", "loadable", "size", "codes", "llama_cpp"]
+MODEL_COLUMNS: Final = ["model_id", "source_run_id", "loadable", "complete", "codes", "llama_cpp"]
 
 
 def add_diff_parser(sub: Any) -> argparse.ArgumentParser:
@@ -100,7 +112,21 @@ def match_problems(before: list[Problem], after: list[Problem]) -> tuple[list[Pr
 
 
 def _rows(table: pa.Table, key: str) -> dict[str, dict[str, Any]]:
-    return {str(r[key]): r for r in table.to_pylist()}
+    """Rows by ``key``, each with its ``llama_cpp`` verdict (derived from its codes where it was not stored)."""
+    rows = {str(r[key]): r for r in table.to_pylist()}
+    for r in rows.values():
+        r["llama_cpp"] = row_llama_cpp(r)
+    return rows
+
+
+def _new_aborts(scope: str, old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]) -> list[NewAbort]:
+    """What aborts llama.cpp in ``new`` and did not in ``old`` (or was not there)."""
+    found = []
+    for key in sorted(new):
+        before = old[key]["llama_cpp"] if key in old else None
+        if new[key]["llama_cpp"] == "aborts" and before != "aborts":
+            found.append(NewAbort(scope, key, before))
+    return found
 
 
 def diff_nights(out: Output, before: str, after: str) -> NightDiff:
@@ -115,9 +141,24 @@ def diff_nights(out: Output, before: str, after: str) -> NightDiff:
     diff = NightDiff(before, after, new_files=added, removed_files=removed)
     for url in reread:
         o, n = old_files[url], new_files[url]
-        if (o["status"], o["loadable"], o["size"]) != (n["status"], n["loadable"], n["size"]):
+        if (o["status"], o["loadable"], o["size"], o["llama_cpp"]) != (
+            n["status"],
+            n["loadable"],
+            n["size"],
+            n["llama_cpp"],
+        ):
             diff.changed_files.append(
-                FileChange(url, o["status"], n["status"], o["loadable"], n["loadable"], o["size"], n["size"])
+                FileChange(
+                    url,
+                    o["status"],
+                    n["status"],
+                    o["loadable"],
+                    n["loadable"],
+                    o["size"],
+                    n["size"],
+                    o["llama_cpp"],
+                    n["llama_cpp"],
+                )
             )
     old_models = _rows(out.read("models", [before], columns=MODEL_COLUMNS), "model_id")
     new_models = _rows(out.read("models", [after], columns=MODEL_COLUMNS), "model_id")
@@ -130,8 +171,19 @@ def diff_nights(out: Output, before: str, after: str) -> NightDiff:
     )
     for m in sorted(set(old_models) & set(new_models)):
         o, n = old_models[m], new_models[m]
-        if o["loadable"] != n["loadable"] or o["complete"] != n["complete"]:
-            diff.model_flips.append(ModelFlip(m, o["loadable"], n["loadable"], bool(o["complete"]), n["complete"]))
+        if (o["loadable"], o["complete"], o["llama_cpp"]) != (n["loadable"], n["complete"], n["llama_cpp"]):
+            diff.model_flips.append(
+                ModelFlip(
+                    m,
+                    o["loadable"],
+                    n["loadable"],
+                    bool(o["complete"]),
+                    n["complete"],
+                    o["llama_cpp"],
+                    n["llama_cpp"],
+                )
+            )
+    diff.new_aborts = _new_aborts("file", old_files, new_files) + _new_aborts("model", old_models, new_models)
     columns = list(PROBLEM_COLUMNS)
     old_problems = problems_of(night_problems(out, before, columns, urls=[*removed, *reread], model_ids=judged))
     new_problems = problems_of(night_problems(out, after, columns, urls=[*added, *reread], model_ids=judged))
@@ -169,7 +221,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     alerts = diff.new_at_least(args.fail_on)
     if not args.json:
         print(f"{len(alerts)} new problems at or above {args.fail_on}")
-    return ExitStatus.PROBLEMS if alerts else ExitStatus.OK
+        if diff.new_aborts:
+            print(f"{len(diff.new_aborts)} files or models now abort llama.cpp {LLAMA_CPP_BUILD}")
+    return ExitStatus.PROBLEMS if alerts or diff.new_aborts else ExitStatus.OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,8 +13,9 @@ from typing import Any, Final
 
 from fsspec.core import url_to_fs
 
+from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import UsageError
-from gguf_audit.pipelines.nightview import PROBLEM_COLUMNS, night_problems
+from gguf_audit.pipelines.nightview import PROBLEM_COLUMNS, night_problems, row_llama_cpp
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import is_local_fs
 from gguf_audit.pipelines.picture import night_row
@@ -34,6 +35,8 @@ JSONL_FILE_COLUMNS: Final = [
     "architecture",
     "file_type_name",
     "source_run_id",
+    "codes",
+    "llama_cpp",
 ]
 
 
@@ -85,13 +88,21 @@ def night_sarif(out: Output, run_id: str | None = None) -> dict[str, Any]:
         for r in problems.to_pylist()
     ]
     artifacts = dict(zip(files["url"].to_pylist(), files["size"].to_pylist(), strict=True))
-    properties = {"runId": night, "out": out.url, "files": int(run["n_files"]), "models": int(run["n_models"])}
+    properties = {
+        "runId": night,
+        "out": out.url,
+        "files": int(run["n_files"]),
+        "models": int(run["n_models"]),
+        "llamaCppBuild": run.get("llama_cpp_build") or LLAMA_CPP_BUILD,
+    }
     return sarif_log([sarif_run(results, artifacts=artifacts, properties=properties)])
 
 
 def night_jsonl(out: Output, run_id: str | None = None) -> str:
     """The night's files as JSON Lines: one object per file with its problems (file scope)."""
-    night = str(night_row(out, run_id)["run_id"])
+    run = night_row(out, run_id)
+    night = str(run["run_id"])
+    build = run.get("llama_cpp_build") or LLAMA_CPP_BUILD
     files = out.read("files", [night], columns=JSONL_FILE_COLUMNS)
     problems = night_problems(out, night, list(PROBLEM_COLUMNS))
     by_url: dict[str, list[dict[str, Any]]] = {}
@@ -102,6 +113,9 @@ def night_jsonl(out: Output, run_id: str | None = None) -> str:
             )
     lines = []
     for row in sorted(files.to_pylist(), key=lambda r: r["url"]):
+        row["llama_cpp"] = row_llama_cpp(row)
+        row["llama_cpp_build"] = build
+        del row["codes"]
         row["run_id"] = night
         row["problems"] = by_url.get(row["url"], [])
         lines.append(dumps(row))

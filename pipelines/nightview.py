@@ -11,13 +11,14 @@ per tensor, written by newer scans) is read when it exists.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from gguf_audit.findings import llama_cpp_of_codes
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.picture import night_row
 from gguf_audit.pipelines.reuse import source_pairs
@@ -33,6 +34,7 @@ __all__ = [
     "night_summary",
     "nights",
     "previous_night",
+    "row_llama_cpp",
     "with_templates",
 ]
 
@@ -49,6 +51,8 @@ FILE_COLUMNS: Final = (
     "n_errors",
     "n_warnings",
     "source_run_id",
+    "codes",
+    "llama_cpp",
 )
 MODEL_COLUMNS: Final = (
     "model_id",
@@ -65,9 +69,21 @@ MODEL_COLUMNS: Final = (
     "n_problems",
     "urls",
     "source_run_id",
+    "codes",
+    "llama_cpp",
 )
 TEMPLATE_KEY: Final = "tokenizer.chat_template"
 TEMPLATE_EXCERPT: Final = 400
+
+
+def row_llama_cpp(row: Mapping[str, Any]) -> str | None:
+    """A ``files`` or ``models`` row's llama.cpp verdict: as stored, or from its ``codes`` and ``loadable``
+    for a row written before the column was (the verdict of those codes in this release's registry)."""
+    stored = row.get("llama_cpp")
+    if stored is not None:
+        return str(stored)
+    verdict = llama_cpp_of_codes(row.get("codes") or (), row.get("loadable"))
+    return None if verdict is None else str(verdict)
 
 
 def nights(out: Output) -> list[dict[str, Any]]:
@@ -143,7 +159,7 @@ def problems_of(table: pa.Table) -> list[Problem]:
 def night_summary(out: Output, run: dict[str, Any]) -> NightSummary:
     """A night's numbers: its ``runs`` row, the loadable and complete counts, its problems by severity."""
     night = str(run["run_id"])
-    files = out.read("files", [night], columns=["loadable", "status"])
+    files = out.read("files", [night], columns=["loadable", "status", "codes", "llama_cpp"])
     models = out.read("models", [night], columns=["complete"])
     severities = night_problems(out, night, ["severity"])["severity"].to_pylist()
     loadable = files["loadable"].to_pylist()
@@ -168,6 +184,8 @@ def night_summary(out: Output, run: dict[str, Any]) -> NightSummary:
         n_read=int(run["n_read"]),
         n_reused=int(run["n_reused"]),
         statuses=statuses,
+        n_aborts=sum(1 for r in files.to_pylist() if row_llama_cpp(r) == "aborts"),
+        llama_cpp_build=run.get("llama_cpp_build"),
     )
 
 
@@ -201,6 +219,7 @@ def file_rows(out: Output, night: str) -> list[FileRow]:
                 n_errors=int(r["n_errors"] or 0),
                 n_warnings=int(r["n_warnings"] or 0),
                 source_run_id=str(r["source_run_id"]),
+                llama_cpp=row_llama_cpp(r),
             )
         )
     return sorted(rows, key=lambda f: f.url)
@@ -235,6 +254,7 @@ def model_rows(out: Output, night: str) -> list[ModelRow]:
             file_type_name=r["file_type_name"],
             n_problems=int(r["n_problems"]),
             urls=tuple(r["urls"] or ()),
+            llama_cpp=row_llama_cpp(r),
         )
         for r in models.to_pylist()
     ]

@@ -349,6 +349,7 @@ def _leased_scan(
             rows_written=dict(collector.rows),
             n_models_judged=night.summaries_judged,
             n_unloadable=tally.unloadable,
+            n_aborts=tally.aborts,
         )
         observer.committing()
         committing = True

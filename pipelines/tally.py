@@ -42,6 +42,8 @@ class Tally:
     requests: int = 0
     unloadable: int = 0
     """Files llama.cpp would refuse (``loadable`` false), whatever their findings' severities."""
+    aborts: int = 0
+    """Files whose ``llama_cpp`` verdict is ``aborts`` (they crash the process that loads them)."""
     size_bytes: int = 0
     """The files' sizes as listed or learnt from the first read (manifests of plain URLs list none)."""
 
@@ -56,6 +58,8 @@ class Tally:
             tally.size_bytes = int(pc.sum(files.column("size")).as_py() or 0)
         if "loadable" in files.column_names:
             tally.unloadable = int(pc.sum(pc.equal(files.column("loadable"), False)).as_py() or 0)
+        if "llama_cpp" in files.column_names:
+            tally.aborts = int(pc.sum(pc.equal(files.column("llama_cpp"), "aborts")).as_py() or 0)
         return tally
 
     @classmethod
@@ -88,4 +92,5 @@ class Tally:
         self.bytes_read += other.bytes_read
         self.requests += other.requests
         self.unloadable += other.unloadable
+        self.aborts += other.aborts
         self.size_bytes += other.size_bytes

@@ -79,6 +79,7 @@ def test_pipeline_commands_are_entry_points() -> None:
         "report": "gguf_audit.pipelines.report_cli:add_report_parser",
         "scan": "gguf_audit.pipelines.cli:add_scan_parser",
         "snapshot": "gguf_audit.pipelines.tables_cli:add_snapshot_parser",
+        "sql": "gguf_audit.pipelines.sql_cli:add_sql_parser",
         "tables": "gguf_audit.pipelines.tables_cli:add_tables_parser",
     }
     installed = {ep.name: ep.value for ep in entry_points(group="gguf_audit.commands")}

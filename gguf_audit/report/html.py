@@ -22,7 +22,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from gguf_audit.codes import CODES, SEVERITY_RANK
+from gguf_audit.codes import CODES, LLAMA_CPP_BUILD, SEVERITY_RANK
+from gguf_audit.findings import llama_cpp_label
 from gguf_audit.report.charts import COLORS, Bar, Box, Series, bar_chart, box_chart, line_chart, text
 from gguf_audit.report.format import fmt_bytes
 from gguf_audit.report.nightly import FileRow, ModelRow, NightDiff, NightReport, NightSummary, Problem
@@ -83,10 +84,19 @@ CSP_POLICY: Final = (
 )
 
 
-def _verdict(loadable: bool | None) -> str:
+_LLAMA_CPP_CLASS: Final = {"loads": "ok", "refuses": "error", "aborts": "error"}
+
+
+def _verdict(loadable: bool | None, llama_cpp: str | None = None) -> str:
+    """``loadable`` as yes / NO / unknown, with llama.cpp's verdict beside it when it is not plain ``loads``."""
     if loadable is None:
-        return '<span class="warning">unknown</span>'
-    return '<span class="ok">yes</span>' if loadable else '<span class="error">NO</span>'
+        said = '<span class="warning">unknown</span>'
+    else:
+        said = '<span class="ok">yes</span>' if loadable else '<span class="error">NO</span>'
+    if llama_cpp is None or llama_cpp == "loads":
+        return said
+    css = _LLAMA_CPP_CLASS.get(llama_cpp, "warning")
+    return f'{said} <span class="{css}">({"ABORTS" if llama_cpp == "aborts" else text(llama_cpp)})</span>'
 
 
 def _severity(severity: str) -> str:
@@ -101,7 +111,11 @@ def _headline(n: NightSummary) -> str:
     cards = [
         (str(n.n_files), "files", f"{n.n_read} read, {n.n_reused} reused"),
         (str(n.n_models), "models", f"{n.n_incomplete} incomplete shard sets"),
-        (_share(n.n_loadable, n.n_files), "loadable", f"{n.n_loadable} of {n.n_files} files"),
+        (
+            _share(n.n_loadable, n.n_files),
+            "loadable",
+            f"{n.n_loadable} of {n.n_files} files; {n.n_aborts} abort llama.cpp {n.llama_cpp_build or LLAMA_CPP_BUILD}",
+        ),
         (
             fmt_bytes(n.bytes_read),
             "read",
@@ -128,7 +142,7 @@ def _by_code(problems: Sequence[Problem]) -> str:
     rows = []
     for (code, severity), n in ordered:
         info = CODES.get(code)
-        refused = {True: "refuses", False: "loads", None: "unknown"}[info.refused] if info else "?"
+        refused = llama_cpp_label(info.llama_cpp) if info else "?"
         rows.append(
             f'<tr><td><code>{text(code)}</code></td><td>{_severity(severity)}</td><td class="n">{n}</td>'
             f"<td>{refused}</td><td>{text(info.doc if info else 'unregistered code')}</td></tr>"
@@ -204,6 +218,13 @@ def _changes(diff: NightDiff | None) -> str:
     if diff is None:
         return '<p class="empty">the first night: nothing to compare with</p>'
     parts = [f'<p class="sub">since night {text(diff.before)}</p>']
+    if diff.new_aborts:
+        aborts = "".join(
+            f'<li><span class="error">{text(a.scope)}</span> <span class="url">{text(a.where)}</span>: '
+            f"{text(a.llama_cpp_before or 'unknown')} → aborts</li>"
+            for a in diff.new_aborts[:MAX_ROWS]
+        )
+        parts.append(f"<h3>Now aborting llama.cpp ({len(diff.new_aborts)})</h3><ul>{aborts}</ul>")
     parts.append(f"<h3>New problems ({len(diff.new_problems)})</h3>{_problem_table(diff.new_problems)}")
     parts.append(f"<h3>Resolved problems ({len(diff.resolved_problems)})</h3>{_problem_table(diff.resolved_problems)}")
     changed = [c.after for c in diff.changed_problems]
@@ -212,13 +233,14 @@ def _changes(diff: NightDiff | None) -> str:
     parts.append(f"<h3>Removed files ({len(diff.removed_files)})</h3>{_url_list(diff.removed_files)}")
     rows = "".join(
         f'<tr><td class="url">{text(c.url)}</td><td>{text(c.status_before)} → {text(c.status_after)}</td>'
-        f"<td>{_verdict(c.loadable_before)} → {_verdict(c.loadable_after)}</td>"
+        f"<td>{_verdict(c.loadable_before, c.llama_cpp_before)} → {_verdict(c.loadable_after, c.llama_cpp_after)}</td>"
         f"<td>{fmt_bytes(c.size_before)} → {fmt_bytes(c.size_after)}</td></tr>"
         for c in diff.changed_files[:MAX_ROWS]
     )
     parts.append(f"<h3>Changed files ({len(diff.changed_files)})</h3>" + _table_or_none(FILE_HEAD, rows))
     flips = "".join(
-        f'<tr><td class="url">{text(m.model_id)}</td><td>{_verdict(m.loadable_before)} → {_verdict(m.loadable_after)}'
+        f'<tr><td class="url">{text(m.model_id)}</td><td>{_verdict(m.loadable_before, m.llama_cpp_before)} → '
+        f"{_verdict(m.loadable_after, m.llama_cpp_after)}"
         f"</td><td>{'complete' if m.complete_before else 'incomplete'} → "
         f"{'complete' if m.complete_after else 'incomplete'}</td></tr>"
         for m in diff.model_flips[:MAX_ROWS]
@@ -273,11 +295,11 @@ def _models(models: Sequence[ModelRow], counts: Counter[str]) -> str:
     rows = []
     for m in models:
         files = "<br>".join(f'<span class="url" title="{text(u)}">{text(u.rsplit("/", 1)[-1])}</span>' for u in m.urls)
-        loadable_sort = {True: 2, None: 1, False: 0}[m.loadable]
+        loadable_sort = 0 if m.llama_cpp == "aborts" else {True: 3, None: 2, False: 1}[m.loadable]
         rows.append(
             f'<tr><td class="url">{text(m.model_id)}</td><td>{text(m.name or "")}</td>'
             f'<td data-sort="{text(m.status)}" class="{text(m.status)}">{text(m.status)}</td>'
-            f'<td data-sort="{loadable_sort}">{_verdict(m.loadable)}</td>'
+            f'<td data-sort="{loadable_sort}">{_verdict(m.loadable, m.llama_cpp)}</td>'
             f"<td>{_yes_no(m.complete)}</td>"
             f'<td class="n">{m.shard_count}</td><td>{text(m.file_type_name or "")}</td>'
             f'<td class="n" data-sort="{m.size or 0}">{fmt_bytes(m.size)}</td>'
@@ -320,7 +342,8 @@ def _files(files: Sequence[FileRow], problems: Sequence[Problem]) -> str:
         opened = " open" if mine else ""
         parts.append(
             f'<details class="file"{opened}><summary><span class="url">{text(f.url)}</span> — {facts}, loadable '
-            f'{_verdict(f.loadable)}</summary>{name}<p class="sub">model {text(f.model_id)}, read by night '
+            f"{_verdict(f.loadable, f.llama_cpp)}</summary>{name}"
+            f'<p class="sub">model {text(f.model_id)}, read by night '
             f"{text(f.source_run_id)}</p>{template}{_problem_table(mine, with_place=False)}</details>"
         )
     if len(files) > MAX_FILE_DETAILS:

@@ -17,6 +17,7 @@ from gguf_audit.bounded import ITEM_LIMIT, VALUE_LIMIT, clip
 from gguf_audit.compare import Comparison
 from gguf_audit.decode.sampled import DecodedBlock
 from gguf_audit.decode.stats import combine_stats
+from gguf_audit.findings import LLAMA_CPP_BUILD
 from gguf_audit.format.model import KV, StringArray, Value, ValueType, json_scalar
 from gguf_audit.report.format import UNSAFE
 from gguf_audit.samples import FileSamples
@@ -80,6 +81,8 @@ def audit_to_json(audit: FileAudit, *, full_arrays: bool = False, samples: bool 
         "header_bytes": h.header_bytes if h else None,
         "data_offset": h.data_offset if h else None,
         "loadable": audit.loadable,
+        "llama_cpp": None if audit.llama_cpp is None else str(audit.llama_cpp),
+        "llama_cpp_build": LLAMA_CPP_BUILD,
         "status": str(audit.status),
         "metadata": {clip(kv.key): _kv_json(kv, full_arrays) for kv in h.metadata.values()} if h else {},
         "tensors": [

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gguf_audit.codes import SEVERITY_RANK, Severity
+from gguf_audit.codes import LLAMA_CPP_BUILD, SEVERITY_RANK, Severity
 from gguf_audit.report.format import escape, fmt_bytes
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "FileRow",
     "ModelFlip",
     "ModelRow",
+    "NewAbort",
     "NightDiff",
     "NightReport",
     "NightSummary",
@@ -52,6 +53,10 @@ class NightSummary:
     n_read: int
     n_reused: int
     statuses: dict[str, int] = field(default_factory=dict)
+    n_aborts: int = 0
+    """Files whose ``llama_cpp`` verdict is ``aborts`` (counted among ``n_unloadable``)."""
+    llama_cpp_build: str | None = None
+    """The llama.cpp build the night's verdicts describe (``runs.llama_cpp_build``; null before it was recorded)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,8 @@ class FileRow:
     source_run_id: str = ""
     chat_template: str | None = None
     """The start of its chat template (from ``metadata``), for the report to show escaped."""
+    llama_cpp: str | None = None
+    """``loads``, ``refuses``, ``aborts``, or None (unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +119,8 @@ class ModelRow:
     file_type_name: str | None
     n_problems: int
     urls: tuple[str, ...]
+    llama_cpp: str | None = None
+    """The worst of its files' verdicts and the set's own: ``loads``, ``refuses``, ``aborts``, or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,17 +156,32 @@ class FileChange:
     loadable_after: bool | None
     size_before: int | None
     size_after: int | None
+    llama_cpp_before: str | None = None
+    llama_cpp_after: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ModelFlip:
-    """A model whose loadable verdict or completeness differs between the nights."""
+    """A model whose loadable verdict, llama.cpp verdict or completeness differs between the nights."""
 
     model_id: str
     loadable_before: bool | None
     loadable_after: bool | None
     complete_before: bool
     complete_after: bool
+    llama_cpp_before: str | None = None
+    llama_cpp_after: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewAbort:
+    """A file or model llama.cpp aborts on in the later night and did not (or was not there) in the earlier."""
+
+    scope: str
+    """``file`` (``where`` a URL) or ``model`` (``where`` a model id)."""
+    where: str
+    llama_cpp_before: str | None
+    """The earlier night's verdict; None when unknown or not there."""
 
 
 @dataclass
@@ -173,6 +197,8 @@ class NightDiff:
     removed_files: list[str] = field(default_factory=list)
     changed_files: list[FileChange] = field(default_factory=list)
     model_flips: list[ModelFlip] = field(default_factory=list)
+    new_aborts: list[NewAbort] = field(default_factory=list)
+    """Files and models going to ``aborts``: always an alert, whatever ``--fail-on`` says."""
 
     def new_at_least(self, severity: str) -> list[Problem]:
         """The new problems (and changed ones that became this severe) at or above ``severity``."""
@@ -194,6 +220,7 @@ class NightDiff:
             or self.removed_files
             or self.changed_files
             or self.model_flips
+            or self.new_aborts
         )
 
 
@@ -223,8 +250,9 @@ def severity_at_least(severity: str, threshold: str) -> bool:
         return False
 
 
-def _verdict(loadable: bool | None) -> str:
-    return {True: "loadable", False: "NOT loadable", None: "unknown"}[loadable]
+def _verdict(loadable: bool | None, llama_cpp: str | None = None) -> str:
+    said = {True: "loadable", False: "NOT loadable", None: "unknown"}[loadable]
+    return said if llama_cpp is None else f"{said} ({llama_cpp})"
 
 
 def _problem_line(p: Problem) -> str:
@@ -240,6 +268,13 @@ def render_diff_text(diff: NightDiff) -> str:
         lines.append("no changes")
         return "\n".join(lines)
     sections: list[tuple[str, list[str]]] = [
+        (
+            f"now aborting llama.cpp {LLAMA_CPP_BUILD}",
+            [
+                f"  {a.scope} {escape(a.where, 300)}: {a.llama_cpp_before or 'unknown'} -> aborts"
+                for a in diff.new_aborts
+            ],
+        ),
         ("new problems", [_problem_line(p) for p in diff.new_problems]),
         ("resolved problems", [_problem_line(p) for p in diff.resolved_problems]),
         (
@@ -255,7 +290,8 @@ def render_diff_text(diff: NightDiff) -> str:
             "changed files",
             [
                 f"  {escape(c.url, 300)}: {c.status_before} -> {c.status_after}, "
-                f"{_verdict(c.loadable_before)} -> {_verdict(c.loadable_after)}, "
+                f"{_verdict(c.loadable_before, c.llama_cpp_before)} -> "
+                f"{_verdict(c.loadable_after, c.llama_cpp_after)}, "
                 f"size {fmt_bytes(c.size_before)} -> {fmt_bytes(c.size_after)}"
                 for c in diff.changed_files
             ],
@@ -263,7 +299,8 @@ def render_diff_text(diff: NightDiff) -> str:
         (
             "models flipped",
             [
-                f"  {escape(m.model_id, 300)}: {_verdict(m.loadable_before)} -> {_verdict(m.loadable_after)}, "
+                f"  {escape(m.model_id, 300)}: {_verdict(m.loadable_before, m.llama_cpp_before)} -> "
+                f"{_verdict(m.loadable_after, m.llama_cpp_after)}, "
                 f"{'complete' if m.complete_before else 'incomplete'} -> "
                 f"{'complete' if m.complete_after else 'incomplete'}"
                 for m in diff.model_flips
@@ -288,4 +325,6 @@ def diff_to_json(diff: NightDiff) -> dict[str, Any]:
         "removed_files": list(diff.removed_files),
         "changed_files": [asdict(c) for c in diff.changed_files],
         "model_flips": [asdict(m) for m in diff.model_flips],
+        "new_aborts": [asdict(a) for a in diff.new_aborts],
+        "llama_cpp_build": LLAMA_CPP_BUILD,
     }

@@ -4,7 +4,8 @@ The rules are the code registry (:data:`gguf_audit.codes.CODES`): ``id`` the
 code, ``shortDescription`` its explanation's first sentence, ``fullDescription``
 and ``help`` the whole explanation, ``defaultConfiguration.level`` from its
 severity (error, warning, info as ``note``), and a ``llamaCpp`` property saying
-whether llama.cpp refuses a file with it (``refuses``, ``loads``, ``unknown``).
+what llama.cpp ``llamaCppBuild`` does with a file that has it (``loads``, ``refuses``,
+``aborts``, ``unknown``); each result carries its code's ``llamaCpp`` too.
 Each problem is a result whose artifact location is the file's URI (a local
 path as an absolute ``file://`` URI; every character a URI cannot hold, ``#``
 and spaces included, percent-encoded) and whose region is its byte offset
@@ -30,8 +31,8 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from gguf_audit import __version__
-from gguf_audit.codes import CODES, CodeInfo, Severity
-from gguf_audit.findings import Finding
+from gguf_audit.codes import CODES, LLAMA_CPP_BUILD, CodeInfo, Severity
+from gguf_audit.findings import Finding, llama_cpp_label
 
 __all__ = [
     "SARIF_SCHEMA",
@@ -98,15 +99,23 @@ def _level(severity: str) -> str:
 
 
 def _rule(info: CodeInfo) -> dict[str, Any]:
-    refused = {True: "refuses", False: "loads", None: "unknown"}[info.refused]
+    verdict = llama_cpp_label(info.llama_cpp)
     return {
         "id": info.code,
         "name": "".join(part.capitalize() for part in re.split(r"[._]", info.code)),
         "shortDescription": {"text": _short(info.doc)},
         "fullDescription": {"text": info.doc},
-        "help": {"text": f"{info.doc} (llama.cpp {refused} a file with this finding; `gguf-audit codes` lists all.)"},
+        "help": {
+            "text": f"{info.doc} (llama.cpp {LLAMA_CPP_BUILD} {verdict} on a file with this finding; "
+            "`gguf-audit codes` lists all.)"
+        },
         "defaultConfiguration": {"level": LEVELS[info.severity]},
-        "properties": {"llamaCpp": refused, "llamaCppRefuses": info.refused, "tags": [info.code.split(".")[0]]},
+        "properties": {
+            "llamaCpp": verdict,
+            "llamaCppBuild": LLAMA_CPP_BUILD,
+            "llamaCppRefuses": info.refused,
+            "tags": [info.code.split(".")[0]],
+        },
     }
 
 
@@ -138,8 +147,14 @@ def _result(r: SarifResult, rule_index: Mapping[str, int]) -> dict[str, Any]:
     }
     if r.code in rule_index:
         result["ruleIndex"] = rule_index[r.code]
+    info = CODES.get(r.code)
+    properties: dict[str, Any] = {
+        "llamaCpp": llama_cpp_label(info.llama_cpp if info is not None else None),
+        "llamaCppBuild": LLAMA_CPP_BUILD,
+    }
     if r.url is None and r.model_id:
-        result["properties"] = {"model": r.model_id}
+        properties["model"] = r.model_id
+    result["properties"] = properties
     return result
 
 
@@ -161,6 +176,7 @@ def sarif_run(
                 "semanticVersion": __version__,
                 "informationUri": INFORMATION_URI,
                 "rules": [_rule(info) for info in infos],
+                "properties": {"llamaCppBuild": LLAMA_CPP_BUILD},
             }
         },
         "invocations": [{"executionSuccessful": successful}],

@@ -12,6 +12,7 @@ import numpy as np
 from gguf_audit.audit import FileAudit
 from gguf_audit.compare import Comparison
 from gguf_audit.decode.stats import tensor_stats
+from gguf_audit.findings import LLAMA_CPP_BUILD, llama_cpp_label
 from gguf_audit.format.model import KV, StringArray, ValueType, json_scalar
 from gguf_audit.report.dump import float32_repr, parameter_count, parameter_label, scalar_repr, shard_hint
 from gguf_audit.report.format import MEASURE_CODE_WIDTH, escape, finding_line, fmt_bytes, fmt_stat
@@ -47,7 +48,10 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = Fals
     h = audit.header
     lines = [f"{escape(audit.url)}"]
     verdict = {True: "yes", False: "NO", None: "unknown"}[audit.loadable]
-    lines.append(f"  status {audit.status}, loadable by llama.cpp: {verdict}")
+    lines.append(
+        f"  status {audit.status}, loadable by llama.cpp: {verdict}; "
+        f"llama.cpp {LLAMA_CPP_BUILD}: {llama_cpp_label(audit.llama_cpp)}"
+    )
     lines.append(f"  size {fmt_bytes(audit.size, exact=True)}")
     if h is not None:
         arch = h.architecture

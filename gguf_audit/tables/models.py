@@ -15,7 +15,8 @@ import pyarrow as pa
 
 from gguf_audit.audit import Status
 from gguf_audit.checks.shards import ShardSetVerdict
-from gguf_audit.findings import Finding, Severity
+from gguf_audit.codes import VERDICT_RANK
+from gguf_audit.findings import Finding, LlamaCpp, Severity, llama_cpp_of_codes
 from gguf_audit.tables.per_file import problem_row
 from gguf_audit.tables.schema import rows_to_table
 
@@ -62,6 +63,7 @@ def summarise_model(model_id: str, files: Sequence[Mapping[str, Any]], verdict: 
         rank = max(rank, _STATUS_RANK[Status.WARNING])
     status = next(s for s, r in _STATUS_RANK.items() if r == rank)
     loadable = verdict.loadable if verdict is not None else (members[0]["loadable"] if members else None)
+    llama_cpp = model_llama_cpp(members, findings, loadable)
 
     def first(column: str) -> Any:
         return next((r[column] for r in members if r.get(column) is not None), None)
@@ -79,6 +81,7 @@ def summarise_model(model_id: str, files: Sequence[Mapping[str, Any]], verdict: 
         "complete": verdict.complete if verdict is not None else True,
         "status": str(status),
         "loadable": loadable,
+        "llama_cpp": None if llama_cpp is None else str(llama_cpp),
         "architecture": first("architecture"),
         "name": first("name"),
         "file_type": first("file_type"),
@@ -90,6 +93,23 @@ def summarise_model(model_id: str, files: Sequence[Mapping[str, Any]], verdict: 
         "urls": [r["url"] for r in members],
     }
     return ModelSummary(row, tuple(findings))
+
+
+def model_llama_cpp(
+    members: Sequence[Mapping[str, Any]], findings: Sequence[Finding], loadable: bool | None
+) -> LlamaCpp | None:
+    """A model's llama.cpp verdict: the worst of its files' (each from its ``codes`` and ``loadable``, as
+    stored, so a row carried from an earlier night counts) and of the set's own findings; a model that is
+    not loadable (a missing shard) is at least ``refuses``."""
+    verdicts = [llama_cpp_of_codes(r.get("codes") or (), r.get("loadable")) for r in members]
+    verdicts.append(llama_cpp_of_codes((f.code for f in findings), True if members else None))
+    known = [v for v in verdicts if v is not None]
+    worst = max(known, key=VERDICT_RANK.__getitem__, default=None)
+    if worst is LlamaCpp.LOADS and len(known) < len(verdicts):
+        worst = None
+    if loadable is False and worst in (None, LlamaCpp.LOADS):
+        return LlamaCpp.REFUSES
+    return worst
 
 
 def models_to_table(models: Iterable[ModelSummary], *, run_id: str) -> pa.Table:

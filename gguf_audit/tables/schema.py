@@ -152,6 +152,11 @@ _FILES: Final = [
     _f("rate_limit_wait_s", pa.float64()),
 ]
 
+_VERDICT: Final = [
+    # added after the lineage columns, at the end (null in earlier nights): what llama.cpp LLAMA_CPP_BUILD does
+    _f("llama_cpp", pa.string()),
+]
+
 _FILES_LINEAGE: Final = [
     # lineage (gguf_audit.checks.lineage) and provenance, from the header
     _f("tensor_set_digest", pa.string()),
@@ -188,6 +193,7 @@ _RUNS_LINEAGE: Final = [
     _f("compare_rows", pa.int64()),
     # added after the compare columns, at the end: earlier nights read it as null
     _f("listing_requests", pa.int64()),
+    _f("llama_cpp_build", pa.string()),
 ]
 
 _COMPARE: Final = [
@@ -304,11 +310,11 @@ _SAMPLES: Final = [
 
 _FIELDS: Final = {
     "runs": [*_RUNS, *_RUNS_LINEAGE],
-    "files": [*_FILES, *_FILES_LINEAGE],
-    "models": [*_MODELS, *_MODELS_LINEAGE],
+    "files": [*_FILES, *_FILES_LINEAGE, *_VERDICT],
+    "models": [*_MODELS, *_MODELS_LINEAGE, *_VERDICT],
     "tensors": _TENSORS,
     "metadata": _METADATA,
-    "problems": _PROBLEMS,
+    "problems": [*_PROBLEMS, *_VERDICT],
     "samples": _SAMPLES,
     "compare": _COMPARE,
 }

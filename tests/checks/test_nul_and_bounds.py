@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from gguf_audit.audit import AuditConfig, audit_file
-from gguf_audit.findings import MAX_MESSAGE_CHARS, LlamaCpp, finding, llama_cpp_verdict
+from gguf_audit.bounded import MESSAGE_LIMIT
+from gguf_audit.findings import LlamaCpp, finding, llama_cpp_verdict
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.templates.audit import header_templates
@@ -125,7 +126,7 @@ def test_a_one_dimensional_output_has_one_row_as_ggml_pads_it(tmp_path: Path) ->
 
 def test_a_message_quoting_megabytes_is_cut_with_its_length() -> None:
     message = finding("meta.unknown_architecture", "architecture " + "x" * 1_000_000).message
-    assert len(message) < MAX_MESSAGE_CHARS + 100 and "of 1000013 characters" in message
+    assert len(message) < MESSAGE_LIMIT + 100 and "(998,813 characters cut)" in message
 
 
 def test_duplicate_tensor_names_are_reported_ten_at_a_time(tmp_path: Path) -> None:

@@ -33,6 +33,9 @@ def test_scan_writes_sarif_and_json_lines(
     records = [json.loads(line) for line in lines]
     assert sorted(r["url"] for r in records) == sorted("file://" + str(p) for p in files)
     assert all(r["run_id"] == run["properties"]["runId"] for r in records)
+    assert run["properties"]["llamaCppBuild"] == "b11312" and all(r["llama_cpp_build"] == "b11312" for r in records)
+    verdicts = {(r["loadable"], r["llama_cpp"]) for r in records}
+    assert verdicts <= {(True, "loads"), (False, "refuses"), (False, "aborts")}
 
 
 def test_a_night_with_problems_as_sarif(report_nights: Nights) -> None:
@@ -45,6 +48,7 @@ def test_a_night_with_problems_as_sarif(report_nights: Nights) -> None:
     assert location["region"]["byteOffset"] > 0
     missing = next(r for r in results if r["ruleId"] == "shard.missing")
     assert missing["level"] == "error" and missing["properties"]["model"].endswith("sharded/complete")
+    assert missing["properties"]["llamaCpp"] == "refuses"
     assert missing["locations"][0]["logicalLocations"][0]["kind"] == "module"
     # A payload in a file name is percent-encoded in the URI, never raw markup.
     uris = [a["location"]["uri"] for a in log["runs"][0]["artifacts"]]

@@ -7,19 +7,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import polars as pl
 import pyarrow.compute as pc
 import pytest
 from pipeline_helpers import SAMPLE_COUNT, delta_options, read_dataset, s3_options
 
 from gguf_audit.pipelines import delta as delta_module
-from gguf_audit.pipelines.cli import example_query, s3_duckdb_setup
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.duck import connect
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.picture import picture_table
 from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.sql_cli import summary_lines
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
 
@@ -172,15 +173,17 @@ def test_tables_on_s3(client: Any, moto: MotoS3Server, bucket: str, local_collec
     keys = {o["Key"] for o in moto.client().list_objects_v2(Bucket=bucket, Prefix="audit/")["Contents"]}
     assert f"audit/runs/_delta_log/{0:020d}.json" in keys and f"audit/files/_delta_log/{1:020d}.json" in keys
     assert not any(k.startswith("audit/_pending/") for k in keys)
-    # The summary's DuckDB lines for S3 work as printed: the secret (credentials from the
-    # environment, the endpoint spelt out), then the query (extensions from their wheels, offline).
-    setup = s3_duckdb_setup(out, s3_options(moto))
-    [secret] = [line.strip() for line in setup if line.strip().startswith("CREATE SECRET")]
+    # The summary's DuckDB lines for S3 work as printed: the extensions from their wheels, the secret
+    # (credentials from the environment, the endpoint spelt out), the night's views, then the query.
+    _, statements = summary_lines(out, second.run_id, s3_options(moto))
+    [secret] = [line for line in statements if line.startswith("CREATE SECRET")]
     assert f"ENDPOINT '{moto.endpoint_url.split('://', 1)[1]}'" in secret
-    con = connect(("delta", "httpfs", "aws"))
+    assert not [line for line in statements if line.startswith("INSTALL")]
+    con = duckdb.connect()
     try:
-        con.execute(secret)
-        by_status = con.execute(example_query(second)).fetchall()
+        for statement in statements[:-1]:
+            con.execute(statement)
+        by_status = [(status, n, problems) for status, _, n, problems in con.execute(statements[-1]).fetchall()]
     finally:
         con.close()
     assert sum(n for _, n, _ in by_status) == SAMPLE_COUNT
@@ -428,7 +431,7 @@ def test_the_documented_queries_run(
     # And so does the pandas one (through deltalake).
     [code] = [c for c in re.findall(r"```python\n(.*?)```", docs, re.S) if "to_pandas" in c]
     scope = {}
-    exec(code.replace('"audit-out/', f'"{out}/'), scope)  # the docs' own example
+    exec(code.replace('"audit-out"', repr(str(out))), scope)  # the docs' own example
     assert scope["files"].status.value_counts().to_dict() == {"ok": 8, "error": 1, "unreadable": 1}
     read_again = scope["read_by"].run_id.unique().tolist()
     assert len(read_again) == 2  # the night's own reads and the first night's reused rows

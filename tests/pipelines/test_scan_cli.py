@@ -35,15 +35,15 @@ def test_readme_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     assert status == 1  # the collection holds errors on purpose
     assert "dask: a local cluster, 2 workers" in err
     assert f"{SAMPLE_COUNT}/{SAMPLE_COUNT}" in err  # the progress bar reached the end
-    statuses = "ok 7, warning 0, error 2, unreadable 1; 3 llama.cpp would refuse"
+    statuses = "ok 7, warning 0, error 2, unreadable 1; 3 llama.cpp b11312 would refuse"
     assert f"files: {SAMPLE_COUNT} ({statuses}) in 7 models" in out
     assert re.search(r"^\s+1\s+shard\.missing\s+error$", out, re.M)
     assert "sharded/llama-split: missing 00002 of 00003" in out
     assert f"every listed file has exactly one row: {SAMPLE_COUNT} of {SAMPLE_COUNT}" in out
     assert "files/s" in out and "of 3.4 MiB" in out
     # The DuckDB query ran on the result.
-    assert "SELECT status, count(*) AS files" in out
-    assert re.search(r"│ unreadable\s+│\s+1 │", out)
+    assert "SELECT f.status, f.llama_cpp" in out and "│ llama_cpp │" in out
+    assert re.search(r"│ unreadable\s+│ refuses\s+│\s+1 │\s+1 │", out)
 
 
 def test_exit_status(
@@ -100,7 +100,7 @@ def test_fail_on_warning(
     # A big-endian file's finding is a warning too, but llama.cpp refuses it: the default level fails the night.
     (root / "be.gguf").write_bytes(build_gguf(kvs, tensors, big_endian=True))
     status, out, _ = _scan(capsys, str(root), "--out", str(tmp_path / "o4"), *common)
-    assert status == 1 and "header.big_endian" in out and "1 llama.cpp would refuse" in out
+    assert status == 1 and "header.big_endian" in out and "1 llama.cpp b11312 would refuse" in out
 
 
 def test_credentials_are_refused_and_never_written(
@@ -207,7 +207,7 @@ def test_a_file_llama_cpp_refuses_fails_the_night_even_with_only_warnings(client
     assert result.severities.get("error", 0) == 0  # no finding is an error...
     assert result.n_unloadable == 1  # ...but the file will not load
     assert result.reaches("error") and result.reaches("warning")
-    assert "1 llama.cpp would refuse" in render_summary(result, "error")
+    assert "1 llama.cpp b11312 would refuse" in render_summary(result, "error")
     assert "the run fails --fail-on error" in render_summary(result, "error")
 
 
