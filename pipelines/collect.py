@@ -165,6 +165,11 @@ class Collector:
         for fact in shard_facts:
             self.shard_facts[fact.url] = fact
 
+    def add_facts(self, facts: pa.Table) -> None:
+        """Facts rows of files already counted (reused files of a carried model judged again after all)."""
+        if facts.num_rows:
+            self.facts.append(facts.combine_chunks())
+
     def members(self, model_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
         """The facts rows of the files of ``model_ids``, by model."""
         wanted = pa.array(sorted(set(model_ids)), pa.string())

@@ -64,6 +64,7 @@ from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.reuse import reused_shard_facts
+from gguf_audit.pipelines.tally import FACT_COLUMNS, facts_of
 from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, model_lineage_cells, pair_problems_to_table
 from gguf_audit.tables.models import ModelSummary
 from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
@@ -73,6 +74,7 @@ __all__ = [
     "Lineage",
     "compare_options",
     "judge_lineage",
+    "reload_member_facts",
     "reload_shard_facts",
     "run_compare",
     "safetensors_dirs",
@@ -242,6 +244,24 @@ def _uncount(out: Output, carried: pa.Table, ids: set[str], collector: Collector
         collector.tally.severities.subtract(problems.column("severity").to_pylist())
     collector.tally.codes = +collector.tally.codes  # drop the zero counts
     collector.tally.severities = +collector.tally.severities
+
+
+def reload_member_facts(
+    out: Output, base_run_id: str | None, groups: Mapping[str, Sequence[str]], ids: Iterable[str], collector: Collector
+) -> None:
+    """The stored facts rows of the files of ``ids`` (carried models judged again), so each is judged from its
+    own files' verdicts: none of their files was read this night and the reused files' facts are kept only for
+    the models judged again when the night began."""
+    urls = [u for mid in sorted(set(ids)) for u in groups.get(mid, ())]
+    if not urls or base_run_id is None:
+        return
+    model_ids = {u: mid for mid in ids for u in groups.get(mid, ())}
+    facts = facts_of(out.read("files", [base_run_id], urls=urls, columns=list(FACT_COLUMNS)))
+    if facts.num_rows == 0:
+        return
+    ids_now = pa.array([model_ids[str(u)] for u in facts.column("url").to_pylist()], pa.string())
+    facts = facts.set_column(facts.schema.get_field_index("model_id"), "model_id", ids_now)
+    collector.add_facts(facts)
 
 
 def reload_shard_facts(

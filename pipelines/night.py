@@ -23,7 +23,7 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.collect import Collector, ScanResult, model_summaries, runs_row
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing
-from gguf_audit.pipelines.lineage import Lineage, judge_lineage, reload_shard_facts
+from gguf_audit.pipelines.lineage import Lineage, judge_lineage, reload_member_facts, reload_shard_facts
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.pipelines.reuse import (
@@ -124,6 +124,7 @@ class Night:
         read = (f.url for f in self.plan.read)
         try:
             lineage = judge_lineage(self.out, config, self.groups, self.collector, self.carried, read, self.listing)
+            reload_member_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
             reload_shard_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
         except Exception as exc:  # noqa: BLE001 - lineage is a judgement across files, never worth the night
             log.warning("lineage failed, models judged without it: %s", describe_exception(exc))

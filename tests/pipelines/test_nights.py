@@ -1,0 +1,77 @@
+"""Nights that tell the truth and cost what changed, on a real family and a real cluster.
+
+The family is the corpus' tiny llama: its F16 file (the reference), Q8_0 and
+Q4_0 siblings, and a Q4_K_M sibling truncated as an interrupted upload would
+leave it (llama.cpp refuses it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from corpus import corpus_dir
+
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.run import run_scan
+
+MODELS = corpus_dir() / "models"
+
+
+@pytest.fixture
+def family(tmp_path: Path) -> Path:
+    root = tmp_path / "family"
+    root.mkdir()
+    for quant in ("F16", "Q8_0", "Q4_0"):
+        shutil.copy(MODELS / f"tiny-llama-{quant}.gguf", root)
+    data = (MODELS / "tiny-llama-Q4_K_M.gguf").read_bytes()
+    (root / "tiny-llama-Q4_K_M.gguf").write_bytes(data[: len(data) * 2 // 3])
+    return root
+
+
+def _models(out: Path, run_id: str) -> dict[str, dict[str, Any]]:
+    rows = Output(str(out)).read("models", [run_id]).to_pylist()
+    return {str(r["model_id"]).rsplit("/", 1)[-1]: r for r in rows}
+
+
+def _files(out: Path, run_id: str) -> dict[str, dict[str, Any]]:
+    rows = Output(str(out)).read("files", [run_id]).to_pylist()
+    return {str(r["url"]).rsplit("/", 1)[-1]: r for r in rows}
+
+
+def _verdicts(models: dict[str, dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    return {k: (m["status"], m["loadable"], tuple(m["codes"] or ())) for k, m in models.items()}
+
+
+def test_a_reread_reference_keeps_each_sibling_s_verdict_and_the_next_night_reads_nothing(
+    client: Any, family: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    config = ScanConfig(roots=(str(family),), out=str(out), incremental=True, compare_tensors=4)
+    first = run_scan(config, client=client)
+    before = _verdicts(_models(out, first.run_id))
+    assert before["tiny-llama-Q4_K_M"][:2] == ("error", False)
+    assert all(before[f"tiny-llama-{q}"][:2] == ("ok", True) for q in ("F16", "Q8_0", "Q4_0"))
+
+    # The reference is touched: read again, and its family judged again, each member from its own findings.
+    later = time.time() + 10
+    os.utime(family / "tiny-llama-F16.gguf", (later, later))
+    second = run_scan(config, client=client)
+    assert (second.n_read, second.n_reused) == (1, 3)
+    models = _models(out, second.run_id)
+    assert _verdicts(models) == before
+    assert {m["source_run_id"] for m in models.values()} == {second.run_id}  # judged this night
+    assert second.n_unloadable == first.n_unloadable == 1
+    assert second.reaches("error")
+
+    # Nothing changed since: nothing is read, nothing compared, nothing requested; the verdicts stand.
+    third = run_scan(config, client=client)
+    assert (third.n_read, third.bytes_read, third.requests) == (0, 0, 0)
+    assert third.rows_written.get("compare", 0) == 0
+    assert _verdicts(_models(out, third.run_id)) == before
+    assert sum(f["requests"] for f in _files(out, third.run_id).values()) == 0
