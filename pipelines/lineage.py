@@ -36,7 +36,7 @@ from __future__ import annotations
 import importlib
 import logging
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -72,6 +72,7 @@ from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
 __all__ = [
     "PAIRS_PER_TASK",
     "Lineage",
+    "compare_batches",
     "compare_options",
     "judge_lineage",
     "reload_member_facts",
@@ -82,8 +83,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PAIRS_PER_TASK = 8
-"""Pairs compared per dask task (each reads two headers and a few KiB of blocks per tensor)."""
+PAIRS_PER_TASK = 64
+"""Quantized files compared per dask task, all with one reference (read once per task: a family of up to
+this many quantized files reads its reference once a night)."""
 
 
 UNLISTED = ("http://", "https://")
@@ -118,6 +120,8 @@ class Lineage:
     found: list[tuple[str, str, Finding]] = field(default_factory=list)
     """``(quant url, model id, finding)`` from the compare phase."""
     failures: list[str] = field(default_factory=list)
+    io: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """``(requests, bytes)`` the compare phase spent on each file (as a quantized file or as a reference)."""
 
     def keep_carried(self, carried: pa.Table) -> pa.Table:
         """The carried ``models`` rows that stay carried."""
@@ -291,17 +295,34 @@ def compare_options(
     )
 
 
-def run_compare(client: Any, lineage: Lineage, options: CompareOptions, collector: Collector) -> None:
+def compare_batches(pairs: Sequence[Pair]) -> list[CompareBatch]:
+    """``pairs`` as tasks: grouped by reference, at most :data:`PAIRS_PER_TASK` a task."""
+    by_reference: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        by_reference.setdefault(pair.reference_url, []).append(pair)
+    batches: list[CompareBatch] = []
+    for reference, group in by_reference.items():
+        for i in range(0, len(group), PAIRS_PER_TASK):
+            batches.append(CompareBatch(str(len(batches)), reference, tuple(group[i : i + PAIRS_PER_TASK])))
+    return batches
+
+
+def run_compare(
+    client: Any,
+    lineage: Lineage,
+    options: CompareOptions,
+    collector: Collector,
+    on_io: Callable[[int, int], None] | None = None,
+) -> None:
     """Compare ``lineage.pairs`` on the workers; their data files, I/O and findings go to ``collector`` and
-    ``lineage``. A task that fails is logged and its pairs get no rows (the scan goes on)."""
+    ``lineage``. A task that fails is logged and its pairs get no rows (the scan goes on).
+
+    ``on_io(requests, bytes)`` is told the phase's running totals after each task (the progress bar).
+    """
     if not lineage.pairs:
         return
     as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs
 
-    batches = [
-        CompareBatch(f"{i // PAIRS_PER_TASK}", tuple(lineage.pairs[i : i + PAIRS_PER_TASK]))
-        for i in range(0, len(lineage.pairs), PAIRS_PER_TASK)
-    ]
     futures = [
         client.submit(
             compare_batch,
@@ -310,8 +331,9 @@ def run_compare(client: Any, lineage: Lineage, options: CompareOptions, collecto
             key=f"gguf-audit-compare-{options.run_id}-{b.batch_id}-{secrets.token_hex(3)}",
             pure=False,
         )
-        for b in batches
+        for b in compare_batches(lineage.pairs)
     ]
+    requests = bytes_read = 0
     for future in as_completed(futures):
         try:
             result = future.result()
@@ -328,3 +350,10 @@ def run_compare(client: Any, lineage: Lineage, options: CompareOptions, collecto
         collector.tally.bytes_read += result.bytes_read
         collector.tally.requests += result.requests
         lineage.found.extend(result.findings)
+        for url, n_requests, n_bytes in result.io:
+            was = lineage.io.get(url, (0, 0))
+            lineage.io[url] = (was[0] + n_requests, was[1] + n_bytes)
+        requests += result.requests
+        bytes_read += result.bytes_read
+        if on_io is not None:
+            on_io(requests, bytes_read)

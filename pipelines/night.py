@@ -35,7 +35,7 @@ from gguf_audit.pipelines.reuse import (
 )
 from gguf_audit.pipelines.tally import Tally, facts_of
 from gguf_audit.tables.models import model_problems_to_table, models_to_table
-from gguf_audit.tables.schema import SCHEMAS, rows_to_table
+from gguf_audit.tables.schema import SCHEMAS, rows_to_table, stored_schema
 
 __all__ = ["DRIVER_TABLES", "CommitObserver", "Night", "RunError"]
 
@@ -158,6 +158,56 @@ class Night:
 
     def abort(self) -> None:
         self.parts.abort()
+
+    def record_compare_io(self, io: Mapping[str, tuple[int, int]]) -> None:
+        """Put the compare phase's ``(requests, bytes)`` of each file into its ``files`` row.
+
+        The rows were written before the phase ran (by the workers, and the
+        driver's for reused files): the data files holding a compared file are
+        read back one at a time and written again as new data files, and the
+        old ones left out of the commit (and deleted). A night that compared
+        nothing rewrites nothing.
+        """
+        if not io:
+            return
+        wanted = pa.array(sorted(io), pa.string())
+        keep: list[PartFile] = []
+        stale: list[PartFile] = []
+        for part in self.collector.parts.get("files", []):
+            path = self.out.path("files", part.path)
+            urls = pq.read_table(path, columns=["url"], filesystem=self.out.fs).column("url")
+            (stale if pc.any(pc.is_in(urls, value_set=wanted)).as_py() else keep).append(part)
+        if not stale:
+            return
+        schema = stored_schema("files")
+        writer = RunParts(
+            self.out.url, self.out.fsspec_options, self.run_id, "driver-compare", ("files",), measure_encodings=True
+        )
+        try:
+            for part in stale:
+                rows = pq.read_table(self.out.path("files", part.path), filesystem=self.out.fs)
+                urls_in = [str(u) for u in rows.column("url").to_pylist()]
+                columns = {
+                    "compare_requests": pa.array([io[u][0] if u in io else None for u in urls_in], pa.int64()),
+                    "compare_bytes": pa.array([io[u][1] if u in io else None for u in urls_in], pa.int64()),
+                }
+                arrays = [
+                    columns[f.name]
+                    if f.name in columns
+                    else rows.column(f.name)
+                    if f.name in rows.column_names
+                    else pa.nulls(rows.num_rows, f.type)
+                    for f in schema
+                ]
+                writer.write("files", pa.Table.from_arrays(arrays, schema=schema))
+            fresh = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        self.collector.parts["files"] = [*keep, *fresh]
+        for part in stale:
+            with contextlib.suppress(OSError):
+                self.out.fs.rm_file(self.out.path("files", part.path))
 
     def check_one_row_per_file(self) -> int:
         """Read the ``url`` column of every ``files`` data file of this night: every listed file exactly once."""

@@ -72,6 +72,9 @@ class ScanObserver:
     def progress(self, done: int, total: int, bytes_read: int) -> None:
         """Called after each batch: files with rows so far, of ``total``, and bytes read so far."""
 
+    def comparing(self, requests: int, bytes_read: int) -> None:
+        """Called after each compare task: the compare phase's requests and bytes so far."""
+
     def committing(self) -> None:
         """Called when every row is written and the commit begins."""
 
@@ -288,17 +291,28 @@ def run_scan(
                 _run_batches(dask_client, batches, options, on_result)
                 audit_seconds = time.perf_counter() - audit_begun
                 lineage = night.lineage(config)
-                run_compare(dask_client, lineage, compare_options(config, run_id, out, listing.read_urls), collector)
+                run_compare(
+                    dask_client,
+                    lineage,
+                    compare_options(config, run_id, out, listing.read_urls),
+                    collector,
+                    observer.comparing,
+                )
         else:
             lineage = night.lineage(config)
             if lineage.pairs:  # a model judged again with no file read: its family lost a member (reference, anchor)
                 with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
                     run_compare(
-                        dask_client, lineage, compare_options(config, run_id, out, listing.read_urls), collector
+                        dask_client,
+                        lineage,
+                        compare_options(config, run_id, out, listing.read_urls),
+                        collector,
+                        observer.comparing,
                     )
 
         models = night.judge_models(lineage)
         night.close_parts()
+        night.record_compare_io(lineage.io)
         rows_checked = night.check_one_row_per_file()
         tally = collector.tally
         result = ScanResult(

@@ -168,6 +168,9 @@ _FILES_LINEAGE: Final = [
     _f("base_model_name", pa.string()),
     _f("base_model_organization", pa.string()),
     _f("base_model_repo_url", pa.string()),
+    # what the night's compare phase spent on the file (as a quantized file or as its family's reference)
+    _f("compare_requests", pa.int64()),
+    _f("compare_bytes", pa.int64()),
 ]
 
 _MODELS_LINEAGE: Final = [

@@ -68,10 +68,34 @@ def test_a_reread_reference_keeps_each_sibling_s_verdict_and_the_next_night_read
     assert {m["source_run_id"] for m in models.values()} == {second.run_id}  # judged this night
     assert second.n_unloadable == first.n_unloadable == 1
     assert second.reaches("error")
+    # The siblings were compared again (their reference was read), the reference once for them all.
+    compared = {k: f["compare_requests"] for k, f in _files(out, second.run_id).items()}
+    assert all(n is not None and n > 0 for n in compared.values())
+    assert second.requests == sum(f["requests"] for f in _files(out, second.run_id).values()) + sum(compared.values())
 
     # Nothing changed since: nothing is read, nothing compared, nothing requested; the verdicts stand.
     third = run_scan(config, client=client)
     assert (third.n_read, third.bytes_read, third.requests) == (0, 0, 0)
     assert third.rows_written.get("compare", 0) == 0
     assert _verdicts(_models(out, third.run_id)) == before
-    assert sum(f["requests"] for f in _files(out, third.run_id).values()) == 0
+    assert all(f["requests"] == 0 and f["compare_requests"] is None for f in _files(out, third.run_id).values())
+
+
+def test_the_compare_phase_reads_the_reference_once_and_is_counted_per_file(
+    client: Any, family: Path, tmp_path: Path
+) -> None:
+    plain = run_scan(ScanConfig(roots=(str(family),), out=str(tmp_path / "plain"), compare=False), client=client)
+    out = tmp_path / "out"
+    full = run_scan(ScanConfig(roots=(str(family),), out=str(out)), client=client)
+    assert full.requests <= 1.5 * plain.requests
+    files = _files(out, full.run_id)
+    audit = sum(f["requests"] for f in files.values())
+    compare = {k: f["compare_requests"] for k, f in files.items()}
+    # Every file was compared (the reference once for its three siblings) and the night counts both phases.
+    assert all(n is not None and n > 0 for n in compare.values())
+    assert full.requests == audit + sum(compare.values())
+    assert full.bytes_read == sum(f["bytes_read"] + f["compare_bytes"] for f in files.values())
+    # The reference: its header and the windows its siblings share, no more than one sibling's own reads.
+    assert compare["tiny-llama-F16.gguf"] <= max(compare[f"tiny-llama-{q}.gguf"] for q in ("Q8_0", "Q4_0"))
+    [run] = Output(str(out)).read("runs", [full.run_id]).to_pylist()
+    assert run["requests"] == full.requests
