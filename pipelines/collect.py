@@ -187,7 +187,7 @@ def model_summaries(
 
     ``only`` limits it to some models (the others keep an earlier run's rows).
     """
-    chosen = list(groups) if only is None else [m for m in groups if m in set(only)]
+    chosen = list(groups) if only is None else [m for m in dict.fromkeys(only) if m in groups]
     members_of = collector.members(chosen)
     summaries = []
     for model_id in chosen:

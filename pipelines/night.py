@@ -20,7 +20,14 @@ import pyarrow.parquet as pq
 
 from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.format.shard_names import parse_shard_name
-from gguf_audit.pipelines.collect import Collector, ScanResult, model_summaries, runs_row
+from gguf_audit.pipelines.collect import (
+    Collector,
+    IncompleteModel,
+    ScanResult,
+    incomplete_models,
+    model_summaries,
+    runs_row,
+)
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing
 from gguf_audit.pipelines.lineage import Lineage, judge_lineage, reload_member_facts, reload_shard_facts
@@ -43,6 +50,10 @@ log = logging.getLogger(__name__)
 
 DRIVER_TABLES: Final = ("files", "models", "problems")
 """The tables the driver writes rows of (reused files, models, model problems); ``runs`` apart."""
+
+
+MODELS_PER_CHUNK: Final = 16_384
+"""Models judged and written at a time (their summaries are the driver's largest per-model objects)."""
 
 
 class RunError(GGUFAuditError, RuntimeError):
@@ -131,27 +142,39 @@ class Night:
             return Lineage([], {}, set(), [])
         return lineage
 
-    def judge_models(self, lineage: Lineage | None = None) -> pa.Table:
-        """Write the models' rows (carried, or judged now with their problems); all of this night's models rows.
+    def judge_models(self, lineage: Lineage | None = None) -> tuple[int, tuple[IncompleteModel, ...]]:
+        """Write the models' rows (carried, or judged now with their problems): how many, and the incomplete ones.
 
-        ``lineage`` adds the family columns and lineage and compare problems, and may judge carried models again.
+        ``lineage`` adds the family columns and lineage and compare problems,
+        and may judge carried models again. Models are judged
+        :data:`MODELS_PER_CHUNK` at a time and each chunk's rows written as it
+        is done: the driver holds one chunk's summaries, never the night's.
         """
         kept = self.carried if lineage is None else lineage.keep_carried(self.carried)
         carried_ids = set(kept.column("model_id").to_pylist())
-        judged = model_summaries(self.groups, self.collector, [m for m in self.groups if m not in carried_ids])
+        schema = models_to_table([], run_id=self.run_id).schema
+        carried = kept.select(schema.names).cast(schema)
+        self.parts.write("models", carried)
+        incomplete = list(incomplete_models(carried))
+        n_models = carried.num_rows
+        to_judge = [m for m in self.groups if m not in carried_ids]
+        self.summaries_judged = len(to_judge)
+        for start in range(0, len(to_judge), MODELS_PER_CHUNK):
+            judged = model_summaries(self.groups, self.collector, to_judge[start : start + MODELS_PER_CHUNK])
+            if lineage is not None:
+                judged = lineage.apply(judged)
+            models = models_to_table(judged, run_id=self.run_id)
+            self.parts.write("models", models)
+            incomplete.extend(incomplete_models(models))
+            n_models += models.num_rows
+            problems = model_problems_to_table(judged, run_id=self.run_id)
+            self.parts.write("problems", problems)
+            self.collector.tally.add_problems(problems)
         if lineage is not None:
-            judged = lineage.apply(judged)
-        self.summaries_judged = len(judged)
-        models = models_to_table(judged, run_id=self.run_id)
-        carried = kept.select(models.schema.names).cast(models.schema)
-        everything = pa.concat_tables([carried, models])
-        self.parts.write("models", everything)
-        problems = model_problems_to_table(judged, run_id=self.run_id)
-        if lineage is not None:
-            problems = pa.concat_tables([problems, lineage.pair_problems(self.run_id)])
-        self.parts.write("problems", problems)
-        self.collector.tally.add_problems(problems)
-        return everything
+            problems = lineage.pair_problems(self.run_id)
+            self.parts.write("problems", problems)
+            self.collector.tally.add_problems(problems)
+        return n_models, tuple(sorted(incomplete, key=lambda m: m.model_id))
 
     def close_parts(self) -> None:
         self.collector.add_parts(self.parts.close())

@@ -23,6 +23,7 @@ incremental night keeps pointing at the rows of unchanged files
 from __future__ import annotations
 
 import contextlib
+import itertools
 import importlib
 import importlib.util
 import logging
@@ -37,7 +38,7 @@ from typing import Any, Final
 from gguf_audit.errors import describe_exception
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.batches import MAX_SPLITS, Batch, auto_batch_size, make_batches, split_batch
-from gguf_audit.pipelines.collect import ScanResult, incomplete_models
+from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing, discover, options_for
 from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch, lost_result
@@ -55,9 +56,11 @@ log = logging.getLogger(__name__)
 WORKER_WAIT_S: Final = 60.0
 """How long a scan waits for the first worker of an external scheduler."""
 SCHEDULER_CONNECT_S: Final = 20.0
+"""How long a scan tries to reach an external scheduler."""
 CPU_SLOTS_PER_PROCESS: Final = 1
 """Files doing CPU work at once in one worker process (the CPU gate); reads still overlap."""
-"""How long a scan tries to reach an external scheduler."""
+BATCHES_IN_FLIGHT_PER_THREAD: Final = 2
+"""Batches submitted ahead per dask thread: one running, one queued on the worker, the rest wait on the driver."""
 
 
 class ScanObserver:
@@ -148,8 +151,13 @@ def _run_batches(
     options: TaskOptions,
     on_result: Callable[[BatchResult], Sequence[str]],
     task: Callable[[Batch, TaskOptions], BatchResult] = audit_batch,
+    window: int = 0,
 ) -> None:
-    """Submit every batch and hand each result to ``on_result`` as it completes.
+    """Submit the batches through a window and hand each result to ``on_result`` as it completes.
+
+    At most ``window`` batches (0: all) are in flight: the next is submitted
+    as one completes, so the scheduler, the client and the results waiting to
+    be taken hold a window's worth of the night, never all of it.
 
     dask reruns a batch whose worker died; when it gives up (``KilledWorker``
     after ``allowed-failures``) or the result is lost, the batch is split and
@@ -167,8 +175,13 @@ def _run_batches(
         pending[future.key] = (batch, splits)
         return future
 
-    futures = as_completed([submit(b, 0) for b in batches])
+    queued = iter(batches)
+    first = list(itertools.islice(queued, window)) if window > 0 else list(queued)
+    futures = as_completed([submit(b, 0) for b in first])
     for future in futures:
+        following = next(queued, None)
+        if following is not None:
+            futures.add(submit(following, 0))
         batch, splits = pending.pop(future.key)
         try:
             result = future.result()
@@ -288,7 +301,8 @@ def run_scan(
                     observer.progress(done, len(night.urls), read_bytes)
                     return again
 
-                _run_batches(dask_client, batches, options, on_result)
+                window = BATCHES_IN_FLIGHT_PER_THREAD * max(1, n_workers * threads_per_worker)
+                _run_batches(dask_client, batches, options, on_result, window=window)
                 audit_seconds = time.perf_counter() - audit_begun
                 lineage = night.lineage(config)
                 run_compare(
@@ -310,7 +324,7 @@ def run_scan(
                         observer.comparing,
                     )
 
-        models = night.judge_models(lineage)
+        n_models, incomplete = night.judge_models(lineage)
         night.close_parts()
         night.record_compare_io(lineage.io)
         rows_checked = night.check_one_row_per_file()
@@ -322,12 +336,12 @@ def run_scan(
             n_files=len(night.urls),
             n_read=len(plan.read),
             n_reused=len(plan.reuse),
-            n_models=models.num_rows,
+            n_models=n_models,
             statuses=dict(tally.statuses),
             problem_codes=dict(tally.codes),
             code_severities=dict(tally.code_severities),
             severities=dict(tally.severities),
-            incomplete_models=incomplete_models(models),
+            incomplete_models=incomplete,
             bytes_read=tally.bytes_read,
             requests=tally.requests,
             collection_bytes=max(listing.total_bytes, tally.size_bytes),
