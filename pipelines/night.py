@@ -52,7 +52,7 @@ DRIVER_TABLES: Final = ("files", "models", "problems")
 """The tables the driver writes rows of (reused files, models, model problems); ``runs`` apart."""
 
 
-MODELS_PER_CHUNK: Final = 16_384
+MODELS_PER_CHUNK: Final = 2_048
 """Models judged and written at a time (their summaries are the driver's largest per-model objects)."""
 
 
