@@ -10,15 +10,18 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from corpus import corpus_dir
+from pipeline_helpers import s3_options
 
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.run import run_scan
+from gguf_audit.testing.s3 import MotoS3Server
 
 MODELS = corpus_dir() / "models"
 
@@ -99,3 +102,46 @@ def test_the_compare_phase_reads_the_reference_once_and_is_counted_per_file(
     assert compare["tiny-llama-F16.gguf"] <= max(compare[f"tiny-llama-{q}.gguf"] for q in ("Q8_0", "Q4_0"))
     [run] = Output(str(out)).read("runs", [full.run_id]).to_pylist()
     assert run["requests"] == full.requests
+
+
+def _object_gets(moto: MotoS3Server, bucket: str) -> int:
+    """GETs of the bucket's objects the server has answered (listings not counted)."""
+    return sum(
+        1
+        for r in moto.requests
+        if r.method == "GET" and r.path.startswith(f"/{bucket}/") and "list-type" not in r.path.partition("?")[2]
+    )
+
+
+@pytest.mark.slow
+def test_the_same_nights_on_moto_s3(client: Any, moto: MotoS3Server, family: Path, tmp_path: Path) -> None:
+    bucket = f"family-{uuid.uuid4().hex[:12]}"
+    moto.make_bucket(bucket)
+    for path in sorted(family.iterdir()):
+        moto.put(bucket, f"family/{path.name}", path.read_bytes())
+    out = tmp_path / "out"
+    config = ScanConfig(
+        roots=(f"s3://{bucket}/family",),
+        out=str(out),
+        storage_options={"s3": s3_options(moto)},
+        incremental=True,
+        compare_tensors=4,
+        retries=1,
+        backoff_s=0.01,
+    )
+    first = run_scan(config, client=client)
+    before = _verdicts(_models(out, first.run_id))
+    assert before["tiny-llama-Q4_K_M"][:2] == ("error", False)
+
+    # The reference is uploaded again with one value's lowest bit changed: read again, its family judged again.
+    data = bytearray((family / "tiny-llama-F16.gguf").read_bytes())
+    data[-2] ^= 1
+    moto.put(bucket, "family/tiny-llama-F16.gguf", bytes(data))
+    second = run_scan(config, client=client)
+    assert second.n_read == 1 and _verdicts(_models(out, second.run_id)) == before
+
+    gets = _object_gets(moto, bucket)
+    third = run_scan(config, client=client)
+    assert (third.n_read, third.requests, third.bytes_read) == (0, 0, 0)
+    assert _object_gets(moto, bucket) == gets  # the store saw no read at all
+    assert _verdicts(_models(out, third.run_id)) == before
