@@ -4,7 +4,8 @@ Execution
 ---------
 Files are sent to workers in batches (:mod:`~gguf_audit.pipelines.batches`,
 one task each, at most :data:`BATCHES_IN_FLIGHT_PER_THREAD` per dask thread
-on the cluster at once: the next is submitted as one completes), audited there by :func:`~gguf_audit.pipelines.execute.audit_batch`,
+on the cluster at once: the next is submitted as one completes), audited
+there by :func:`~gguf_audit.pipelines.execute.audit_batch`,
 which writes each file's rows as Parquet data files under the output's Delta
 tables and returns only what the driver commits and counts. A batch whose
 worker died is rerun by the scheduler; when dask gives up on it
@@ -24,9 +25,9 @@ incremental night keeps pointing at the rows of unchanged files
 from __future__ import annotations
 
 import contextlib
-import itertools
 import importlib
 import importlib.util
+import itertools
 import logging
 import os
 import secrets

@@ -113,7 +113,6 @@ def _object_gets(moto: MotoS3Server, bucket: str) -> int:
     )
 
 
-@pytest.mark.slow
 def test_the_same_nights_on_moto_s3(client: Any, moto: MotoS3Server, family: Path, tmp_path: Path) -> None:
     bucket = f"family-{uuid.uuid4().hex[:12]}"
     moto.make_bucket(bucket)
