@@ -33,7 +33,7 @@ from gguf_audit.errors import (
     describe_exception,
     one_line,
 )
-from gguf_audit.findings import CODES, Severity
+from gguf_audit.findings import CODES, LLAMA_CPP_BUILD, Severity
 from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
@@ -133,6 +133,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         sys.stdout.write(sarif_json(sarif_log([run])) + "\n")
     else:
         print(render_text(audit, samples=args.samples))
+    if audit.header is None and any(f.code.startswith("io.") for f in audit.findings):
+        # The store, not the file: a gate must tell "store down" from "file bad". The report above still says why.
+        return ExitStatus.USAGE
     # A file llama.cpp refuses fails the command even when its findings are
     # warnings (a big-endian file): "1" must mean "this will not load" too.
     return EXIT_PROBLEMS if audit.errors or audit.loadable is False else EXIT_OK
@@ -223,12 +226,24 @@ def _cmd_codes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_CODES_PAGE_HEAD: Final = """# Problem codes
+
+Every finding gguf-audit reports has one of these codes (`area.problem`), a default severity, and what
+llama.cpp build {build} (the oracle in `../shared/llama.cpp`) does with a file that has it: `loads`, `refuses`
+(the loader returns an error), `aborts` (a failed `GGML_ASSERT` kills the process that loads the file) or
+`unknown` (the finding means gguf-audit could not judge the file). A file's verdict is the worst of its findings.
+
+This page is generated from the registry (`gguf_audit/codes.py`): `gguf-audit codes --markdown > docs/codes.md`
+after adding or changing a code; `tests/test_cli.py` fails while it is out of step.
+"""
+
+
 def codes_markdown() -> str:
-    """The README's table of codes, generated from the registry."""
-    lines = ["| code | severity | llama.cpp | what it means |", "|---|---|---|---|"]
+    """``docs/codes.md``: every code in a table, generated from the registry."""
+    lines = [_CODES_PAGE_HEAD.format(build=LLAMA_CPP_BUILD), "| code | severity | llama.cpp | what it means |"]
+    lines.append("|---|---|---|---|")
     for c in sorted(CODES.values(), key=lambda c: c.code):
-        refused = {True: "refuses", False: "loads", None: "unknown"}[c.refused]
-        lines.append(f"| `{c.code}` | {c.severity} | {refused} | {c.doc} |")
+        lines.append(f"| `{c.code}` | {c.severity} | {c.llama_cpp or 'unknown'} | {c.doc} |")
     return "\n".join(lines)
 
 

@@ -30,7 +30,8 @@ from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.export import check_writable, night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.lease import LeaseError
 from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
 from gguf_audit.pipelines.workers import missing_pipeline_module
@@ -101,6 +102,12 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
         default=None,
         help="compare quantized files with their family's full-precision file (default; --no-compare skips)",
     )
+    scan.add_argument(
+        "--lease-wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait this long while another scan or vacuum writes to --out, then exit 2 (default 0: exit at once)",
+    )
     scan.add_argument("--sarif", metavar="FILE", help="also write the night's problems as SARIF 2.1.0 (one run)")
     scan.add_argument("--jsonl", metavar="FILE", help="also write the night's files as JSON Lines (one per line)")
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -131,6 +138,7 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
         upstream=True if args.upstream else args.upstream_auto,
         upstream_location=args.upstream,
         compare=args.compare,
+        lease_wait_s=args.lease_wait,
     )
 
 
@@ -312,6 +320,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
         raise UsageError(f"scan: {exc}") from exc
     if not config.roots and not config.manifests:
         raise UsageError("scan: give at least one ROOT or --manifest (or roots in --config)")
+    for path in (args.sarif, args.jsonl):
+        if path:
+            check_writable(path)  # before the night's work, not after it
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("gguf-audit: %(message)s"))
     handler.addFilter(RedactFilter())
@@ -324,7 +335,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
         print(f"gguf-audit scan: {signal.Signals(signum).name} received; nothing was committed", file=sys.stderr)
         return 128 + signum
-    except OutputError as exc:
+    except (OutputError, LeaseError) as exc:
         raise UsageError(f"scan: {exc}") from exc
     except ImportError as exc:
         raise UsageError(f"scan: needs the pipeline extra (pip install 'gguf-audit[pipeline]'): {exc}") from exc

@@ -91,6 +91,8 @@ class DeltaTables:
     def __init__(self, out_url: str, storage_options: Mapping[str, str] | None = None) -> None:
         self.out_url = out_url
         self.storage_options = dict(storage_options or {})
+        self._committed: dict[str, DeltaTable] = {}
+        """The handle each table was last committed through, so a re-read costs only the newer log entries."""
 
     def uri(self, table: str) -> str:
         return table_uri(self.out_url, table)
@@ -101,6 +103,15 @@ class DeltaTables:
             return DeltaTable(self.uri(table), version=version, storage_options=self.storage_options or None)
         except TableNotFoundError:
             return None
+
+    def latest(self, table: str) -> DeltaTable | None:
+        """The table at its latest version: the handle of this process's last commit brought up to date
+        (reading only the log entries since), else opened afresh."""
+        dt = self._committed.get(table)
+        if dt is None:
+            return self.open(table)
+        dt.update_incremental()
+        return dt
 
     def version(self, table: str) -> int | None:
         dt = self.open(table)
@@ -139,6 +150,7 @@ class DeltaTables:
             )
             return 0
         self._evolve(dt, table)
+        self._committed[table] = dt
         if not actions:
             return int(dt.version())
         log_actions: list[AddAction | RemoveAction] = list(actions)

@@ -35,6 +35,10 @@ def _cases(tmp: Path) -> dict[str, list[list[str]]]:
         "snapshot": [["snapshot", SECRET_URL, "--to", str(tmp / "snap")]],
         "tables": [["tables", SECRET_URL], ["tables", SECRET_URL, "--vacuum", "--keep-nights", "1"]],
         "report": [["report", SECRET_URL, "--html", str(tmp / "r.html")]],
+        "export": [
+            ["export", SECRET_URL, "--sarif", str(tmp / "n.sarif")],
+            ["export", SECRET_URL, "--jsonl", SECRET_FILE],
+        ],
     }
 
 
