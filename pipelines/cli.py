@@ -152,6 +152,7 @@ class _Progress(ScanObserver):
         self.stream = stream
         self.bar: Any = None
         self.total = 0
+        self.read = ""
 
     def listed(self, listing: Listing, n_reused: int) -> None:
         reused = f", {n_reused} unchanged since the last run" if n_reused else ""
@@ -178,7 +179,12 @@ class _Progress(ScanObserver):
     def progress(self, done: int, total: int, bytes_read: int) -> None:
         if self.bar is not None:
             self.bar.update(done - self.bar.n)
-            self.bar.set_postfix_str(f"{fmt_bytes(bytes_read)} read", refresh=False)
+            self.read = f"{fmt_bytes(bytes_read)} read"
+            self.bar.set_postfix_str(self.read, refresh=False)
+
+    def comparing(self, requests: int, bytes_read: int) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.read}; compare: {requests} requests, {fmt_bytes(bytes_read)}")
 
     def committing(self) -> None:
         self.close()

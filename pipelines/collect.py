@@ -168,6 +168,11 @@ class Collector:
         for fact in shard_facts:
             self.shard_facts[fact.url] = fact
 
+    def add_facts(self, facts: pa.Table) -> None:
+        """Facts rows of files already counted (reused files of a carried model judged again after all)."""
+        if facts.num_rows:
+            self.facts.append(facts.combine_chunks())
+
     def members(self, model_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
         """The facts rows of the files of ``model_ids``, by model."""
         wanted = pa.array(sorted(set(model_ids)), pa.string())
@@ -185,7 +190,7 @@ def model_summaries(
 
     ``only`` limits it to some models (the others keep an earlier run's rows).
     """
-    chosen = list(groups) if only is None else [m for m in groups if m in set(only)]
+    chosen = list(groups) if only is None else [m for m in dict.fromkeys(only) if m in groups]
     members_of = collector.members(chosen)
     summaries = []
     for model_id in chosen:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import importlib
 import logging
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -65,6 +65,7 @@ from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.reuse import reused_shard_facts
+from gguf_audit.pipelines.tally import FACT_COLUMNS, facts_of
 from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, model_lineage_cells, pair_problems_to_table
 from gguf_audit.tables.models import ModelSummary
 from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
@@ -72,8 +73,10 @@ from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
 __all__ = [
     "PAIRS_PER_TASK",
     "Lineage",
+    "compare_batches",
     "compare_options",
     "judge_lineage",
+    "reload_member_facts",
     "reload_shard_facts",
     "run_compare",
     "safetensors_dirs",
@@ -81,8 +84,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PAIRS_PER_TASK = 8
-"""Pairs compared per dask task (each reads two headers and a few KiB of blocks per tensor)."""
+PAIRS_PER_TASK = 64
+"""Quantized files compared per dask task, all with one reference (read once per task: a family of up to
+this many quantized files reads its reference once a night)."""
 
 
 UNLISTED = ("http://", "https://")
@@ -117,6 +121,8 @@ class Lineage:
     found: list[tuple[str, str, Finding]] = field(default_factory=list)
     """``(quant url, model id, finding)`` from the compare phase."""
     failures: list[str] = field(default_factory=list)
+    io: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """``(requests, bytes)`` the compare phase spent on each file (as a quantized file or as a reference)."""
 
     def keep_carried(self, carried: pa.Table) -> pa.Table:
         """The carried ``models`` rows that stay carried."""
@@ -254,6 +260,24 @@ def _uncount(out: Output, carried: pa.Table, ids: set[str], collector: Collector
     collector.tally.severities = +collector.tally.severities
 
 
+def reload_member_facts(
+    out: Output, base_run_id: str | None, groups: Mapping[str, Sequence[str]], ids: Iterable[str], collector: Collector
+) -> None:
+    """The stored facts rows of the files of ``ids`` (carried models judged again), so each is judged from its
+    own files' verdicts: none of their files was read this night and the reused files' facts are kept only for
+    the models judged again when the night began."""
+    urls = [u for mid in sorted(set(ids)) for u in groups.get(mid, ())]
+    if not urls or base_run_id is None:
+        return
+    model_ids = {u: mid for mid in ids for u in groups.get(mid, ())}
+    facts = facts_of(out.read("files", [base_run_id], urls=urls, columns=list(FACT_COLUMNS)))
+    if facts.num_rows == 0:
+        return
+    ids_now = pa.array([model_ids[str(u)] for u in facts.column("url").to_pylist()], pa.string())
+    facts = facts.set_column(facts.schema.get_field_index("model_id"), "model_id", ids_now)
+    collector.add_facts(facts)
+
+
 def reload_shard_facts(
     out: Output, base_run_id: str | None, groups: Mapping[str, Sequence[str]], ids: Iterable[str], collector: Collector
 ) -> None:
@@ -281,17 +305,34 @@ def compare_options(
     )
 
 
-def run_compare(client: Any, lineage: Lineage, options: CompareOptions, collector: Collector) -> None:
+def compare_batches(pairs: Sequence[Pair]) -> list[CompareBatch]:
+    """``pairs`` as tasks: grouped by reference, at most :data:`PAIRS_PER_TASK` a task."""
+    by_reference: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        by_reference.setdefault(pair.reference_url, []).append(pair)
+    batches: list[CompareBatch] = []
+    for reference, group in by_reference.items():
+        for i in range(0, len(group), PAIRS_PER_TASK):
+            batches.append(CompareBatch(str(len(batches)), reference, tuple(group[i : i + PAIRS_PER_TASK])))
+    return batches
+
+
+def run_compare(
+    client: Any,
+    lineage: Lineage,
+    options: CompareOptions,
+    collector: Collector,
+    on_io: Callable[[int, int], None] | None = None,
+) -> None:
     """Compare ``lineage.pairs`` on the workers; their data files, I/O and findings go to ``collector`` and
-    ``lineage``. A task that fails is logged and its pairs get no rows (the scan goes on)."""
+    ``lineage``. A task that fails is logged and its pairs get no rows (the scan goes on).
+
+    ``on_io(requests, bytes)`` is told the phase's running totals after each task (the progress bar).
+    """
     if not lineage.pairs:
         return
     as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs
 
-    batches = [
-        CompareBatch(f"{i // PAIRS_PER_TASK}", tuple(lineage.pairs[i : i + PAIRS_PER_TASK]))
-        for i in range(0, len(lineage.pairs), PAIRS_PER_TASK)
-    ]
     futures = [
         client.submit(
             compare_batch,
@@ -300,8 +341,9 @@ def run_compare(client: Any, lineage: Lineage, options: CompareOptions, collecto
             key=f"gguf-audit-compare-{options.run_id}-{b.batch_id}-{secrets.token_hex(3)}",
             pure=False,
         )
-        for b in batches
+        for b in compare_batches(lineage.pairs)
     ]
+    requests = bytes_read = 0
     for future in as_completed(futures):
         try:
             result = future.result()
@@ -318,3 +360,10 @@ def run_compare(client: Any, lineage: Lineage, options: CompareOptions, collecto
         collector.tally.bytes_read += result.bytes_read
         collector.tally.requests += result.requests
         lineage.found.extend(result.findings)
+        for url, n_requests, n_bytes in result.io:
+            was = lineage.io.get(url, (0, 0))
+            lineage.io[url] = (was[0] + n_requests, was[1] + n_bytes)
+        requests += result.requests
+        bytes_read += result.bytes_read
+        if on_io is not None:
+            on_io(requests, bytes_read)

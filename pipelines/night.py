@@ -20,10 +20,17 @@ import pyarrow.parquet as pq
 
 from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.format.shard_names import parse_shard_name
-from gguf_audit.pipelines.collect import Collector, ScanResult, model_summaries, runs_row
+from gguf_audit.pipelines.collect import (
+    Collector,
+    IncompleteModel,
+    ScanResult,
+    incomplete_models,
+    model_summaries,
+    runs_row,
+)
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing
-from gguf_audit.pipelines.lineage import Lineage, judge_lineage, reload_shard_facts
+from gguf_audit.pipelines.lineage import Lineage, judge_lineage, reload_member_facts, reload_shard_facts
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.pipelines.reuse import (
@@ -35,7 +42,7 @@ from gguf_audit.pipelines.reuse import (
 )
 from gguf_audit.pipelines.tally import Tally, facts_of
 from gguf_audit.tables.models import model_problems_to_table, models_to_table
-from gguf_audit.tables.schema import SCHEMAS, rows_to_table
+from gguf_audit.tables.schema import SCHEMAS, rows_to_table, stored_schema
 
 __all__ = ["DRIVER_TABLES", "CommitObserver", "Night", "RunError"]
 
@@ -43,6 +50,10 @@ log = logging.getLogger(__name__)
 
 DRIVER_TABLES: Final = ("files", "models", "problems")
 """The tables the driver writes rows of (reused files, models, model problems); ``runs`` apart."""
+
+
+MODELS_PER_CHUNK: Final = 2_048
+"""Models judged and written at a time (their summaries are the driver's largest per-model objects)."""
 
 
 class RunError(GGUFAuditError, RuntimeError):
@@ -124,39 +135,102 @@ class Night:
         read = (f.url for f in self.plan.read)
         try:
             lineage = judge_lineage(self.out, config, self.groups, self.collector, self.carried, read, self.listing)
+            reload_member_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
             reload_shard_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
         except Exception as exc:  # noqa: BLE001 - lineage is a judgement across files, never worth the night
             log.warning("lineage failed, models judged without it: %s", describe_exception(exc))
             return Lineage([], {}, set(), [])
         return lineage
 
-    def judge_models(self, lineage: Lineage | None = None) -> pa.Table:
-        """Write the models' rows (carried, or judged now with their problems); all of this night's models rows.
+    def judge_models(self, lineage: Lineage | None = None) -> tuple[int, tuple[IncompleteModel, ...]]:
+        """Write the models' rows (carried, or judged now with their problems): how many, and the incomplete ones.
 
-        ``lineage`` adds the family columns and lineage and compare problems, and may judge carried models again.
+        ``lineage`` adds the family columns and lineage and compare problems,
+        and may judge carried models again. Models are judged
+        :data:`MODELS_PER_CHUNK` at a time and each chunk's rows written as it
+        is done: the driver holds one chunk's summaries, never the night's.
         """
         kept = self.carried if lineage is None else lineage.keep_carried(self.carried)
         carried_ids = set(kept.column("model_id").to_pylist())
-        judged = model_summaries(self.groups, self.collector, [m for m in self.groups if m not in carried_ids])
+        schema = models_to_table([], run_id=self.run_id).schema
+        carried = kept.select(schema.names).cast(schema)
+        self.parts.write("models", carried)
+        incomplete = list(incomplete_models(carried))
+        n_models = carried.num_rows
+        to_judge = [m for m in self.groups if m not in carried_ids]
+        self.summaries_judged = len(to_judge)
+        for start in range(0, len(to_judge), MODELS_PER_CHUNK):
+            judged = model_summaries(self.groups, self.collector, to_judge[start : start + MODELS_PER_CHUNK])
+            if lineage is not None:
+                judged = lineage.apply(judged)
+            models = models_to_table(judged, run_id=self.run_id)
+            self.parts.write("models", models)
+            incomplete.extend(incomplete_models(models))
+            n_models += models.num_rows
+            problems = model_problems_to_table(judged, run_id=self.run_id)
+            self.parts.write("problems", problems)
+            self.collector.tally.add_problems(problems)
         if lineage is not None:
-            judged = lineage.apply(judged)
-        self.summaries_judged = len(judged)
-        models = models_to_table(judged, run_id=self.run_id)
-        carried = kept.select(models.schema.names).cast(models.schema)
-        everything = pa.concat_tables([carried, models])
-        self.parts.write("models", everything)
-        problems = model_problems_to_table(judged, run_id=self.run_id)
-        if lineage is not None:
-            problems = pa.concat_tables([problems, lineage.pair_problems(self.run_id)])
-        self.parts.write("problems", problems)
-        self.collector.tally.add_problems(problems)
-        return everything
+            problems = lineage.pair_problems(self.run_id)
+            self.parts.write("problems", problems)
+            self.collector.tally.add_problems(problems)
+        return n_models, tuple(sorted(incomplete, key=lambda m: m.model_id))
 
     def close_parts(self) -> None:
         self.collector.add_parts(self.parts.close())
 
     def abort(self) -> None:
         self.parts.abort()
+
+    def record_compare_io(self, io: Mapping[str, tuple[int, int]]) -> None:
+        """Put the compare phase's ``(requests, bytes)`` of each file into its ``files`` row.
+
+        The rows were written before the phase ran (by the workers, and the
+        driver's for reused files): the data files holding a compared file are
+        read back one at a time and written again as new data files, and the
+        old ones left out of the commit (and deleted). A night that compared
+        nothing rewrites nothing.
+        """
+        if not io:
+            return
+        wanted = pa.array(sorted(io), pa.string())
+        keep: list[PartFile] = []
+        stale: list[PartFile] = []
+        for part in self.collector.parts.get("files", []):
+            path = self.out.path("files", part.path)
+            urls = pq.read_table(path, columns=["url"], filesystem=self.out.fs).column("url")
+            (stale if pc.any(pc.is_in(urls, value_set=wanted)).as_py() else keep).append(part)
+        if not stale:
+            return
+        schema = stored_schema("files")
+        writer = RunParts(
+            self.out.url, self.out.fsspec_options, self.run_id, "driver-compare", ("files",), measure_encodings=True
+        )
+        try:
+            for part in stale:
+                rows = pq.read_table(self.out.path("files", part.path), filesystem=self.out.fs)
+                urls_in = [str(u) for u in rows.column("url").to_pylist()]
+                columns = {
+                    "compare_requests": pa.array([io[u][0] if u in io else None for u in urls_in], pa.int64()),
+                    "compare_bytes": pa.array([io[u][1] if u in io else None for u in urls_in], pa.int64()),
+                }
+                arrays = [
+                    columns[f.name]
+                    if f.name in columns
+                    else rows.column(f.name)
+                    if f.name in rows.column_names
+                    else pa.nulls(rows.num_rows, f.type)
+                    for f in schema
+                ]
+                writer.write("files", pa.Table.from_arrays(arrays, schema=schema))
+            fresh = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        self.collector.parts["files"] = [*keep, *fresh]
+        for part in stale:
+            with contextlib.suppress(OSError):
+                self.out.fs.rm_file(self.out.path("files", part.path))
 
     def check_one_row_per_file(self) -> int:
         """Read the ``url`` column of every ``files`` data file of this night: every listed file exactly once."""

@@ -150,8 +150,12 @@ def reuse_rows(table: pa.Table, listing: Mapping[str, ListedFile]) -> pa.Table:
         "seconds": pa.array(np.zeros(n, dtype=np.float64)),
         "reused": pa.array(np.ones(n, dtype=bool)),
     }
+    # what a night's compare phase spent is that night's: a reused file was compared by no one yet
+    for name in ("compare_requests", "compare_bytes"):
+        replace[name] = pa.nulls(n, pa.int64())
     for name, column in replace.items():
-        kept = _set_column(kept, name, column)
+        if name in kept.column_names:  # a table from before a column was added reads without it
+            kept = _set_column(kept, name, column)
     return kept
 
 

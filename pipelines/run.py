@@ -3,7 +3,9 @@
 Execution
 ---------
 Files are sent to workers in batches (:mod:`~gguf_audit.pipelines.batches`,
-one task each), audited there by :func:`~gguf_audit.pipelines.execute.audit_batch`,
+one task each, at most :data:`BATCHES_IN_FLIGHT_PER_THREAD` per dask thread
+on the cluster at once: the next is submitted as one completes), audited
+there by :func:`~gguf_audit.pipelines.execute.audit_batch`,
 which writes each file's rows as Parquet data files under the output's Delta
 tables and returns only what the driver commits and counts. A batch whose
 worker died is rerun by the scheduler; when dask gives up on it
@@ -25,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import itertools
 import logging
 import os
 import secrets
@@ -37,7 +40,7 @@ from typing import Any, Final
 from gguf_audit.errors import describe_exception
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.batches import MAX_SPLITS, Batch, auto_batch_size, make_batches, split_batch
-from gguf_audit.pipelines.collect import ScanResult, incomplete_models
+from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing, discover, options_for
 from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch, lost_result
@@ -55,9 +58,11 @@ log = logging.getLogger(__name__)
 WORKER_WAIT_S: Final = 60.0
 """How long a scan waits for the first worker of an external scheduler."""
 SCHEDULER_CONNECT_S: Final = 20.0
+"""How long a scan tries to reach an external scheduler."""
 CPU_SLOTS_PER_PROCESS: Final = 1
 """Files doing CPU work at once in one worker process (the CPU gate); reads still overlap."""
-"""How long a scan tries to reach an external scheduler."""
+BATCHES_IN_FLIGHT_PER_THREAD: Final = 2
+"""Batches submitted ahead per dask thread: one running, one queued on the worker, the rest wait on the driver."""
 
 
 class ScanObserver:
@@ -71,6 +76,9 @@ class ScanObserver:
 
     def progress(self, done: int, total: int, bytes_read: int) -> None:
         """Called after each batch: files with rows so far, of ``total``, and bytes read so far."""
+
+    def comparing(self, requests: int, bytes_read: int) -> None:
+        """Called after each compare task: the compare phase's requests and bytes so far."""
 
     def committing(self) -> None:
         """Called when every row is written and the commit begins."""
@@ -145,8 +153,13 @@ def _run_batches(
     options: TaskOptions,
     on_result: Callable[[BatchResult], Sequence[str]],
     task: Callable[[Batch, TaskOptions], BatchResult] = audit_batch,
+    window: int = 0,
 ) -> None:
-    """Submit every batch and hand each result to ``on_result`` as it completes.
+    """Submit the batches through a window and hand each result to ``on_result`` as it completes.
+
+    At most ``window`` batches (0: all) are in flight: the next is submitted
+    as one completes, so the scheduler, the client and the results waiting to
+    be taken hold a window's worth of the night, never all of it.
 
     dask reruns a batch whose worker died; when it gives up (``KilledWorker``
     after ``allowed-failures``) or the result is lost, the batch is split and
@@ -164,8 +177,13 @@ def _run_batches(
         pending[future.key] = (batch, splits)
         return future
 
-    futures = as_completed([submit(b, 0) for b in batches])
+    queued = iter(batches)
+    first = list(itertools.islice(queued, window)) if window > 0 else list(queued)
+    futures = as_completed([submit(b, 0) for b in first])
     for future in futures:
+        following = next(queued, None)
+        if following is not None:
+            futures.add(submit(following, 0))
         batch, splits = pending.pop(future.key)
         try:
             result = future.result()
@@ -303,20 +321,32 @@ def _leased_scan(
                     observer.progress(done, len(night.urls), read_bytes)
                     return again
 
-                _run_batches(dask_client, batches, options, on_result)
+                window = BATCHES_IN_FLIGHT_PER_THREAD * max(1, n_workers * threads_per_worker)
+                _run_batches(dask_client, batches, options, on_result, window=window)
                 audit_seconds = time.perf_counter() - audit_begun
                 lineage = night.lineage(config)
-                run_compare(dask_client, lineage, compare_options(config, run_id, out, listing.read_urls), collector)
+                run_compare(
+                    dask_client,
+                    lineage,
+                    compare_options(config, run_id, out, listing.read_urls),
+                    collector,
+                    observer.comparing,
+                )
         else:
             lineage = night.lineage(config)
             if lineage.pairs:  # a model judged again with no file read: its family lost a member (reference, anchor)
                 with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
                     run_compare(
-                        dask_client, lineage, compare_options(config, run_id, out, listing.read_urls), collector
+                        dask_client,
+                        lineage,
+                        compare_options(config, run_id, out, listing.read_urls),
+                        collector,
+                        observer.comparing,
                     )
 
-        models = night.judge_models(lineage)
+        n_models, incomplete = night.judge_models(lineage)
         night.close_parts()
+        night.record_compare_io(lineage.io)
         rows_checked = night.check_one_row_per_file()
         tally = collector.tally
         result = ScanResult(
@@ -326,12 +356,12 @@ def _leased_scan(
             n_files=len(night.urls),
             n_read=len(plan.read),
             n_reused=len(plan.reuse),
-            n_models=models.num_rows,
+            n_models=n_models,
             statuses=dict(tally.statuses),
             problem_codes=dict(tally.codes),
             code_severities=dict(tally.code_severities),
             severities=dict(tally.severities),
-            incomplete_models=incomplete_models(models),
+            incomplete_models=incomplete,
             bytes_read=tally.bytes_read,
             requests=tally.requests,
             collection_bytes=max(listing.total_bytes, tally.size_bytes),

@@ -125,3 +125,15 @@ def test_the_fuzz_benchmark_runs_small(monkeypatch: pytest.MonkeyPatch, capsys: 
     out = capsys.readouterr().out
     assert "uncaught exceptions: 0" in out and "internal.* findings: 0" in out
     assert "slowest mutants against their seed:" in out and "peak RSS:" in out
+
+
+def test_the_lineage_benchmark_runs_small(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_lineage.py at two small family sizes: every member gets its columns, every quantized one a pair."""
+    bench = _load("bench_lineage")
+    assert bench.main(["--sizes", "50,500", "--quadratic-up-to", "50"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [(r[0], r[3]) for r in rows] == [("50", "49"), ("500", "499")]
+    _, cells = bench.judge(bench.family_models(5))
+    anchor = min(m for m in cells if not m.endswith("000000"))  # the first quantized model
+    assert {c.family_anchor for c in cells.values()} == {anchor}
+    assert [m for m, c in cells.items() if c.findings] == []  # a family with its reference has no finding

@@ -104,15 +104,17 @@ def model_lineage_cells(verdicts: Iterable[FamilyVerdict]) -> dict[str, ModelLin
     out: dict[str, ModelLineageCells] = {}
     for v in verdicts:
         family = v.family
+        # once per family: each is a pass over its members (per member, a family of F models cost F^2)
         reference = family.reference()
+        anchor = family.anchor
         for m in family.models:
             out[m.model_id] = ModelLineageCells(
                 family_key=family.key,
                 full_precision=m.full_precision,
-                family_anchor=family.anchor,
+                family_anchor=anchor,
                 family_source=v.source,
                 reference_url=reference.urls[0] if reference is not None and m.full_precision is False else None,
-                findings=v.findings if m.model_id == family.anchor else (),
+                findings=v.findings if m.model_id == anchor else (),
             )
     return out
 

@@ -177,6 +177,9 @@ _FILES_LINEAGE: Final = [
     _f("projector_type", pa.string()),
     _f("projection_dim", pa.int64()),
     _f("embedding_length", pa.int64()),
+    # what the night's compare phase spent on the file (as a quantized file or as its family's reference)
+    _f("compare_requests", pa.int64()),
+    _f("compare_bytes", pa.int64()),
 ]
 
 _MODELS_LINEAGE: Final = [

@@ -107,7 +107,7 @@ def test_lineage_only_adds_nullable_columns_at_the_end() -> None:
     from gguf_audit.tables.schema import stored_schema
 
     added = {
-        "files": ["tensor_set_digest", "embedding_length"],  # the mmproj pairing columns came after provenance
+        "files": ["tensor_set_digest", "compare_bytes"],  # mmproj pairing, then the compare I/O columns
         "models": ["family_key", "reference_url"],
         "runs": ["compare_version", "listing_requests"],  # listing_requests came later, after compare_rows
     }

@@ -120,6 +120,33 @@ def test_failing_batches_are_split_until_the_culprit_is_alone(
     assert all(r["status"] == "ok" for u, r in by_url.items() if u != poison)
 
 
+def _scheduler_tasks(dask_scheduler: Any) -> int:
+    return sum(1 for key in dask_scheduler.tasks if str(key).startswith("gguf-audit-rw-"))
+
+
+def test_batches_go_through_a_window(client: Any, tmp_path: Path, sample: dict[str, bytes]) -> None:
+    """At most ``window`` batches are on the cluster at once, and every batch still gets its rows."""
+    root = tmp_path / "c"
+    root.mkdir()
+    for i in range(12):
+        (root / f"m{i:02d}.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"])
+    listed = [ListedFile("file://" + str(root / f"m{i:02d}.gguf")) for i in range(12)]
+    on_cluster: list[int] = []
+    results: list[BatchResult] = []
+
+    def take(result: BatchResult) -> list[str]:
+        on_cluster.append(client.run_on_scheduler(_scheduler_tasks))
+        results.append(result)
+        return []
+
+    batches = make_batches(listed, {f.url: f.url for f in listed}, 1)
+    options = TaskOptions("rw", {}, AuditConfig(), 2, out=str(tmp_path / "out"))
+    run_module._run_batches(client, batches, options, take, window=3)
+    assert sorted(u for r in results for u in r.urls) == sorted(f.url for f in listed)
+    # the window, plus the batch whose result is being taken (its release reaches the scheduler after)
+    assert len(on_cluster) == 12 and max(on_cluster) <= 3 + 1 and min(on_cluster[:9]) >= 3
+
+
 # ------------------------------------------------------------ a killed driver
 
 

@@ -1,0 +1,233 @@
+"""Driver memory of a full night at 1k, 10k and 100k header-only files, on a local cluster and an external one.
+
+Run as ``python benchmarks/bench_driver.py [--sizes 1000,10000,100000] [--mode local,external] [--workers 2]
+[--budget-s 900] [--json OUT]``.
+
+The collection is one tiny llama-like GGUF (``gguf_audit.testing.builder``'s,
+a tiny vocabulary) hard-linked N times, 1,000 files to a directory: every file
+its own URL and model, read header-only (``samples = false``). Each night runs
+in a fresh driver process; printed per size and mode: the driver's resident
+memory once the cluster is up and before the scan (``base``), its peak during
+the scan (``ru_maxrss``), their difference per file, and the night's wall time.
+
+``local``: a LocalCluster of ``--workers`` processes started by the driver,
+whose process hosts the scheduler too. ``external``: ``dask scheduler`` and
+``dask worker`` started as subprocesses on 127.0.0.1, the scan given
+``--scheduler``: the driver process is the client alone.
+
+A size past the first runs only while the projected total stays within
+``--budget-s`` (from the previous size's seconds per file); a size left out is
+projected from the last two measured (linear in the files), and said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+PYTHON = sys.executable
+
+
+def make_collection(root: Path, n: int) -> None:
+    from gguf_audit.testing.builder import build_gguf, tiny_llama_like
+
+    kvs, tensors = tiny_llama_like()
+    model = root / "model.bin"
+    root.mkdir(parents=True, exist_ok=True)
+    model.write_bytes(build_gguf(kvs, tensors))
+    for i in range(n):
+        folder = root / f"d{i // 1000:04d}"
+        folder.mkdir(exist_ok=True)
+        os.link(model, folder / f"m-{i:07d}.gguf")
+
+
+def _rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _night_main(args: argparse.Namespace) -> int:
+    """One night in this process: scan, then print its figures as one JSON line."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    from gguf_audit.pipelines.config import ScanConfig
+    from gguf_audit.pipelines.run import run_scan
+
+    config = ScanConfig(roots=(args.root,), out=args.out, samples=False, dashboard=False)
+    with contextlib_cluster(args, LocalCluster, Client, logging.ERROR) as client:
+        base = _rss_bytes()
+        begun = time.perf_counter()
+        result = run_scan(config, client=client)
+        wall = time.perf_counter() - begun
+    figures = {
+        "files": result.n_files,
+        "wall_s": wall,
+        "base_rss_bytes": base,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "rows_checked": result.rows_checked,
+    }
+    print("NIGHT " + json.dumps(figures), flush=True)
+    return 0
+
+
+@contextmanager
+def contextlib_cluster(args: argparse.Namespace, local_cluster: Any, client_type: Any, level: int) -> Iterator[Any]:
+    if args.scheduler:
+        with client_type(args.scheduler, timeout="30s") as client:
+            client.wait_for_workers(1, timeout=60)
+            yield client
+        return
+    with (
+        local_cluster(
+            n_workers=args.workers,
+            threads_per_worker=2,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=level,
+        ) as cluster,
+        client_type(cluster) as client,
+    ):
+        yield client
+
+
+@contextmanager
+def external_cluster(tmp: Path, workers: int) -> Iterator[str]:
+    """``dask scheduler`` and ``dask worker`` subprocesses on 127.0.0.1; yields the scheduler's address."""
+    scheduler_file = tmp / "scheduler.json"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        [PYTHON, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--scheduler-file", str(scheduler_file), "--no-dashboard"],
+        **quiet,
+    )  # fmt: skip
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
+            if time.monotonic() > deadline or scheduler.poll() is not None:
+                raise RuntimeError("the dask scheduler did not start")
+            time.sleep(0.05)
+        worker = subprocess.Popen(
+            [PYTHON, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file),
+             "--host", "127.0.0.1", "--nthreads", "2", "--nworkers", str(workers), "--no-dashboard"],
+            cwd=tmp, **quiet,
+        )  # fmt: skip
+        yield str(json.loads(scheduler_file.read_text())["address"])
+    finally:
+        for proc in (worker, scheduler):
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def run_night(root: Path, out: Path, workers: int, scheduler: str | None) -> dict[str, Any]:
+    cmd = [PYTHON, __file__, "--night", "--root", str(root), "--out", str(out), "--workers", str(workers)]
+    if scheduler:
+        cmd += ["--scheduler", scheduler]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=7200)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("NIGHT ")]
+    if not lines:
+        raise RuntimeError(f"night failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    figures: dict[str, Any] = json.loads(lines[-1][len("NIGHT ") :])
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--mode", default="local,external")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--budget-s", type=float, default=900.0)
+    parser.add_argument("--json", metavar="OUT")
+    parser.add_argument("--night", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--scheduler", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.night:
+        return _night_main(args)
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    modes = [m for m in args.mode.split(",") if m]
+    report: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    spent = 0.0
+    with tempfile.TemporaryDirectory(prefix="gguf-audit-driver-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        print(f"{'mode':>8} {'files':>8} {'base MB':>8} {'peak MB':>8} {'KB/file':>8} {'wall s':>7}")
+        for n in sizes:
+            per_file = max((r["wall_s"] / r["files"] for rs in report.values() for r in rs), default=0.0)
+            if per_file and spent + per_file * n * len(modes) * 1.2 > args.budget_s:
+                _project(report, n)
+                continue
+            root = tmp / f"c{n}"
+            make_collection(root, n)
+            for mode in modes:
+                out = tmp / f"out-{mode}-{n}"
+                if mode == "external":
+                    with external_cluster(tmp, args.workers) as address:
+                        figures = run_night(root, out, args.workers, address)
+                else:
+                    figures = run_night(root, out, args.workers, None)
+                spent += figures["wall_s"]
+                figures["measured"] = True
+                report[mode].append(figures)
+                _print(mode, figures)
+                shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def _print(mode: str, f: dict[str, Any]) -> None:
+    growth = (f["peak_rss_bytes"] - f["base_rss_bytes"]) / max(1, f["files"]) / 1024
+    tag = "" if f.get("measured") else "  (projected)"
+    print(
+        f"{mode:>8} {f['files']:>8} {f['base_rss_bytes'] / 1e6:>8.0f} {f['peak_rss_bytes'] / 1e6:>8.0f} "
+        f"{growth:>8.2f} {f['wall_s']:>7.1f}{tag}",
+        flush=True,
+    )
+
+
+def _project(report: dict[str, list[dict[str, Any]]], n: int) -> None:
+    """A size the budget leaves out, from the last two measured sizes (peak RSS linear in the files)."""
+    for mode, rows in report.items():
+        measured = [r for r in rows if r.get("measured")]
+        if len(measured) < 2:
+            continue
+        a, b = measured[-2], measured[-1]
+        slope = (b["peak_rss_bytes"] - a["peak_rss_bytes"]) / max(1, b["files"] - a["files"])
+        wall = (b["wall_s"] - a["wall_s"]) / max(1, b["files"] - a["files"])
+        figures = {
+            "files": n,
+            "base_rss_bytes": b["base_rss_bytes"],
+            "peak_rss_bytes": int(b["peak_rss_bytes"] + slope * (n - b["files"])),
+            "wall_s": b["wall_s"] + wall * (n - b["files"]),
+            "measured": False,
+        }
+        rows.append(figures)
+        _print(mode, figures)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
