@@ -37,6 +37,7 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.hub import hub_endpoint
 from gguf_audit.pipelines.hub_listing import list_hub_root
 from gguf_audit.pipelines.listing_requests import ListingRequests, counting
+from gguf_audit.pipelines.local_walk import Skipped, walk_local
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile
 
@@ -47,6 +48,7 @@ __all__ = [
     "SAFETENSORS_SUFFIX",
     "DiscoveryError",
     "Listing",
+    "Skipped",
     "discover",
     "listed_from_info",
     "options_for",
@@ -82,6 +84,9 @@ class Listing:
     """Directories whose every file the root listings saw: lineage needs no listing of its own for them."""
     requests: int | None = None
     """Requests the listing sent (:mod:`~gguf_audit.pipelines.listing_requests`); None when a store was not counted."""
+    skipped: tuple[Skipped, ...] = ()
+    """Entries the roots hold that match the scan's globs but get no row (broken links, loops, a file already
+    listed under another path, special files, unreadable directories), each named with why."""
 
     @property
     def total_bytes(self) -> int:
@@ -220,9 +225,9 @@ def _list_root(
     include: Sequence[str],
     exclude: Sequence[str],
     requests: ListingRequests | None = None,
-) -> tuple[list[ListedFile], bool]:
-    """The files under ``root``, and whether the listing saw every file of their directories (a directory
-    root on a store that lists; not a single file, not HTTP)."""
+) -> tuple[list[ListedFile], bool, tuple[Skipped, ...]]:
+    """The files under ``root``, whether the listing saw every file of their directories (a directory
+    root on a store that lists; not a single file, not HTTP), and the entries it skipped."""
     protocol = _protocol(root)
     if protocol == "hf":
         if requests is not None:
@@ -233,7 +238,7 @@ def _list_root(
                 options_for(root, storage_options),
                 lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
             )
-            return listed, True
+            return listed, True, ()
         except (OSError, ValueError) as exc:  # HubListingError, a malformed root, a token in the options
             raise DiscoveryError(f"cannot list root {root!r}: {exc}") from exc
     try:
@@ -242,18 +247,28 @@ def _list_root(
         raise DiscoveryError(f"cannot open root {root!r}: {type(exc).__name__}: {exc}") from exc
     if protocol in ("http", "https"):
         # HTTP cannot list: a URL root names one file (many belong in a manifest); no request is sent.
-        return [ListedFile.at(root)], False
+        return [ListedFile.at(root)], False, ()
     if requests is not None:
         requests.watch(fs)
     fs.invalidate_cache()  # a long-lived process must see objects changed since its last listing
     path = path.rstrip("/") or path
     try:
         if fs.isfile(path):
-            return _with_siblings(fs, path), False
+            return _with_siblings(fs, path), False, ()
         if not fs.isdir(path):
             raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
-        remote = protocol not in _LOCAL_PROTOCOLS and protocol != "memory"
-        entries = _find_parallel(fs, path) if remote else _find(fs, path)
+        skipped: tuple[Skipped, ...] = ()
+        if protocol in _LOCAL_PROTOCOLS:
+            walk = walk_local(
+                path,
+                lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
+                fs.unstrip_protocol,
+            )
+            entries, skipped = dict(walk.files), walk.skipped
+        elif protocol == "memory":
+            entries = _find(fs, path)
+        else:
+            entries = _find_parallel(fs, path)
     except DiscoveryError:
         raise
     except (OSError, ValueError) as exc:
@@ -267,7 +282,7 @@ def _list_root(
         rel = p[len(prefix) :] if p.startswith(prefix) else posixpath.basename(p)
         if _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX):
             out.append(listed_from_info(fs.unstrip_protocol(p), info))
-    return out, True
+    return out, True, skipped
 
 
 def _with_siblings(fs: fsspec.AbstractFileSystem, path: str) -> list[ListedFile]:
@@ -283,12 +298,22 @@ def _with_siblings(fs: fsspec.AbstractFileSystem, path: str) -> list[ListedFile]
     siblings = {}
     for info in fs.ls(posixpath.dirname(path) or "/", detail=True):
         name = str(info["name"])
+        if info.get("islink") and info.get("type") != "file":
+            info = _followed(fs, name, info)  # a local listing reports a symlink as 'other'
         other = parse_shard_name(name)
         same_set = other is not None and (other.model_id, other.shard_count) == (shard.model_id, shard.shard_count)
         if info.get("type", "file") == "file" and same_set:
             siblings[name] = info
     siblings.setdefault(path, fs.info(path))
     return [listed_from_info(fs.unstrip_protocol(p), siblings[p]) for p in sorted(siblings)]
+
+
+def _followed(fs: fsspec.AbstractFileSystem, path: str, info: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The info of what the symlink ``path`` points at (its own info when broken)."""
+    try:
+        return dict(fs.info(path))
+    except OSError:
+        return info
 
 
 def _find_parallel(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Mapping[str, Any]]:
@@ -420,9 +445,11 @@ def discover(
     found: dict[str, ListedFile] = {}
     safetensors: set[str] = set()
     listed_dirs: set[str] = set()
+    skipped: list[Skipped] = []
     with counting() as requests:
         for root in roots:
-            listed_files, whole = _list_root(root, options, include, exclude, requests)
+            listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests)
+            skipped.extend(s for s in root_skipped if s not in skipped)
             for listed in listed_files:
                 directory = listed.url.rsplit("/", 1)[0]
                 if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
@@ -436,7 +463,14 @@ def discover(
             for listed in read_manifest(manifest, options):
                 found.setdefault(listed.url, listed)
     dirs = frozenset(listed_dirs | safetensors)
-    return Listing(tuple(found.values()), time.perf_counter() - begun, frozenset(safetensors), dirs, requests.count)
+    return Listing(
+        tuple(found.values()),
+        time.perf_counter() - begun,
+        frozenset(safetensors),
+        dirs,
+        requests.count,
+        tuple(s for s in skipped if s.url not in found),
+    )
 
 
 def _watch_manifest(manifest: str, options: Mapping[str, Any], requests: ListingRequests) -> None:

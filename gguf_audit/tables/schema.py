@@ -184,6 +184,9 @@ _RUNS_LINEAGE: Final = [
     _f("compare_rows", pa.int64()),
     # added after the compare columns, at the end: earlier nights read it as null
     _f("listing_requests", pa.int64()),
+    # then what the listing skipped (broken links, loops, aliases of listed files): counted, and named up to a limit
+    _f("n_skipped", pa.int64()),
+    _f("skipped", pa.list_(pa.string())),
 ]
 
 _COMPARE: Final = [

@@ -109,7 +109,7 @@ def test_lineage_only_adds_nullable_columns_at_the_end() -> None:
     added = {
         "files": ["tensor_set_digest", "base_model_repo_url"],
         "models": ["family_key", "reference_url"],
-        "runs": ["compare_version", "listing_requests"],  # listing_requests came later, after compare_rows
+        "runs": ["compare_version", "skipped"],  # listing_requests and the skipped entries came later
     }
     for table, (first, last) in ((t, (c[0], c[-1])) for t, c in added.items()):
         names = stored_schema(table).names
