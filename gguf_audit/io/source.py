@@ -22,7 +22,7 @@ from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import SourceError
-from gguf_audit.io.errors import RangeAnswerError, classify_error, describe_io_error
+from gguf_audit.io.errors import RangeAnswerError, SizeMismatchError, classify_error, describe_io_error
 from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.hub import hub_endpoint, hub_headers, parse_hf_url, resolve_url
 from gguf_audit.io.limits import (
@@ -180,19 +180,48 @@ class FsspecSource:
     """Set once the server answered a Range request with the whole body."""
     gate: CpuGate | None = None
     """The process's CPU gate: every request gives the caller's slot back while it waits."""
+    size_from: str | None = None
+    """Who told :attr:`known_size`: ``"the listing"`` or ``"the first answer"`` (None while unknown)."""
+    size_conflict: tuple[int, int] | None = None
+    """The sizes (learnt, then told) of a disagreement that outlasted the retries; None when none did."""
 
     sizes_from_response: ClassVar[bool] = False
     """Whether a read's response tells the file size (so no look-up is needed first)."""
+
+    def __post_init__(self) -> None:
+        if self.known_size is not None and self.size_from is None:
+            self.size_from = "the listing"
 
     @property
     def size(self) -> int | None:
         return self.known_size
 
     def _learn_size(self, content_range: str | None) -> None:
-        """Take the total size from a ``Content-Range`` (``bytes a-b/N`` or ``bytes */N``)."""
+        """Take the total size from a ``Content-Range`` (``bytes a-b/N`` or ``bytes */N``), or check it.
+
+        Raises SizeMismatchError when it is not the size learnt before (from the listing or an earlier answer).
+        """
         parsed = parse_content_range(content_range)
-        if parsed is not None and parsed.total is not None and self.known_size is None:
-            self.known_size = parsed.total
+        if parsed is not None and parsed.total is not None:
+            self._agree(parsed.total, content_range)
+
+    def _agree(self, told: int, content_range: str | None) -> None:
+        if self.known_size is None:
+            self.known_size = told
+            self.size_from = self.size_from or "the first answer"
+        elif told != self.known_size:
+            raise SizeMismatchError(self.known_size, self.size_from or "an earlier answer", told, content_range)
+
+    def confirm_size(self) -> None:
+        """Ask again for the last byte when the size rests on one answer; raises SourceError when they disagree.
+
+        Called before a verdict that rests on the size (truncated, trailing
+        bytes): a second answer stating another total shows the first lied,
+        one stating the same (or a listing that agreed) lets the verdict stand.
+        """
+        if not self.sizes_from_response or self.size_from != "the first answer" or not self.known_size:
+            return
+        self.read(self.known_size - 1, self.known_size)
 
     def _waiting(self) -> AbstractContextManager[None]:
         """The block a request waits in: the CPU gate's slot given back, if there is a gate."""
@@ -255,6 +284,8 @@ class FsspecSource:
             raise exc
         code, transient = classify_error(exc)
         if not transient or attempt >= self.config.retries:
+            if isinstance(exc, SizeMismatchError):
+                self.size_conflict = (exc.known, exc.told)
             suffix = f" (after {attempt + 1} attempts)" if attempt else ""
             raise SourceError(code, f"{describe_io_error(exc)}{suffix}") from exc
         return float(self.config.backoff_s * 2**attempt)
@@ -415,8 +446,8 @@ class HTTPSource(FsspecSource):
             self.range_ignored = True
             length = resp.headers.get("Content-Length")
             total = int(length) if length is not None and length.isdigit() else None
-            if total is not None and self.known_size is None:
-                self.known_size = total
+            if total is not None:
+                self._agree(total, None)
             stop = whole_body_end(start, end, total, self.config.max_ignored_range_bytes)
             body = await read_upto(resp.content.read, stop)
             resp.close()  # the rest of the body is not wanted: drop the connection
@@ -469,8 +500,8 @@ class S3Source(FsspecSource):
             if status == 200 and content_range is None:
                 self.range_ignored = True
                 total = resp.get("ContentLength")
-                if isinstance(total, int) and self.known_size is None:
-                    self.known_size = total
+                if isinstance(total, int):
+                    self._agree(total, None)
                 stop = whole_body_end(
                     start, end, total if isinstance(total, int) else None, self.config.max_ignored_range_bytes
                 )
