@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TextIO
 
 from gguf_audit.errors import GGUFAuditError, Terminated
+from gguf_audit.io.options import s3_endpoint, s3_region
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing, options_for
@@ -252,17 +253,19 @@ def s3_duckdb_setup(out: str, out_options: Mapping[str, Any]) -> list[str]:
     """What DuckDB needs before ``delta_scan`` reads tables on S3: its extensions and a secret.
 
     The secret takes credentials from the same chain a scan does (environment,
-    profiles), never inline; an S3-compatible store's endpoint from ``--out``'s
-    own options is spelt out.
+    profiles), never inline; an S3-compatible store's endpoint (``--out``'s own
+    options, else ``AWS_ENDPOINT_URL``) and the region are spelt out, with
+    ``USE_SSL false`` for plain HTTP.
     """
     if not out.startswith(("s3://", "s3a://")):
         return []
-    endpoint = out_options.get("endpoint_url") or (out_options.get("client_kwargs") or {}).get("endpoint_url")
-    extra = ""
-    if isinstance(endpoint, str) and "://" in endpoint:
-        scheme, host = endpoint.split("://", 1)
-        ssl = "true" if scheme == "https" else "false"
-        extra = f", ENDPOINT '{host.rstrip('/')}', URL_STYLE 'path', USE_SSL {ssl}"
+    endpoint = s3_endpoint(out_options)
+    region = s3_region(out_options)
+    extra = f", REGION '{region}'" if region else ""
+    if endpoint is not None and "://" in endpoint:
+        _, host = endpoint.split("://", 1)
+        ssl = "false" if endpoint.lower().startswith("http://") else "true"
+        extra += f", ENDPOINT '{host.rstrip('/')}', URL_STYLE 'path', USE_SSL {ssl}"
     return [
         "  -- first, for s3:// (offline: pip install duckdb-ext-httpfs duckdb-ext-aws, and LOAD their files);",
         "  -- credentials come from the environment or profiles, as for the scan:",

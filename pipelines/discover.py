@@ -10,8 +10,10 @@ an incremental run compares these facts with the last run's. ``hf://`` roots
 (organisations, repositories at a revision) are listed through the Hub's API
 and pinned to commit shas (:mod:`~gguf_audit.pipelines.hub_listing`).
 
-A big bucket is listed as one recursive listing per top-level prefix, several
-at a time, so listing does not serialise behind one paginated request chain.
+An object store root is listed as one stream of keys: a flat, paginated
+listing with no delimiter (S3 gives 1,000 keys a request), so the common
+layout of one folder per model costs one request per 1,000 files, not one per
+folder. Only when that finds nothing is the root asked whether it is a file.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import os
 import posixpath
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -35,6 +36,7 @@ from fsspec.core import url_to_fs
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.hub import hub_endpoint
+from gguf_audit.io.options import s3_endpoint
 from gguf_audit.pipelines.hub_listing import list_hub_root
 from gguf_audit.pipelines.listing_requests import ListingRequests, counting
 from gguf_audit.pipelines.local_walk import Skipped, walk_local
@@ -56,9 +58,6 @@ __all__ = [
 ]
 
 DEFAULT_INCLUDE: Final = ("*.gguf",)
-
-LISTING_THREADS: Final = 8
-"""Top-level prefixes listed at once on object stores (each a paginated recursive listing)."""
 
 _LOCAL_PROTOCOLS: Final = frozenset({"file", "local"})
 _MANIFEST_SUFFIXES: Final = {".txt": "text", ".list": "text", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -120,10 +119,26 @@ def options_for(url: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
         chosen = storage_options.get(protocol)
         if chosen is None and protocol in ("s3a", "https"):
             chosen = storage_options.get({"s3a": "s3", "https": "http"}[protocol])
-        return dict(chosen or {})
-    if protocol in _LOCAL_PROTOCOLS or protocol == "memory":
+        options = dict(chosen or {})
+    elif protocol in _LOCAL_PROTOCOLS or protocol == "memory":
         return {}
-    return dict(storage_options)
+    else:
+        options = dict(storage_options)
+    return _with_env_endpoint(options) if protocol in ("s3", "s3a") else options
+
+
+def _with_env_endpoint(options: dict[str, Any]) -> dict[str, Any]:
+    """S3 options with the standard environment's endpoint (``AWS_ENDPOINT_URL``) spelt out when they name none.
+
+    botocore reads the variable itself; spelt out, it also reaches dask workers
+    whose environment lacks it (an external cluster), and the tables' readers.
+    """
+    endpoint = s3_endpoint(options)
+    client = dict(options.get("client_kwargs") or {})
+    if endpoint is None or client.get("endpoint_url") or options.get("endpoint_url"):
+        return options
+    client["endpoint_url"] = endpoint
+    return {**options, "client_kwargs": client}
 
 
 def _is_per_protocol(storage_options: Mapping[str, Any]) -> bool:
@@ -253,11 +268,12 @@ def _list_root(
     fs.invalidate_cache()  # a long-lived process must see objects changed since its last listing
     path = path.rstrip("/") or path
     try:
-        if fs.isfile(path):
-            return _with_siblings(fs, path), False, ()
-        if not fs.isdir(path):
-            raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
         skipped: tuple[Skipped, ...] = ()
+        if protocol in _LOCAL_PROTOCOLS or protocol == "memory":
+            if fs.isfile(path):
+                return _with_siblings(fs, path), False, ()
+            if not fs.isdir(path):
+                raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
         if protocol in _LOCAL_PROTOCOLS:
             walk = walk_local(
                 path,
@@ -265,10 +281,17 @@ def _list_root(
                 fs.unstrip_protocol,
             )
             entries, skipped = dict(walk.files), walk.skipped
-        elif protocol == "memory":
-            entries = _find(fs, path)
         else:
-            entries = _find_parallel(fs, path)
+            # One stream of keys first (the common case, a prefix); only an empty answer asks whether the
+            # root names one object, which costs a request a directory root never pays.
+            try:
+                entries = _find(fs, path)
+            except FileNotFoundError:  # no such bucket
+                entries = {}
+            if not entries or set(entries) == {path}:
+                if fs.isfile(path):
+                    return _with_siblings(fs, path), False, ()
+                raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
     except DiscoveryError:
         raise
     except (OSError, ValueError) as exc:
@@ -314,24 +337,6 @@ def _followed(fs: fsspec.AbstractFileSystem, path: str, info: Mapping[str, Any])
         return dict(fs.info(path))
     except OSError:
         return info
-
-
-def _find_parallel(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Mapping[str, Any]]:
-    """``find`` as one listing of the top level and one recursive listing per prefix below it."""
-    top = fs.ls(path, detail=True)
-    entries: dict[str, Mapping[str, Any]] = {}
-    prefixes = []
-    for info in top:
-        name = str(info["name"]).rstrip("/")
-        if info.get("type") == "directory":
-            prefixes.append(name)
-        else:
-            entries[name] = info
-    if prefixes:
-        with ThreadPoolExecutor(min(LISTING_THREADS, len(prefixes)), thread_name_prefix="gguf-audit-list") as pool:
-            for found in pool.map(lambda p: _find(fs, p), prefixes):
-                entries.update(found)
-    return entries
 
 
 # --------------------------------------------------------------- manifests
