@@ -24,7 +24,6 @@ from fsspec.core import url_to_fs
 from gguf_audit.errors import SourceError
 from gguf_audit.io.errors import RangeAnswerError, SizeMismatchError, classify_error, describe_io_error
 from gguf_audit.io.gate import CpuGate
-from gguf_audit.io.hub import hub_endpoint, hub_headers, parse_hf_url, resolve_url
 from gguf_audit.io.limits import (
     DEFAULT_HOST_LIMITS,
     DEFAULT_HOST_PAUSES,
@@ -97,6 +96,10 @@ class IOStats:
     """Answers that said to wait (429s, and answers with no requests left in the window)."""
     rate_limit_wait_s: float = 0.0
     """Seconds spent waiting for a rate limit to reset."""
+    resolve_requests: int | None = None
+    """Hub files: requests to the Hub's ``/resolve/`` (each redirects to the CDN); None for other stores."""
+    cdn_requests: int | None = None
+    """Hub files: range requests sent to the CDN URL a resolve redirected to; None for other stores."""
 
     def add(self, nbytes: int, seconds: float) -> None:
         self.requests += 1
@@ -421,39 +424,43 @@ class HTTPSource(FsspecSource):
         session = await fs.set_session()
         kw = dict(fs.kwargs)
         headers = dict(kw.pop("headers", None) or {})
-        asked = f"bytes={start}-{end - 1}"
-        headers["Range"] = asked
+        headers["Range"] = f"bytes={start}-{end - 1}"
         headers.setdefault("Accept-Encoding", "identity")
         async with session.get(fs.encode_url(self.url), headers=headers, **kw) as resp:
-            self._note_rate_limit(resp.headers, resp.status, host)
-            if resp.status == 429:
-                return None
-            if resp.status == 416:
-                # Asked past the end: the size is in Content-Range ("bytes */N").
-                self._learn_size(resp.headers.get("Content-Range"))
-                return b""
-            if resp.status == 404:
-                raise FileNotFoundError(self.url)
-            resp.raise_for_status()
-            if resp.status == 206:
-                content_range = resp.headers.get("Content-Range")
-                self._learn_size(content_range)
-                expected = check_partial(start, end, content_range)
-                return check_body(await read_upto(resp.content.read, expected), expected, asked)
-            if resp.status != 200:
-                raise RangeAnswerError(f"asked {asked}, the server answered {resp.status}")
-            # 200: the server ignored Range and sends the whole file from byte 0.
-            self.range_ignored = True
-            length = resp.headers.get("Content-Length")
-            total = int(length) if length is not None and length.isdigit() else None
-            if total is not None:
-                self._agree(total, None)
-            stop = whole_body_end(start, end, total, self.config.max_ignored_range_bytes)
-            body = await read_upto(resp.content.read, stop)
-            resp.close()  # the rest of the body is not wanted: drop the connection
-            if total is not None:
-                check_body(body, stop, asked)
-            return body[start:stop]
+            return await self._ranged_answer(resp, start, end, host)
+
+    async def _ranged_answer(self, resp: Any, start: int, end: int, host: str) -> bytes | None:
+        """The asked bytes ``[start, end)`` from an aiohttp response to a ranged GET; None when it was a 429."""
+        asked = f"bytes={start}-{end - 1}"
+        self._note_rate_limit(resp.headers, resp.status, host)
+        if resp.status == 429:
+            return None
+        if resp.status == 416:
+            # Asked past the end: the size is in Content-Range ("bytes */N").
+            self._learn_size(resp.headers.get("Content-Range"))
+            return b""
+        if resp.status == 404:
+            raise FileNotFoundError(self.url)
+        resp.raise_for_status()
+        if resp.status == 206:
+            content_range = resp.headers.get("Content-Range")
+            self._learn_size(content_range)
+            expected = check_partial(start, end, content_range)
+            return check_body(await read_upto(resp.content.read, expected), expected, asked)
+        if resp.status != 200:
+            raise RangeAnswerError(f"asked {asked}, the server answered {resp.status}")
+        # 200: the server ignored Range and sends the whole file from byte 0.
+        self.range_ignored = True
+        length = resp.headers.get("Content-Length")
+        total = int(length) if length is not None and length.isdigit() else None
+        if total is not None:
+            self._agree(total, None)
+        stop = whole_body_end(start, end, total, self.config.max_ignored_range_bytes)
+        body = await read_upto(resp.content.read, stop)
+        resp.close()  # the rest of the body is not wanted: drop the connection
+        if total is not None:
+            check_body(body, stop, asked)
+        return body[start:stop]
 
     def ensure_size(self) -> int | None:
         if self.known_size is None:
@@ -535,7 +542,9 @@ def open_source(
     around every request.
     """
     if url.startswith("hf://") and fs is None:
-        return _hub_source(url, storage_options or {}, size, config, revision, gate)
+        from gguf_audit.io.hub_source import hub_source  # the Hub's source builds on HTTPSource, below
+
+        return hub_source(url, storage_options or {}, size, config, revision, gate)
     if fs is None:
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         options = _with_timeouts(protocol, storage_options or {}, config)
@@ -548,27 +557,3 @@ def open_source(
     if protocol in ("s3", "s3a") and hasattr(fs, "_call_s3"):
         return S3Source(url=url, fs=fs, path=path, known_size=size, config=config, gate=gate)
     return FsspecSource(url=url, fs=fs, path=path, known_size=size, config=config, gate=gate)
-
-
-def _hub_source(
-    url: str,
-    options: Mapping[str, Any],
-    size: int | None,
-    config: ReadConfig,
-    revision: str | None,
-    gate: CpuGate | None = None,
-) -> HTTPSource:
-    """An HTTP source over the resolve URL of ``url``, with the bearer token huggingface_hub resolves."""
-    try:
-        hub = parse_hf_url(url)
-    except ValueError as exc:
-        raise FileNotFoundError(str(exc)) from exc  # io.not_found: no file has such a URL
-    if hub.repo_id is None or not hub.path:
-        raise IsADirectoryError(f"an hf:// file URL is hf://ORG/REPO[@REVISION]/PATH. Got {url!r}.")
-    pinned = revision or hub.revision or str(options.get("revision") or "main")
-    target = resolve_url(hub_endpoint(options), hub.repo_id, pinned, hub.path)
-    http_options: dict[str, Any] = {"headers": hub_headers(options)}
-    if options.get("client_kwargs"):
-        http_options["client_kwargs"] = dict(options["client_kwargs"])
-    fs, _ = url_to_fs(target, **_with_timeouts("http", http_options, config))
-    return HTTPSource(url=target, fs=fs, path=target, known_size=size, config=config, gate=gate)

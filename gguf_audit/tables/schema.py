@@ -168,6 +168,9 @@ _FILES_LINEAGE: Final = [
     _f("base_model_name", pa.string()),
     _f("base_model_organization", pa.string()),
     _f("base_model_repo_url", pa.string()),
+    # then the Hub's two kinds of requests (issue 19): null for other stores and for reused rows
+    _f("resolve_requests", pa.int64()),
+    _f("cdn_requests", pa.int64()),
 ]
 
 _MODELS_LINEAGE: Final = [

@@ -137,6 +137,10 @@ class _RangeHandler(BaseHTTPRequestHandler):
         knobs = owner._begin_request(RequestRecord(self.command, shown, range_header))
         self._counted = True
         try:
+            authorize = owner.authorize
+            if authorize is not None and not authorize(path, split.query):
+                self._send_simple(403, head=head)
+                return
             self._respond(knobs, path, range_header, head=head)
         finally:
             self._uncount()
@@ -259,6 +263,7 @@ class RangeHTTPServer(LoopbackServer):
     - ``no_content_length``: send no ``Content-Length`` and close the
       connection after each body, so a client cannot learn the size up front;
     - ``allow_head``: when False, answer HEAD with 405;
+    - ``authorize``: ``(path, query) -> bool``; a request it refuses gets 403 (a CDN's presigned URLs);
     - ``lie_next`` / ``lying_total``: the next N GET answers state ``lying_total`` as the file's size in
       their ``Content-Range`` (and resolve the range against it), as a stale proxy or a CDN bug would.
 
@@ -298,6 +303,7 @@ class RangeHTTPServer(LoopbackServer):
         self._no_content_length = no_content_length
         self._allow_head = allow_head
         self._lie_next = int(lie_next)
+        self.authorize: Callable[[str, str], bool] | None = None
         self._lying_total = int(lying_total)
         self._serve(_RangeServer(self))
 

@@ -164,3 +164,25 @@ def test_the_hf_mirror_config_as_written(client: Any, hub: LocalHub, tmp_path: P
     assert hub.resolve_requests == result.requests <= 2 * len(files)
     # The listing: one page of models, then one tree per repository.
     assert hub.api_requests == 1 + 4
+
+
+def test_a_sampled_night_resolves_each_file_once_and_reads_from_the_cdn(client: Any, tmp_path: Path) -> None:
+    """The Hub redirects every LFS resolve to a presigned CDN URL: one resolve per file, the ranges go there."""
+    from gguf_audit.testing.http import RangeHTTPServer
+
+    with RangeHTTPServer() as cdn, LocalHub(cdn=cdn) as hub:
+        hub.add_org("org")
+        hub.create_repo("org/llama")
+        names = ["tiny-llama-Q4_K_M.gguf", "tiny-llama-Q8_0.gguf", "tiny-llama-F16.gguf"]
+        hub.add_files("org/llama", {n: _corpus(f"models/{n}") for n in names})
+        hub.reset_stats()
+        out = tmp_path / "out"
+        result = run_scan(_config(hub, ("hf://org/llama",), out), client=client)
+        files = _files(out, result.run_id)
+        assert len(files) == 3 and all(r["status"] != "unreadable" for r in files.values())
+        # The audit of each file resolves it once; the compare phase, in another worker process, may once more.
+        assert hub.resolve_requests <= 2 * len(files)
+        assert [r["resolve_requests"] for r in files.values()] == [1, 1, 1]
+        assert all(r["cdn_requests"] > 1 and r["requests"] == 1 + r["cdn_requests"] for r in files.values())
+        assert sum(r["cdn_requests"] for r in files.values()) <= len(cdn.requests)
+        assert hub.resolve_bytes_sent == 0  # every byte came from the CDN
