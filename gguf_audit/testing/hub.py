@@ -556,6 +556,16 @@ class LocalHub(LoopbackServer):
                 headers["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{file.size}"
         return _Reply(status, headers, file=file, span=span)
 
+    def model_card(self, repo_id: str) -> dict[str, Any] | None:
+        """The ``gguf`` card the Hub serves for ``repo_id`` at its main branch (read from its files)."""
+        repo = self._repo_for_setup(repo_id)
+        card = model_json(repo, repo.commits[repo.branches["main"]], full=True, blobs=False, expand=["gguf"])
+        return card.get("gguf")
+
+    def set_gguf_card(self, repo_id: str, card: dict[str, Any] | None) -> None:
+        """Serve ``card`` as ``repo_id``'s ``gguf`` field instead of the one its files give (None: theirs again)."""
+        self._repo_for_setup(repo_id).gguf_override = card
+
     # -- lifecycle
 
     def _before_close(self) -> None:
