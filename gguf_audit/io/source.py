@@ -66,6 +66,11 @@ class ReadConfig:
     the process reads (:class:`~gguf_audit.io.limits.HostLimits`). The S3
     connection pool is sized to match unless the storage options set
     ``max_pool_connections``."""
+    max_per_s3_host: int = 64
+    """The same cap for S3 (and S3-compatible) hosts, which serve thousands of requests a second per prefix:
+    at 30 ms a round trip, a sampled file's ~27 GETs behind 8 slots left a process waiting on requests.
+    ``benchmarks/bench_s3_cap.py`` measured 1.0, 1.3, 1.6 and 2.3 files/s at caps 8, 16, 32 and 64 (moto,
+    30 ms added), rising all the way; see ``benchmarks/README.md``."""
     max_ignored_range_bytes: int = 64 << 20
     """A server that answers a Range request with 200 and the whole body is read
     from its start this far at most, and the asked bytes taken from that;
@@ -76,7 +81,7 @@ class ReadConfig:
     The Hub's windows are 5 minutes."""
 
     def __post_init__(self) -> None:
-        for name in ("initial_bytes", "max_header_bytes", "max_per_host", "max_ignored_range_bytes"):
+        for name in ("initial_bytes", "max_header_bytes", "max_per_host", "max_per_s3_host", "max_ignored_range_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ReadConfig.{name} must be an int >= 1. Got {value!r}.")
@@ -150,7 +155,7 @@ def _with_timeouts(protocol: str, options: Mapping[str, Any], config: ReadConfig
         # botocore's pool holds 10 connections by default: sized to the
         # per-host cap, a file's sampled ranges neither queue for one nor
         # open more than the cap allows.
-        config_kwargs.setdefault("max_pool_connections", config.max_per_host)
+        config_kwargs.setdefault("max_pool_connections", config.max_per_s3_host)
         opts["config_kwargs"] = config_kwargs
     return opts
 
@@ -348,8 +353,12 @@ class FsspecSource:
         except SourceError as exc:
             return exc
 
+    def _host_cap(self) -> int:
+        """Requests in flight to this file's host at most, across the process."""
+        return self.config.max_per_host
+
     async def _read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
-        slot = self.limits.slot(host_key(self.url, self.fs), self.config.max_per_host)
+        slot = self.limits.slot(host_key(self.url, self.fs), self._host_cap())
         if self.range_ignored:
             # Every answer is the body from byte 0: one read as far as the last range, sliced.
             try:
@@ -481,6 +490,9 @@ class S3Source(FsspecSource):
     """
 
     sizes_from_response: ClassVar[bool] = True
+
+    def _host_cap(self) -> int:
+        return self.config.max_per_s3_host
 
     async def _get(self, start: int, end: int) -> bytes:
         end = self._clip(start, end)
