@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
@@ -24,6 +25,8 @@ from fsspec.core import url_to_fs
 from gguf_audit.errors import SourceError
 from gguf_audit.io.errors import RangeAnswerError, SizeMismatchError, classify_error, describe_io_error
 from gguf_audit.io.gate import CpuGate
+from gguf_audit.io.hub import hub_endpoint, hub_headers, parse_hf_url, resolve_url
+from gguf_audit.io.hub_source import CDN_URLS, EXPIRY_MARGIN_S, REDIRECTS, cdn_expiry
 from gguf_audit.io.limits import (
     DEFAULT_HOST_LIMITS,
     DEFAULT_HOST_PAUSES,
@@ -33,101 +36,19 @@ from gguf_audit.io.limits import (
     parse_rate_limit,
 )
 from gguf_audit.io.ranged import check_body, check_partial, parse_content_range, read_upto, whole_body_end
+from gguf_audit.io.read_config import DEFAULT_READ_CONFIG, ByteSource, IOStats, ReadConfig
 
 __all__ = [
     "DEFAULT_READ_CONFIG",
     "ByteSource",
     "FsspecSource",
     "HTTPSource",
+    "HubSource",
     "IOStats",
     "ReadConfig",
     "S3Source",
     "open_source",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ReadConfig:
-    """How reads are made. Every limit here bounds time or memory per file."""
-
-    initial_bytes: int = 512 * 1024
-    """First request of a header: one round trip covers most small headers,
-    and the parser's estimate sizes the second for the big tokenizer arrays."""
-    max_header_bytes: int = 512 * 1024 * 1024
-    """A header claiming more is not read further (``header.too_large``)."""
-    retries: int = 3
-    """Attempts after the first, for transient failures only (header and sampled reads alike)."""
-    backoff_s: float = 0.2
-    """First retry delay; doubles each attempt."""
-    timeout_s: float = 60.0
-    """Per request, where the filesystem takes a timeout."""
-    max_per_host: int = 8
-    """Sampled-range requests in flight to one host at most, across every file
-    the process reads (:class:`~gguf_audit.io.limits.HostLimits`). The S3
-    connection pool is sized to match unless the storage options set
-    ``max_pool_connections``."""
-    max_per_s3_host: int = 64
-    """The same cap for S3 (and S3-compatible) hosts, which serve thousands of requests a second per prefix:
-    at 30 ms a round trip, a sampled file's ~27 GETs behind 8 slots left a process waiting on requests.
-    ``benchmarks/bench_s3_cap.py`` measured 1.0, 1.3, 1.6 and 2.3 files/s at caps 8, 16, 32 and 64 (moto,
-    30 ms added), rising all the way; see ``benchmarks/README.md``."""
-    max_ignored_range_bytes: int = 64 << 20
-    """A server that answers a Range request with 200 and the whole body is read
-    from its start this far at most, and the asked bytes taken from that;
-    asked bytes past it give ``io.range_ignored``."""
-    max_rate_limit_wait_s: float = 330.0
-    """Seconds a file may spend waiting for a host's rate limit to reset (429,
-    ``RateLimit``/``Retry-After``), in all; past it the file gets ``io.rate_limited``.
-    The Hub's windows are 5 minutes."""
-
-    def __post_init__(self) -> None:
-        for name in ("initial_bytes", "max_header_bytes", "max_per_host", "max_per_s3_host", "max_ignored_range_bytes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"ReadConfig.{name} must be an int >= 1. Got {value!r}.")
-
-
-DEFAULT_READ_CONFIG = ReadConfig()
-
-
-@dataclass(slots=True)
-class IOStats:
-    """What a file cost: requests made (retries included) and body bytes received."""
-
-    requests: int = 0
-    bytes_read: int = 0
-    seconds: float = 0.0
-    rate_limited: int = 0
-    """Answers that said to wait (429s, and answers with no requests left in the window)."""
-    rate_limit_wait_s: float = 0.0
-    """Seconds spent waiting for a rate limit to reset."""
-    resolve_requests: int | None = None
-    """Hub files: requests to the Hub's ``/resolve/`` (each redirects to the CDN); None for other stores."""
-    cdn_requests: int | None = None
-    """Hub files: range requests sent to the CDN URL a resolve redirected to; None for other stores."""
-
-    def add(self, nbytes: int, seconds: float) -> None:
-        self.requests += 1
-        self.bytes_read += nbytes
-        self.seconds += seconds
-
-
-class ByteSource(Protocol):
-    """Something that serves byte ranges of one file."""
-
-    url: str
-    stats: IOStats
-
-    @property
-    def size(self) -> int | None: ...
-
-    def read(self, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)``; fewer at the end of the file. Raises SourceError."""
-        ...
-
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
-        """Several ranges in one concurrent round; failures come back as values."""
-        ...
 
 
 # --- sources -----------------------------------------------------------------
@@ -533,6 +454,90 @@ class S3Source(FsspecSource):
             body.close()
 
 
+@dataclass
+class HubSource(HTTPSource):
+    """HTTP range reads of an ``hf://`` file: the resolve URL once, then its CDN redirect target."""
+
+    cdn_url: str | None = field(default=None, repr=False)
+    """The presigned URL the last resolve redirected to (never shown: it carries a signature)."""
+    cdn_expires: float = 0.0
+    _resolving: asyncio.Lock | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stats.resolve_requests = self.stats.resolve_requests or 0
+        self.stats.cdn_requests = self.stats.cdn_requests or 0
+        known = CDN_URLS.get(self.url)
+        if known is not None:
+            self.cdn_url, self.cdn_expires = known
+
+    def _cdn_usable(self) -> bool:
+        return self.cdn_url is not None and time.time() < self.cdn_expires - EXPIRY_MARGIN_S
+
+    async def _get_once(self, start: int, end: int, host: str) -> bytes | None:
+        end = self._clip(start, end)
+        if end <= start:
+            return b""
+        fresh = False
+        if not self._cdn_usable():
+            if self._resolving is None:
+                self._resolving = asyncio.Lock()
+            async with self._resolving:  # concurrent ranges: one resolves, the others then use its CDN URL
+                if not self._cdn_usable():
+                    answered, body = await self._resolve(start, end, host)
+                    if answered:
+                        return body
+                    fresh = True
+        return await self._from_cdn(start, end, host, fresh)
+
+    async def _resolve(self, start: int, end: int, host: str) -> tuple[bool, bytes | None]:
+        """Ask the Hub's resolve URL for the range, not following a redirect: (True, bytes) when it served
+        them itself, (False, None) when it redirected (the CDN URL is kept)."""
+        fs: Any = self.fs
+        session = await fs.set_session()
+        kw = dict(fs.kwargs)
+        headers = dict(kw.pop("headers", None) or {})
+        headers["Range"] = f"bytes={start}-{end - 1}"
+        headers.setdefault("Accept-Encoding", "identity")
+        self.stats.resolve_requests = (self.stats.resolve_requests or 0) + 1
+        async with session.get(fs.encode_url(self.url), headers=headers, allow_redirects=False, **kw) as resp:
+            location = resp.headers.get("Location") if resp.status in REDIRECTS else None
+            if location is None:
+                return True, await self._ranged_answer(resp, start, end, host)
+            self._note_rate_limit(resp.headers, resp.status, host)
+        now = time.time()
+        self.cdn_url = urllib.parse.urljoin(self.url, location)
+        self.cdn_expires = cdn_expiry(self.cdn_url, now)
+        CDN_URLS.put(self.url, self.cdn_url, self.cdn_expires)
+        self.stats.requests += 1  # the resolve; the caller counts the CDN request that answers
+        return False, None
+
+    async def _from_cdn(self, start: int, end: int, host: str, fresh: bool) -> bytes | None:
+        """The range from the CDN URL, sent without the Hub's token; a 403 drops the URL (resolve again),
+        unless the URL is ``fresh`` (this very read resolved it): then the file may not be read."""
+        fs: Any = self.fs
+        session = await fs.set_session()
+        kw = {k: v for k, v in fs.kwargs.items() if k != "headers"}
+        url = self.cdn_url
+        if url is None:  # another range's 403 dropped it meanwhile
+            return await self._get_once(start, end, host)
+        headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
+        self.stats.cdn_requests = (self.stats.cdn_requests or 0) + 1
+        async with session.get(url, headers=headers, **kw) as resp:
+            if resp.status == 403 and fresh:
+                raise PermissionError(f"the CDN refused (403) the URL {self.url} had just redirected to")
+            if resp.status == 403:
+                # Expired early, or its key rotated: resolve again (this request is counted here, the next by
+                # the caller).
+                if self.cdn_url == url:
+                    self.cdn_url = None
+                CDN_URLS.drop(self.url, url)
+                self.stats.requests += 1
+            else:
+                return await self._ranged_answer(resp, start, end, host)
+        return await self._get_once(start, end, host)
+
+
 def open_source(
     url: str,
     *,
@@ -554,9 +559,7 @@ def open_source(
     around every request.
     """
     if url.startswith("hf://") and fs is None:
-        from gguf_audit.io.hub_source import hub_source  # the Hub's source builds on HTTPSource, below
-
-        return hub_source(url, storage_options or {}, size, config, revision, gate)
+        return _hub_source(url, storage_options or {}, size, config, revision, gate)
     if fs is None:
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         options = _with_timeouts(protocol, storage_options or {}, config)
@@ -569,3 +572,27 @@ def open_source(
     if protocol in ("s3", "s3a") and hasattr(fs, "_call_s3"):
         return S3Source(url=url, fs=fs, path=path, known_size=size, config=config, gate=gate)
     return FsspecSource(url=url, fs=fs, path=path, known_size=size, config=config, gate=gate)
+
+
+def _hub_source(
+    url: str,
+    options: Mapping[str, Any],
+    size: int | None,
+    config: ReadConfig,
+    revision: str | None,
+    gate: CpuGate | None = None,
+) -> HubSource:
+    """The source of ``url`` (``hf://ORG/REPO[@REV]/PATH``) with the bearer token huggingface_hub resolves."""
+    try:
+        hub = parse_hf_url(url)
+    except ValueError as exc:
+        raise FileNotFoundError(str(exc)) from exc  # io.not_found: no file has such a URL
+    if hub.repo_id is None or not hub.path:
+        raise IsADirectoryError(f"an hf:// file URL is hf://ORG/REPO[@REVISION]/PATH. Got {url!r}.")
+    pinned = revision or hub.revision or str(options.get("revision") or "main")
+    target = resolve_url(hub_endpoint(options), hub.repo_id, pinned, hub.path)
+    http_options: dict[str, Any] = {"headers": hub_headers(options)}
+    if options.get("client_kwargs"):
+        http_options["client_kwargs"] = dict(options["client_kwargs"])
+    fs, _ = url_to_fs(target, **_with_timeouts("http", http_options, config))
+    return HubSource(url=target, fs=fs, path=target, known_size=size, config=config, gate=gate)
