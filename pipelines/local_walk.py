@@ -59,9 +59,8 @@ def walk_local(
     README is no news). ``to_url`` makes the URL a skipped entry is named by.
     """
     root = root.rstrip(os.sep) or os.sep
-    files: dict[str, dict[str, Any]] = {}
     skipped: list[Skipped] = []
-    seen_files: dict[tuple[int, int], str] = {}
+    by_file: dict[tuple[int, int], list[tuple[str, dict[str, Any]]]] = {}
     try:
         root_st = os.stat(root)
     except OSError as exc:
@@ -103,15 +102,21 @@ def walk_local(
             if not stat.S_ISREG(st.st_mode):
                 skipped.append(Skipped(to_url(path), "not a regular file"))
                 continue
-            key = (st.st_dev, st.st_ino)
-            first = seen_files.get(key)
-            if first is not None:
-                skipped.append(Skipped(to_url(path), f"same file as {to_url(first)}"))
-                continue
-            seen_files[key] = path
-            files[path] = _file_info(st, link=is_link)
+            by_file.setdefault((st.st_dev, st.st_ino), []).append((path, _file_info(st, link=is_link)))
         stack.extend(reversed(subdirs))  # depth first, in name order
-    return LocalWalk(files, tuple(skipped))
+    files: dict[str, dict[str, Any]] = {}
+    for paths in by_file.values():
+        # One path per real file: a Hugging Face cache's snapshot path rather than its blob's hash name.
+        kept, info = min(paths, key=lambda p: _is_hf_blob(p[0]))
+        files[kept] = info
+        skipped.extend(Skipped(to_url(p), f"same file as {to_url(kept)}") for p, _ in paths if p != kept)
+    return LocalWalk(files, tuple(sorted(skipped, key=lambda s: s.url)))
+
+
+def _is_hf_blob(path: str) -> bool:
+    """Whether ``path`` is a blob of a Hugging Face cache (``models--org--name/blobs/<hash>``)."""
+    parent = os.path.dirname(path)
+    return os.path.basename(parent) == "blobs" and os.path.basename(os.path.dirname(parent)).startswith("models--")
 
 
 def _is_within(ancestor: str, path: str) -> bool:

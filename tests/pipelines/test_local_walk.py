@@ -116,3 +116,12 @@ def test_scan_of_a_hf_cache_audits_each_file_and_names_the_rest(
         f"{snap}/s2/broken.gguf: broken symlink (FileNotFoundError)",
         f"{snap}/s2/tiny-Q4_K_M.gguf: same file as {snap}/s1/tiny-Q4_K_M.gguf",
     ]
+
+
+def test_hf_cache_with_every_file_included_shows_snapshot_paths(tmp_path: Path) -> None:
+    repo = _hf_cache(tmp_path)
+    listing = discover([str(tmp_path)], include=["*"])
+    urls = [f.url.removeprefix(f"file://{repo}/") for f in listing.files]
+    assert "snapshots/sha1/m-Q4_K.gguf" in urls and "snapshots/sha2/m-F16.gguf" in urls
+    assert not any(u.startswith("blobs/") for u in urls)
+    assert {s.url.removeprefix(f"file://{repo}/") for s in listing.skipped} >= {"blobs/aaa111", "blobs/bbb222"}
