@@ -218,7 +218,8 @@ def _audit_file(
             upstream_url = _check_upstream(url, header, config, storage_options, stats, upstream_cache, findings)
             upstream_url = redact_url(upstream_url) if upstream_url is not None else None
     except FormatError as exc:
-        findings.append(_size_confirmed(source, shown) or finding(exc.code, exc.message, offset=exc.offset))
+        confirmed = _size_confirmed(source, shown) if exc.code in SIZE_VERDICTS else None
+        findings.append(confirmed or finding(exc.code, exc.message, offset=exc.offset))
     except SourceError as exc:
         findings.append(finding(exc.code, f"{shown}: {exc.message}"))
     except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes a file's audit
