@@ -16,6 +16,7 @@ resolve serves itself are read from it as before. Each file's
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import urllib.parse
@@ -37,6 +38,18 @@ class _CdnUrls:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._urls: dict[str, tuple[str, float]] = {}
+        self._resolving: dict[tuple[int, str], asyncio.Lock] = {}
+
+    def lock_for(self, resolve: str) -> asyncio.Lock:
+        """The lock one resolve of ``resolve`` holds on the running loop (readers of the file wait, then reuse)."""
+        key = (id(asyncio.get_running_loop()), resolve)
+        with self._lock:
+            lock = self._resolving.get(key)
+            if lock is None:
+                if len(self._resolving) >= _MAX_CACHED:
+                    self._resolving.pop(next(iter(self._resolving)))
+                lock = self._resolving[key] = asyncio.Lock()
+            return lock
 
     def get(self, resolve: str) -> tuple[str, float] | None:
         with self._lock:

@@ -38,20 +38,9 @@ from gguf_audit.io.limits import (
 from gguf_audit.io.ranged import check_body, check_partial, parse_content_range, read_upto, whole_body_end
 from gguf_audit.io.read_config import DEFAULT_READ_CONFIG, ByteSource, IOStats, ReadConfig
 
-__all__ = [
-    "DEFAULT_READ_CONFIG",
-    "ByteSource",
-    "FsspecSource",
-    "HTTPSource",
-    "HubSource",
-    "IOStats",
-    "ReadConfig",
-    "S3Source",
-    "open_source",
-]
-
-
-# --- sources -----------------------------------------------------------------
+# ReadConfig, IOStats and ByteSource live in read_config.py and are re-exported here, where they are used.
+__all__ = ["DEFAULT_READ_CONFIG", "ByteSource", "FsspecSource", "HTTPSource", "HubSource", "IOStats", "ReadConfig"]
+__all__ += ["S3Source", "open_source"]
 
 
 def _with_timeouts(protocol: str, options: Mapping[str, Any], config: ReadConfig) -> dict[str, Any]:
@@ -461,12 +450,13 @@ class HubSource(HTTPSource):
     cdn_url: str | None = field(default=None, repr=False)
     """The presigned URL the last resolve redirected to (never shown: it carries a signature)."""
     cdn_expires: float = 0.0
-    _resolving: asyncio.Lock | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.stats.resolve_requests = self.stats.resolve_requests or 0
-        self.stats.cdn_requests = self.stats.cdn_requests or 0
+        self.stats.resolve_requests, self.stats.cdn_requests = (
+            self.stats.resolve_requests or 0,
+            self.stats.cdn_requests or 0,
+        )
         known = CDN_URLS.get(self.url)
         if known is not None:
             self.cdn_url, self.cdn_expires = known
@@ -480,9 +470,12 @@ class HubSource(HTTPSource):
             return b""
         fresh = False
         if not self._cdn_usable():
-            if self._resolving is None:
-                self._resolving = asyncio.Lock()
-            async with self._resolving:  # concurrent ranges: one resolves, the others then use its CDN URL
+            # Every reader of this file in the process (its ranges, the compare phase's sources): one resolves,
+            # the others then take its CDN URL.
+            async with CDN_URLS.lock_for(self.url):
+                known = CDN_URLS.get(self.url)
+                if not self._cdn_usable() and known is not None:
+                    self.cdn_url, self.cdn_expires = known
                 if not self._cdn_usable():
                     answered, body = await self._resolve(start, end, host)
                     if answered:

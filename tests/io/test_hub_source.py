@@ -185,6 +185,7 @@ def test_lfs_redirect_to_a_cdn_keeps_the_range() -> None:
 
 
 def test_an_expired_or_refused_cdn_url_is_resolved_again() -> None:
+    from gguf_audit.io.hub_source import CDN_URLS
     from gguf_audit.io.source import open_source
 
     with RangeHTTPServer() as cdn, LocalHub(cdn=cdn) as hub:
@@ -195,7 +196,8 @@ def test_an_expired_or_refused_cdn_url_is_resolved_again() -> None:
         source = open_source("hf://org/m/m.gguf", storage_options=options, revision=sha)
         assert len(source.read(0, 64)) == 64 and len(source.read(64, 128)) == 64
         assert (source.stats.resolve_requests, source.stats.cdn_requests) == (1, 2)
-        # Past its Expires (as the URL says): resolved before the next range, never a 403 asked for.
+        # Past its Expires (as the URL says; the process's copy too): resolved before the next range, no 403 asked for.
+        CDN_URLS.drop(source.url, source.cdn_url)  # type: ignore[attr-defined]
         source.cdn_expires = 0.0  # type: ignore[attr-defined]
         assert len(source.read(128, 192)) == 64
         assert (source.stats.resolve_requests, source.stats.cdn_requests) == (2, 3)
