@@ -17,6 +17,7 @@ from typing import Any
 
 import fsspec
 
+from gguf_audit.checks.clip import is_projector
 from gguf_audit.checks.facts import header_facts
 from gguf_audit.checks.header import check_header
 from gguf_audit.checks.upstream import check_upstream
@@ -318,7 +319,8 @@ def _check_templates(
     audits: list[TemplateAudit] = []
     findings: list[Finding] = []
     renders: dict[str, str] | None = None
-    if config.templates and not _is_later_shard(header):
+    # A projector (mmproj) has no chat template: its language model holds it.
+    if config.templates and not _is_later_shard(header) and not is_projector(header):
         file_audits, file_findings = audit_header_templates(header, cache=template_cache)
         audits = list(file_audits)
         findings.extend(file_findings)

@@ -16,15 +16,24 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from enum import IntEnum
 from importlib.metadata import entry_points
 from typing import Any, Final
 
 from gguf_audit import __version__
 from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, audit_file
 from gguf_audit.compare import CompareUsageError, compare_files
-from gguf_audit.errors import FormatError, GGUFAuditError, SourceError, Terminated, describe_exception
-from gguf_audit.findings import CODES, Severity
+from gguf_audit.errors import (
+    FormatError,
+    GGUFAuditError,
+    SourceError,
+    Terminated,
+    UsageError,
+    describe_exception,
+    one_line,
+)
+from gguf_audit.findings import CODES, LLAMA_CPP_BUILD, Severity
 from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
@@ -36,13 +45,27 @@ from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, 
 from gguf_audit.report.text import render_comparison, render_file_samples, render_text
 from gguf_audit.samples import read_file_samples
 
-__all__ = ["EXIT_STATUSES", "main"]
+__all__ = ["EXIT_STATUSES", "ExitStatus", "main", "say_error"]
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
-EXIT_BROKEN_PIPE: Final = 128 + 13
-"""What a shell reports for a tool that SIGPIPE ended: the reader of its output went away."""
-EXIT_INTERRUPTED: Final = 128 + signal.SIGINT
-EXIT_TERMINATED: Final = 128 + signal.SIGTERM
+
+class ExitStatus(IntEnum):
+    """Every status a ``gguf-audit`` command exits with (``docs/cli.md`` lists them)."""
+
+    OK = 0
+    PROBLEMS = 1
+    """A problem at or above the command's threshold (inspect: llama.cpp refuses or aborts on the file)."""
+    USAGE = 2
+    """A usage error, or the command could not do its work (a store that cannot be reached); one line says why."""
+    INTERRUPTED = 128 + signal.SIGINT
+    BROKEN_PIPE = 128 + signal.SIGPIPE
+    """What a shell reports for a tool that SIGPIPE ended: the reader of its output went away."""
+    TERMINATED = 128 + signal.SIGTERM
+
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = ExitStatus.OK, ExitStatus.PROBLEMS, ExitStatus.USAGE
+EXIT_BROKEN_PIPE: Final = ExitStatus.BROKEN_PIPE
+EXIT_INTERRUPTED: Final = ExitStatus.INTERRUPTED
+EXIT_TERMINATED: Final = ExitStatus.TERMINATED
 EXIT_STATUSES: Final = (
     "exit status: 0 done, 1 a problem is an error (inspect: or llama.cpp refuses the file), "
     "2 a usage error or the command failed, 130/143 interrupted (SIGINT/SIGTERM), 141 output pipe closed"
@@ -55,8 +78,13 @@ COMMANDS_GROUP: Final = "gguf_audit.commands"
 """The entry-point group of plugged-in subcommands: ``name = "module:add_parser"``."""
 
 
-class _UsageError(Exception):
-    pass
+_UsageError = UsageError
+
+
+def say_error(text: str) -> None:
+    """Print one error line on standard error: redacted first, then made one line (so a cut never shows half
+    a secret)."""
+    print(one_line(redact_text(f"gguf-audit: {text}")), file=sys.stderr)
 
 
 def _parse_storage_options(text: str | None) -> dict[str, Any]:
@@ -105,6 +133,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         sys.stdout.write(sarif_json(sarif_log([run])) + "\n")
     else:
         print(render_text(audit, samples=args.samples))
+    if audit.header is None and any(f.code.startswith("io.") for f in audit.findings):
+        # The store, not the file: a gate must tell "store down" from "file bad". The report above still says why.
+        return ExitStatus.USAGE
     # A file llama.cpp refuses fails the command even when its findings are
     # warnings (a big-endian file): "1" must mean "this will not load" too.
     return EXIT_PROBLEMS if audit.errors or audit.loadable is False else EXIT_OK
@@ -139,9 +170,11 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         )
     except SelectionError as exc:
         raise _UsageError(str(exc)) from exc
-    except (FormatError, SourceError) as exc:
-        print(redact_text(f"gguf-audit: {args.url}: {exc}"), file=sys.stderr)
-        return EXIT_PROBLEMS
+    except SourceError as exc:  # the store, not the file: a gate must tell the two apart
+        raise UsageError(f"{args.url}: {exc}") from None
+    except FormatError as exc:
+        say_error(f"{args.url}: {exc}")
+        return ExitStatus.PROBLEMS
     samples = dataclasses.replace(samples, url=redact_url(samples.url))
     if args.json:
         sys.stdout.write(dumps(file_samples_to_json(samples)) + "\n")
@@ -156,9 +189,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         result = compare_files(_readable(args.quant), _readable(args.reference), storage_options=options)
     except CompareUsageError as exc:
         raise _UsageError(str(exc)) from None
-    except (FormatError, SourceError, ReferenceFormatError) as exc:
-        print(redact_text(f"gguf-audit: {exc}"), file=sys.stderr)
-        return EXIT_PROBLEMS
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
+    except (FormatError, ReferenceFormatError) as exc:
+        say_error(str(exc))
+        return ExitStatus.PROBLEMS
     shown = tuple(dataclasses.replace(f, message=redact_text(f.message)) for f in result.findings)
     result = dataclasses.replace(
         result, quant_url=redact_url(result.quant_url), reference_url=redact_url(result.reference_url), findings=shown
@@ -191,16 +226,31 @@ def _cmd_codes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_CODES_PAGE_HEAD: Final = """# Problem codes
+
+Every finding gguf-audit reports has one of these codes (`area.problem`), a default severity, and what
+llama.cpp build {build} (the oracle in `../shared/llama.cpp`) does with a file that has it: `loads`, `refuses`
+(the loader returns an error), `aborts` (a failed `GGML_ASSERT` kills the process that loads the file) or
+`unknown` (the finding means gguf-audit could not judge the file). A file's verdict is the worst of its findings.
+
+This page is generated from the registry (`gguf_audit/codes.py`): `gguf-audit codes --markdown > docs/codes.md`
+after adding or changing a code; `tests/test_cli.py` fails while it is out of step.
+"""
+
+
 def codes_markdown() -> str:
-    """The README's table of codes, generated from the registry."""
-    lines = ["| code | severity | llama.cpp | what it means |", "|---|---|---|---|"]
+    """``docs/codes.md``: every code in a table, generated from the registry."""
+    lines = [_CODES_PAGE_HEAD.format(build=LLAMA_CPP_BUILD), "| code | severity | llama.cpp | what it means |"]
+    lines.append("|---|---|---|---|")
     for c in sorted(CODES.values(), key=lambda c: c.code):
-        refused = {True: "refuses", False: "loads", None: "unknown"}[c.refused]
-        lines.append(f"| `{c.code}` | {c.severity} | {refused} | {c.doc} |")
+        lines.append(f"| `{c.code}` | {c.severity} | {c.llama_cpp or 'unknown'} | {c.doc} |")
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(plugged_in: Callable[[str], bool] | None = None) -> argparse.ArgumentParser:
+    """The whole command line. ``plugged_in(name)`` says which plugged-in commands to import (all by default);
+    the others get a placeholder that takes any arguments, so ``inspect`` or ``codes`` never import the pipelines
+    (pyarrow, pandas, deltalake, dask: most of a one-file ``inspect``'s time and memory)."""
     parser = argparse.ArgumentParser(
         prog="gguf-audit",
         description="Audit GGUF model files where they are stored, reading only headers and a few blocks.",
@@ -262,11 +312,11 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for both files")
     compare.set_defaults(func=_cmd_compare)
 
-    _add_plugged_in_commands(sub)
+    _add_plugged_in_commands(sub, plugged_in or (lambda name: True))
     return parser
 
 
-def _add_plugged_in_commands(sub: Any) -> None:
+def _add_plugged_in_commands(sub: Any, wanted: Callable[[str], bool]) -> None:
     """The subcommands other packages plug in through the :data:`COMMANDS_GROUP` entry points.
 
     Each entry point names a function that takes the subparsers and adds its
@@ -275,6 +325,12 @@ def _add_plugged_in_commands(sub: Any) -> None:
     left out; the other commands still work.
     """
     for plugin in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
+        if plugin.name in sub.choices:
+            continue  # the entry points of two installs of the same package
+        if not wanted(plugin.name):
+            placeholder = sub.add_parser(plugin.name, help=f"see gguf-audit {plugin.name} --help", add_help=False)
+            placeholder.add_argument("rest", nargs=argparse.REMAINDER)
+            continue
         try:
             add_parser = plugin.load()
         except ImportError as exc:
@@ -349,8 +405,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _plugged_in_for(argv: Sequence[str]) -> Callable[[str], bool]:
+    """Which plugged-in commands a command line needs imported: the one it names; all for the top-level help."""
+    command = _command_of(argv)
+    if command is None:
+        top_help = any(a in ("-h", "--help") for a in argv)
+        return lambda name: top_help
+    return lambda name: name == command
+
+
 def _run(argv: Sequence[str] | None) -> int:
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser(_plugged_in_for(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -358,23 +429,19 @@ def _run(argv: Sequence[str] | None) -> int:
     install_log_redaction()  # the loggers imported so far; run_scan adds its own
     try:
         return int(args.func(args))
-    except _UsageError as exc:
-        print(redact_text(f"gguf-audit: {exc}"), file=sys.stderr)
-        return EXIT_USAGE
+    except UsageError as exc:
+        say_error(str(exc))
+        return ExitStatus.USAGE
     except BrokenPipeError:
         raise  # main's to end quietly
     except (GGUFAuditError, OSError) as exc:
-        print(redact_text(f"gguf-audit: {args.command} failed: {exc}"), file=sys.stderr)
-        return EXIT_USAGE
+        say_error(f"{args.command} failed: {exc}")
+        return ExitStatus.USAGE
     except Exception as exc:
         if os.environ.get(TRACEBACK_ENV) == "1":
             raise
-        print(
-            redact_text(f"gguf-audit: {args.command} failed: {describe_exception(exc)}")
-            + f" (set {TRACEBACK_ENV}=1 for the traceback)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        say_error(f"{args.command} failed: {describe_exception(exc)} (set {TRACEBACK_ENV}=1 for the traceback)")
+        return ExitStatus.USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
+from gguf_audit.codes_clip import CLIP_CODES
 from gguf_audit.codes_collection import COLLECTION_CODES
 from gguf_audit.codes_security import SECURITY_CODES
 
@@ -87,6 +88,13 @@ E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741 - the th
 
 # --- header: the fixed fields and the key-value section (ggml/src/gguf.cpp) ---
 _code("header.bad_magic", E, True, "The file does not start with the bytes 'GGUF'.")
+_code(
+    "header.lfs_pointer",
+    E,
+    True,
+    "The file is a Git LFS or Xet pointer (a mirror cloned without fetching the large files): the message gives "
+    "the sha256 (Xet: Merkle hash) and size of the GGUF it stands for. llama.cpp refuses it as a bad magic.",
+)
 _code("header.unsupported_version", E, True, "The version is 0 or newer than 3, the last llama.cpp reads.")
 _code("header.obsolete_version", E, True, "GGUF v1 (32-bit counts and lengths): llama.cpp no longer reads it.")
 _code(
@@ -415,13 +423,18 @@ for _entry in COLLECTION_CODES:
 del _entry
 
 # --- I/O, the run and the audit itself ---
-_code("io.not_found", E, True, "The file does not exist at the URL.")
-_code("io.permission_denied", E, True, "The credentials in use may not read the file.")
-_code("io.timeout", E, True, "A read timed out after all retries.")
+_code(
+    "io.not_found",
+    E,
+    None,
+    "The file does not exist at the URL (the store's answer, not the file's: llama.cpp's verdict is unknown).",
+)
+_code("io.permission_denied", E, None, "The credentials in use may not read the file (llama.cpp's verdict is unknown).")
+_code("io.timeout", E, None, "A read timed out after all retries (llama.cpp's verdict is unknown).")
 _code(
     "io.error",
     E,
-    True,
+    None,
     "Another I/O failure after all retries (connection reset, server error, short read).",
 )
 _code(
@@ -472,6 +485,10 @@ _code(
     "gguf-audit itself failed on this file; the message names the exception. Please report it.",
 )
 
+for _clip in CLIP_CODES:  # multimodal projector files, kept as data in codes_clip.py
+    _code(_clip[0], Severity(_clip[1]), LlamaCpp(_clip[2]) if _clip[2] is not None else None, _clip[3])
+del _clip
+
 for _entry in SECURITY_CODES:  # issue 12's codes, kept as data in codes_security.py
     _code(_entry[0], Severity(_entry[1]), _entry[2], _entry[3])
 del E, W, I, _entry
@@ -482,6 +499,7 @@ CODES: Final[Mapping[str, CodeInfo]] = MappingProxyType(_registry)
 CORE_CODES: Final = frozenset(
     {
         "header.bad_magic",
+        "header.lfs_pointer",
         "header.unsupported_version",
         "header.obsolete_version",
         "header.big_endian",

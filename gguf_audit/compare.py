@@ -17,6 +17,7 @@ tensor whose errors reach whole quantization steps is reported as
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,7 @@ import numpy.typing as npt
 
 from gguf_audit.decode.error import TensorError, compare_values, quantization_steps
 from gguf_audit.decode.kernels import NoDecoder, decode_blocks, has_decoder
+from gguf_audit.decode.requant import Derivation, block_derived, derivation_of, reproducible
 from gguf_audit.decode.sampled import DecodedBlock, SampleStatus
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import ggml_type_info
@@ -156,9 +158,19 @@ class Comparison:
         """The tensor with the largest relative RMSE."""
         return max(self.tensors, key=lambda t: t.relative_rmse, default=None)
 
+    @property
+    def derivation(self) -> Derivation:
+        """Over the tensors the quant converted (its type is not the reference's: a copy proves little):
+        ``contradicted`` when one is, ``derived`` when every decided one is, ``unprovable`` when none is decided."""
+        converted = [t for t in self.tensors if t.quant_type != t.reference_type]
+        decided = {t.derivation for t in converted} - {None, Derivation.UNPROVABLE}
+        return derivation_of(d == Derivation.DERIVED for d in decided)
+
     def summary(self) -> dict[str, Any]:
         worst = self.worst
         return {
+            "derivation": str(self.derivation),
+            "n_derived_tensors": sum(1 for t in self.tensors if t.derivation == Derivation.DERIVED),
             "n_compared": len(self.tensors),
             "n_skipped": len(self.skipped),
             "n_layout_suspect": self.n_suspect,
@@ -403,7 +415,7 @@ def _tensor_error(
         r_parts.append(ref_values)
         steps.append(quantization_steps(tensor.type_id, ref_values, info.block_elems if info.quantized else 1))
     ref = reference.tensors[name]
-    return compare_values(
+    measured = compare_values(
         name,
         np.concatenate(q_parts),
         np.concatenate(r_parts),
@@ -413,3 +425,22 @@ def _tensor_error(
         reference_type=ref.dtype,
         n_blocks=len(q_parts),
     )
+    judged = _derived_blocks(pairs, tensor.type_id, imatrix=_used_imatrix(header))
+    return dataclasses.replace(
+        measured, derivation=str(derivation_of(judged)), n_derived_blocks=sum(1 for j in judged if j)
+    )
+
+
+def _used_imatrix(header: Header) -> bool:
+    """Whether the quant says an importance matrix made it (llama-quantize writes ``quantize.imatrix.*``)."""
+    return any(kv.key.startswith("quantize.imatrix.") for kv in header.kvs)
+
+
+def _derived_blocks(
+    pairs: Sequence[tuple[DecodedBlock, npt.NDArray[np.float32]]], type_id: int, *, imatrix: bool
+) -> list[bool | None]:
+    """Each compared block: the reference's values re-quantized as the quant's type give its bytes (True), do
+    not (False), or cannot be re-made here (None)."""
+    if not reproducible(type_id, imatrix=imatrix):
+        return [None] * len(pairs)
+    return [None if d.raw is None else block_derived(d.raw, values, type_id) for d, values in pairs]

@@ -7,9 +7,14 @@ callers catching ``ValueError`` or ``OSError`` keep working.
 
 from __future__ import annotations
 
+import re
 import traceback
+from typing import Final
 
-__all__ = ["FormatError", "GGUFAuditError", "SourceError", "describe_exception"]
+__all__ = ["FormatError", "GGUFAuditError", "SourceError", "UsageError", "describe_exception", "one_line"]
+
+ONE_LINE_MAX_CHARS: Final = 400
+"""The longest error line a command prints: a store's error may run to pages (deltalake's are 18 coloured lines)."""
 
 
 class GGUFAuditError(Exception):
@@ -43,6 +48,24 @@ class SourceError(GGUFAuditError, OSError):
 
     def __reduce__(self) -> tuple[type[SourceError], tuple[str, str]]:
         return (type(self), (self.code, self.message))
+
+
+class UsageError(GGUFAuditError, ValueError):
+    """A command cannot do what it was asked (a bad flag, an output that cannot be read, a night that is not there).
+
+    Commands raise it; :func:`gguf_audit.cli.main` prints its message as one
+    redacted line and exits 2. The message names the value at fault.
+    """
+
+
+_ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def one_line(text: str, limit: int = ONE_LINE_MAX_CHARS) -> str:
+    """``text`` as one line: terminal colour codes removed, line breaks and runs of blanks made one space, cut
+    to ``limit`` characters (with an ellipsis)."""
+    flat = " ".join(_ANSI.sub("", text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -103,6 +103,10 @@ _LOOSE: Final = re.compile(
 )
 
 
+# A password in userinfo whose '//' a path normalisation cut to '/' ("https:/user:pw@host", as pathlib shows a URL).
+_USERINFO: Final = re.compile(r"(?<=/)[^\s/@:'\"<>`]+:[^\s/@'\"<>`]+@")
+
+
 def _name(raw: str) -> str:
     return unquote_plus(raw).strip().lower()
 
@@ -157,6 +161,8 @@ def redact_text(text: str) -> str:
     if "://" not in text and "=" not in text:
         return text
     text = _URL.sub(_redact_match, text)
+    if "@" in text:
+        text = _USERINFO.sub(REDACTED + "@", text)
     return _LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, text)
 
 

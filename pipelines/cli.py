@@ -24,25 +24,24 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TextIO
 
-from gguf_audit.errors import GGUFAuditError, Terminated
+from gguf_audit.cli import ExitStatus
+from gguf_audit.errors import GGUFAuditError, Terminated, UsageError
 from gguf_audit.io.options import s3_endpoint, s3_region
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing, options_for
 from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.export import night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.export import check_writable, night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.lease import LeaseError
 from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
 from gguf_audit.pipelines.workers import missing_pipeline_module
 from gguf_audit.redact import RedactFilter, redact_text
-from gguf_audit.report.format import escape, fmt_bytes
+from gguf_audit.report.format import escape, fmt_bytes, shown_url
 from gguf_audit.report.sarif import sarif_json
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PROBLEMS", "add_scan_parser", "cmd_scan", "main"]
+__all__ = ["add_scan_parser", "cmd_scan", "main"]
 
-EXIT_OK: Final = 0
-EXIT_PROBLEMS: Final = 1
-EXIT_FAILED: Final = 2
 TOP_CODES: Final = 8
 SHOWN_MODELS: Final = 10
 
@@ -104,6 +103,12 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
         default=None,
         help="compare quantized files with their family's full-precision file (default; --no-compare skips)",
     )
+    scan.add_argument(
+        "--lease-wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait this long while another scan or vacuum writes to --out, then exit 2 (default 0: exit at once)",
+    )
     scan.add_argument("--sarif", metavar="FILE", help="also write the night's problems as SARIF 2.1.0 (one run)")
     scan.add_argument("--jsonl", metavar="FILE", help="also write the night's files as JSON Lines (one per line)")
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -134,6 +139,7 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
         upstream=True if args.upstream else args.upstream_auto,
         upstream_location=args.upstream,
         compare=args.compare,
+        lease_wait_s=args.lease_wait,
     )
 
 
@@ -299,30 +305,26 @@ def _duckdb_block(result: ScanResult, out_options: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def needs_pipeline_extra(command: str) -> bool:
-    """Say so (one line, nothing written yet) when the ``pipeline`` extra is not installed."""
+def needs_pipeline_extra(command: str) -> None:
+    """Refuse (a usage error, nothing written yet) when the ``pipeline`` extra is not installed."""
     missing = missing_pipeline_module()
-    if missing is None:
-        return False
-    print(
-        f"gguf-audit: {command} needs an extra that is not installed ({missing}): pip install 'gguf-audit[pipeline]'",
-        file=sys.stderr,
-    )
-    return True
+    if missing is not None:
+        hint = "pip install 'gguf-audit[pipeline]'"
+        raise UsageError(f"{command} needs an extra that is not installed ({missing}): {hint}")
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
     """Run ``scan`` from parsed arguments; returns the exit status."""
-    if needs_pipeline_extra("scan"):
-        return EXIT_FAILED
+    needs_pipeline_extra("scan")
     try:
         config = _config_from_args(args)
     except ConfigError as exc:
-        print(redact_text(f"gguf-audit scan: {exc}"), file=sys.stderr)
-        return EXIT_FAILED
+        raise UsageError(f"scan: {exc}") from exc
     if not config.roots and not config.manifests:
-        print("gguf-audit scan: give at least one ROOT or --manifest (or roots in --config)", file=sys.stderr)
-        return EXIT_FAILED
+        raise UsageError("scan: give at least one ROOT or --manifest (or roots in --config)")
+    for path in (args.sarif, args.jsonl):
+        if path:
+            check_writable(path)  # before the night's work, not after it
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("gguf-audit: %(message)s"))
     handler.addFilter(RedactFilter())
@@ -335,15 +337,12 @@ def cmd_scan(args: argparse.Namespace) -> int:
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
         print(f"gguf-audit scan: {signal.Signals(signum).name} received; nothing was committed", file=sys.stderr)
         return 128 + signum
-    except OutputError as exc:
-        print(redact_text(f"gguf-audit scan: {exc}"), file=sys.stderr)
-        return EXIT_FAILED
+    except (OutputError, LeaseError) as exc:
+        raise UsageError(f"scan: {exc}") from exc
     except ImportError as exc:
-        print(f"gguf-audit scan: needs the pipeline extra (pip install 'gguf-audit[pipeline]'): {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        raise UsageError(f"scan: needs the pipeline extra (pip install 'gguf-audit[pipeline]'): {exc}") from exc
     except (GGUFAuditError, OSError) as exc:
-        print(redact_text(f"gguf-audit scan: the run failed, nothing was committed: {exc}"), file=sys.stderr)
-        return EXIT_FAILED
+        raise UsageError(f"scan: the run failed, nothing was committed: {exc}") from exc
     finally:
         progress.close()
         logger.removeHandler(handler)
@@ -353,15 +352,14 @@ def cmd_scan(args: argparse.Namespace) -> int:
             _duckdb_block(result, options_for(config.out, config.out_storage_options or config.storage_options))
         )
     )
-    if not _export(args, config, result.run_id):
-        return EXIT_FAILED
-    return EXIT_PROBLEMS if result.reaches(config.fail_on) else EXIT_OK
+    _export(args, config, result.run_id)
+    return ExitStatus.PROBLEMS if result.reaches(config.fail_on) else ExitStatus.OK
 
 
-def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> bool:
-    """``--sarif`` and ``--jsonl``: the committed night written out; False (said why) when one cannot be."""
+def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> None:
+    """``--sarif`` and ``--jsonl``: the committed night written out; a usage error when one cannot be."""
     if not (args.sarif or args.jsonl):
-        return True
+        return
     try:
         options = config.out_storage_options
         out = Output(
@@ -369,25 +367,20 @@ def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> bool:
         )
         if args.sarif:
             write_text(args.sarif, sarif_json(night_sarif(out, run_id)) + "\n")
-            print(f"SARIF written to {escape(args.sarif)}")
+            print(f"SARIF written to {shown_url(args.sarif)}")
         if args.jsonl:
             write_text(args.jsonl, night_jsonl(out, run_id))
-            print(f"JSON Lines written to {escape(args.jsonl)}")
+            print(f"JSON Lines written to {shown_url(args.jsonl)}")
     except (GGUFAuditError, OSError, ValueError) as exc:
-        print(redact_text(f"gguf-audit scan: the night was committed, but its export failed: {exc}"), file=sys.stderr)
-        return False
-    return True
+        raise UsageError(f"scan: the night was committed, but its export failed: {exc}") from exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``gguf-audit scan`` on its own (``python -m gguf_audit.pipelines.cli``), for when the hook is not wired."""
-    parser = argparse.ArgumentParser(prog="gguf-audit scan", description=__doc__.split("\n")[0])
-    _add_arguments(parser)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return EXIT_FAILED if exc.code not in (0, None) else EXIT_OK
-    return cmd_scan(args)
+    """``gguf-audit scan`` on its own (``python -m gguf_audit.pipelines.cli``): the command through the one
+    boundary every command has (:func:`gguf_audit.cli.main`)."""
+    from gguf_audit.cli import main as cli_main
+
+    return cli_main(["scan", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,7 +2,7 @@
 
 A config has four tables::
 
-    [scan]      roots, manifests, include, exclude, out, incremental, fail_on
+    [scan]      roots, manifests, include, exclude, out, incremental, fail_on, lease_wait_s, lease_expiry_s
     [cluster]   scheduler, workers, threads_per_worker, dashboard
     [io]        batch_size, threads, retries, backoff_s, timeout_s, initial_bytes, rate_limit_wait_s
     [checks]    semantics, templates, samples, sample_requests, sample_budget_bytes, upstream, upstream_location,
@@ -76,6 +76,10 @@ class ScanConfig:
     out: str = "audit-out"
     incremental: bool = False
     fail_on: str = "error"
+    lease_wait_s: float = 0.0
+    """Seconds to wait for another writer's live lease on ``out`` (a scan or a vacuum) before exiting 2."""
+    lease_expiry_s: float = 120.0
+    """Seconds without a heartbeat after which this scan's lease is another writer's to take (it beats 4 times)."""
     scheduler: str | None = None
     """Address of a running dask scheduler; None starts a LocalCluster for the run."""
     workers: int = 0
@@ -180,7 +184,10 @@ def _public_value(value: Any) -> Any:
 # ------------------------------------------------------------------ parsing
 
 _SECTIONS: Final = {
-    "scan": {"roots", "manifests", "include", "exclude", "out", "incremental", "fail_on"},
+    "scan": {
+        *("roots", "manifests", "include", "exclude", "out", "incremental", "fail_on"),
+        *("lease_wait_s", "lease_expiry_s"),
+    },
     "cluster": {"scheduler", "workers", "threads_per_worker", "dashboard"},
     "io": {"batch_size", "threads", "retries", "backoff_s", "timeout_s", "initial_bytes", "rate_limit_wait_s"},
     "checks": set(CHECK_SETTINGS),
@@ -265,6 +272,8 @@ def _validated(config: ScanConfig) -> ScanConfig:
     _parse_float("backoff_s", config.backoff_s, 0.0)
     _parse_float("timeout_s", config.timeout_s, 0.001)
     _parse_float("rate_limit_wait_s", config.rate_limit_wait_s, 0.0)
+    _parse_float("lease_wait_s", config.lease_wait_s, 0.0)
+    _parse_float("lease_expiry_s", config.lease_expiry_s, 0.1)
     check_no_credentials(config.storage_options)
     if config.out_storage_options is not None:
         check_no_credentials(config.out_storage_options, "out_storage_options")
@@ -302,8 +311,10 @@ def _convert(key: str, value: object) -> Any:
         return _parse_int(key, value, 0)
     if key in ("sample_requests", "sample_budget_bytes", "compare_tensors"):
         return _parse_int(key, value, 1)
-    if key in ("backoff_s", "timeout_s", "rate_limit_wait_s"):
+    if key in ("backoff_s", "timeout_s", "rate_limit_wait_s", "lease_wait_s"):
         return _parse_float(key, value, 0.0)
+    if key == "lease_expiry_s":
+        return _parse_float(key, value, 0.1)
     if key == "upstream_location":
         if not isinstance(value, str):
             raise ConfigError(f"upstream_location must be a path or URL string (empty: per model). Got {value!r}.")

@@ -13,12 +13,11 @@ import argparse
 import sys
 from typing import Any
 
+from gguf_audit.cli import ExitStatus
+from gguf_audit.errors import UsageError
 from gguf_audit.pipelines.config import ConfigError, config_text, shipped_configs
 
 __all__ = ["add_config_parser"]
-
-EXIT_OK = 0
-EXIT_FAILED = 2
 
 
 def add_config_parser(sub: Any) -> argparse.ArgumentParser:
@@ -49,11 +48,10 @@ def _cmd_config(args: argparse.Namespace) -> int:
         width = max(map(len, shipped), default=0)
         for name, text in shipped.items():
             print(f"{name:{width}}  {_summary(text)}")
-        return EXIT_OK
+        return ExitStatus.OK
     try:
         text, _ = config_text(args.name)
     except ConfigError as exc:
-        print(f"gguf-audit config: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        raise UsageError(f"config: {exc}") from exc
     sys.stdout.write(text)
-    return EXIT_OK
+    return ExitStatus.OK

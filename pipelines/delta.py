@@ -107,6 +107,8 @@ class DeltaTables:
     def __init__(self, out_url: str, storage_options: Mapping[str, str] | None = None) -> None:
         self.out_url = out_url
         self.storage_options = dict(storage_options or {})
+        self._committed: dict[str, DeltaTable] = {}
+        """The handle each table was last committed through, so a re-read costs only the newer log entries."""
 
     def uri(self, table: str) -> str:
         return table_uri(self.out_url, table)
@@ -117,6 +119,15 @@ class DeltaTables:
             return DeltaTable(self.uri(table), version=version, storage_options=self.storage_options or None)
         except TableNotFoundError:
             return None
+
+    def latest(self, table: str) -> DeltaTable | None:
+        """The table at its latest version: the handle of this process's last commit brought up to date
+        (reading only the log entries since), else opened afresh."""
+        dt = self._committed.get(table)
+        if dt is None:
+            return self.open(table)
+        dt.update_incremental()
+        return dt
 
     def write_probe(self, name: str) -> str:
         """Create an empty Delta table named ``name`` under the output, as a commit writes its log; its URI.
@@ -166,6 +177,7 @@ class DeltaTables:
             )
             return 0
         self._evolve(dt, table)
+        self._committed[table] = dt
         if not actions:
             return int(dt.version())
         log_actions: list[AddAction | RemoveAction] = list(actions)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gguf_audit.pipelines.cli import EXIT_FAILED, EXIT_PROBLEMS, needs_pipeline_extra
+from gguf_audit.cli import ExitStatus
 from gguf_audit.pipelines.cli import main as scan_main
+from gguf_audit.pipelines.cli import needs_pipeline_extra
 from gguf_audit.pipelines.sample_collection import build_sample_collection
 
 __all__ = ["add_demo_parser", "run_demo"]
@@ -41,8 +42,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def run_demo(directory: str, out: str, *, workers: int | None = None, progress: bool = True) -> int:
     """Write the sample collection to ``directory``, scan it into ``out``; 0 when the scan committed."""
-    if needs_pipeline_extra("demo"):
-        return EXIT_FAILED
+    needs_pipeline_extra("demo")
     urls = build_sample_collection(directory)
     print(f"sample collection: {len(urls)} files under {directory}/")
     argv = [directory, "--out", out]
@@ -51,7 +51,7 @@ def run_demo(directory: str, out: str, *, workers: int | None = None, progress: 
     if not progress:
         argv.append("--no-progress")
     status = scan_main(argv)
-    if status == EXIT_PROBLEMS:
+    if status == ExitStatus.PROBLEMS:
         print("(exit status 0: the demo's collection has these problems on purpose)")
         return 0
-    return EXIT_FAILED if status != 0 else 0
+    return ExitStatus.USAGE if status != 0 else 0

@@ -25,7 +25,8 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from gguf_audit.errors import GGUFAuditError
+from gguf_audit.cli import ExitStatus
+from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.findings import Severity
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.nightview import PROBLEM_COLUMNS, night_problems, nights, problems_of
@@ -36,9 +37,6 @@ from gguf_audit.report.nightly import Change, FileChange, ModelFlip, NightDiff, 
 
 __all__ = ["add_diff_parser", "cmd_diff", "diff_nights", "match_problems"]
 
-EXIT_OK: Final = 0
-EXIT_NEW: Final = 1
-EXIT_USAGE: Final = 2
 FILE_COLUMNS: Final = ["url", "source_run_id", "status", "loadable", "size"]
 MODEL_COLUMNS: Final = ["model_id", "source_run_id", "loadable", "complete"]
 
@@ -160,8 +158,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         before, after = _pick(out, args.before, args.after)
         diff = diff_nights(out, before, after)
     except (GGUFAuditError, OSError, ValueError) as exc:
-        print(f"gguf-audit diff: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"diff: {exc}") from exc
     if args.json:
         payload = diff_to_json(diff)
         payload["fail_on"] = args.fail_on
@@ -172,19 +169,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     alerts = diff.new_at_least(args.fail_on)
     if not args.json:
         print(f"{len(alerts)} new problems at or above {args.fail_on}")
-    return EXIT_NEW if alerts else EXIT_OK
+    return ExitStatus.PROBLEMS if alerts else ExitStatus.OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``gguf-audit diff`` on its own (``python -m gguf_audit.pipelines.diff``)."""
-    parser = argparse.ArgumentParser(prog="gguf-audit diff")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_diff_parser(sub)
-    try:
-        args = parser.parse_args(["diff", *(argv or sys.argv[1:])])
-    except SystemExit as exc:
-        return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
-    return int(args.func(args))
+    """``gguf-audit diff`` on its own (``python -m gguf_audit.pipelines.diff``), through the one command boundary."""
+    from gguf_audit.cli import main as cli_main
+
+    return cli_main(["diff", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

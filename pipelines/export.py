@@ -8,10 +8,12 @@ Both read only the columns they write (:mod:`~gguf_audit.pipelines.nightview`).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Final
 
 from fsspec.core import url_to_fs
 
+from gguf_audit.errors import UsageError
 from gguf_audit.pipelines.nightview import PROBLEM_COLUMNS, night_problems
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import is_local_fs
@@ -19,7 +21,7 @@ from gguf_audit.pipelines.picture import night_row
 from gguf_audit.report.json import dumps
 from gguf_audit.report.sarif import SarifResult, sarif_log, sarif_run
 
-__all__ = ["night_jsonl", "night_sarif", "write_text"]
+__all__ = ["check_writable", "night_jsonl", "night_sarif", "write_text"]
 
 JSONL_FILE_COLUMNS: Final = [
     "url",
@@ -33,6 +35,26 @@ JSONL_FILE_COLUMNS: Final = [
     "file_type_name",
     "source_run_id",
 ]
+
+
+def check_writable(path: str) -> None:
+    """Refuse (a usage error) a local output file that cannot be written: checked before a night's work, not after.
+
+    A directory, a parent that is a file, a parent that cannot be written. Remote
+    paths are not probed (a probe would write): their failure comes at the end.
+    """
+    fs, target = url_to_fs(path)
+    if not is_local_fs(fs):
+        return
+    if os.path.isdir(target):
+        raise UsageError(f"{path!r} is a directory, not a file to write")
+    parent = os.path.dirname(os.path.abspath(target))
+    while not os.path.exists(parent):  # write_text makes the missing folders: the nearest existing one decides
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise UsageError(f"cannot write {path!r}: {parent!r} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
+        raise UsageError(f"cannot write {path!r}: permission denied")
 
 
 def write_text(path: str, content: str) -> None:

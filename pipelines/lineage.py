@@ -54,6 +54,7 @@ from gguf_audit.checks.lineage import (
     judge_family,
     model_lineage,
 )
+from gguf_audit.checks.mmproj_pairing import pair_rows
 from gguf_audit.compare import CompareBudget
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
@@ -197,7 +198,16 @@ def judge_lineage(
         _uncount(out, carried, rejudge, collector)
     carried_ids = set(carried.column("model_id").to_pylist()) - rejudge
     pairs = [p for v in verdicts for p in v.pairs if p.model_id not in carried_ids] if config.compare else []
-    return Lineage(verdicts, cells, rejudge, pairs)
+    return Lineage(verdicts, cells, rejudge, pairs, found=_projector_pairs(members, carried_ids))
+
+
+def _projector_pairs(
+    members: Mapping[str, Sequence[Mapping[str, Any]]], carried: set[str]
+) -> list[tuple[str, str, Finding]]:
+    """``(url, model id, finding)`` of each projector (mmproj) judged this night against the models beside it."""
+    model_of = {str(r["url"]): mid for mid, rows in members.items() for r in rows}
+    found = pair_rows(r for rows in members.values() for r in rows)
+    return [(url, model_of[url], f) for url, f in found if model_of.get(url) not in carried]
 
 
 def _with_safetensors(

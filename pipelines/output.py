@@ -19,11 +19,17 @@ A run becomes visible all at once (``docs/tables.md``, "What a night is"):
    deletes that run's partitions from the tables it reached (a metadata-only
    Delta delete), so every table goes back to holding only committed nights.
 
-One scan at a time writes to an output.
+One writer at a time: a scan or a vacuum first takes the output's lease
+(:mod:`~gguf_audit.pipelines.lease`, :meth:`Output.acquire`) and holds it to
+the end, so :meth:`Output.recover` only ever rolls back the runs of a writer
+whose lease expired. A commit checks the lease before each table, and before
+``runs`` that every table still holds the run's data files; when either fails
+it records nothing (:class:`LeaseLost`, :class:`NightLost`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -41,12 +47,14 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.pipelines.delta import STORE_ERRORS, DeltaTables, conform, delta_storage_options, one_line
+from gguf_audit.pipelines.lease import DEFAULT_EXPIRY_S, Lease, LeaseLost, acquire_lease
 from gguf_audit.pipelines.parts import PartFile, is_local_fs
 from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMA_VERSION, SCHEMAS, TABLE_NAMES
 
 __all__ = [
     "COMMIT_ORDER",
     "PENDING_DIR",
+    "NightLost",
     "Output",
     "OutputError",
     "Recovered",
@@ -64,6 +72,10 @@ SUPPORTED: Final = ("file", "local", "s3", "s3a", "gs", "gcs", "az", "abfs", "ab
 
 class OutputError(GGUFAuditError, OSError):
     """The output cannot be written (the preflight's verdict); nothing was audited."""
+
+
+class NightLost(OutputError):
+    """A run's rows vanished from a table before its ``runs`` commit (another writer rolled them back)."""
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -93,6 +105,8 @@ class Output:
         self.local = is_local_fs(fs)
         self.protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.delta = DeltaTables(url, delta_storage_options(url, self.storage_options))
+        self.lease: Lease | None = None
+        """The lease this process holds on the output (:meth:`acquire`); commits check it."""
 
     def path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
@@ -229,6 +243,50 @@ class Output:
             return conform(SCHEMAS[table].empty_table(), table, columns)
         return pa.concat_tables(parts)
 
+    # -- the writer's lease
+
+    def acquire(self, purpose: str, *, wait_s: float = 0.0, expiry_s: float = DEFAULT_EXPIRY_S) -> Lease:
+        """Take the output's lease for ``purpose`` (``scan <run>``, ``vacuum``), waiting up to ``wait_s``.
+
+        Raises :class:`~gguf_audit.pipelines.lease.LeaseHeld` (one line naming
+        the holder) when another writer's lease is live after ``wait_s``.
+        Release it with :meth:`release` (or ``with``), which the caller owns.
+        """
+        self.lease = acquire_lease(
+            self.fs, self.root, local=self.local, purpose=purpose, where=self.url, wait_s=wait_s, expiry_s=expiry_s
+        )
+        return self.lease
+
+    def release(self) -> None:
+        """Give the lease back, if held."""
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+
+    def _fence(self) -> None:
+        if self.lease is not None:
+            self.lease.check()
+
+    def check_rows(self, run_id: str, parts: Mapping[str, Sequence[PartFile]]) -> None:
+        """Raise :class:`NightLost` unless every table's current version still names ``run_id``'s data files."""
+        gone: list[str] = []
+        for table, files in parts.items():
+            if not files or table == "runs":
+                continue
+            dt = self.delta.latest(table)
+            present: set[str] = set()
+            if dt is not None:
+                uris = dt.file_uris(file_pruning_predicate=[(PARTITION_COLUMN, "=", run_id)])
+                present = {"/".join(u.rstrip("/").rsplit("/", 2)[-2:]) for u in uris}
+            missing = [p for p in files if p.path not in present]
+            if missing:
+                gone.append(f"{table} ({len(missing)} of {len(files)} data files)")
+        if gone:
+            raise NightLost(
+                f"run {run_id}'s rows are gone from {', '.join(gone)} before its runs row was written "
+                f"(another writer rolled them back); nothing was recorded"
+            )
+
     # -- commit and recovery
 
     def _marker(self, run_id: str) -> str:
@@ -248,9 +306,14 @@ class Output:
         versions are known (its row records them). ``on_committed(table,
         version)`` is told after each commit. A failure rolls back what was
         committed at once; a killed driver's commit is rolled back by the next
-        :meth:`recover`.
+        :meth:`recover`. With a lease held (:meth:`acquire`), it is checked
+        before each table's commit, and before ``runs`` every table must still
+        hold the run's data files (:meth:`check_rows`): a writer that lost its
+        lease, or whose rows another writer rolled back, records nothing.
         """
-        marker = {"run_id": run_id, "at": datetime.now(UTC).isoformat(), "tables": list(COMMIT_ORDER)}
+        self._fence()
+        owner = self.lease.state.describe() if self.lease is not None else None
+        marker = {"run_id": run_id, "at": datetime.now(UTC).isoformat(), "tables": list(COMMIT_ORDER), "by": owner}
         if self.local:
             self.fs.makedirs(self.path(PENDING_DIR), exist_ok=True)
         self.fs.pipe_file(self._marker(run_id), json.dumps(marker).encode())
@@ -259,11 +322,24 @@ class Output:
             for table in COMMIT_ORDER:
                 if table == "runs":
                     continue
+                self._fence()
                 versions[table] = self.delta.commit(table, parts.get(table, ()), run_id)
                 if on_committed is not None:
                     on_committed(table, versions[table])
             runs = runs_part(dict(versions))
+            self._fence()
+            self.check_rows(run_id, parts)
             versions["runs"] = self.delta.commit("runs", [runs], run_id)
+        except (LeaseLost, NightLost):
+            # Another writer holds the output now: undo this run's own partitions, and should that fail,
+            # leave the marker (written again: the other writer may have cleared it) for the next recover().
+            with contextlib.suppress(OSError):
+                self.fs.pipe_file(self._marker(run_id), json.dumps(marker).encode())
+            try:
+                self.roll_back(run_id)
+            except Exception as exc:  # noqa: BLE001 - the marker stays; the original error is the one to tell
+                log.warning("could not roll back run %s yet (the next scan or vacuum will): %s", run_id, exc)
+            raise
         except BaseException:
             if "runs" not in versions:
                 self.roll_back(run_id)

@@ -15,13 +15,13 @@ the night cannot be read or FILE cannot be written.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any, Final
 
 from fsspec.core import url_to_fs
 
 from gguf_audit import __version__
-from gguf_audit.errors import GGUFAuditError
+from gguf_audit.cli import ExitStatus
+from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.diff import diff_nights
 from gguf_audit.pipelines.nightview import (
@@ -37,14 +37,12 @@ from gguf_audit.pipelines.nightview import (
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import is_local_fs
 from gguf_audit.pipelines.picture import night_row
-from gguf_audit.report.format import escape
+from gguf_audit.report.format import shown_url as shown
 from gguf_audit.report.html import files_in_detail, render_html
 from gguf_audit.report.nightly import NightReport
 
 __all__ = ["add_report_parser", "build_report", "cmd_report", "write_report"]
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 2
 DEFAULT_NIGHTS: Final = 14
 
 
@@ -110,14 +108,12 @@ def write_report(out: Output, path: str, run_id: str | None = None, *, trend_nig
 
 def cmd_report(args: argparse.Namespace) -> int:
     if args.nights < 1:
-        print(f"gguf-audit report: --nights must be at least 1. Got {args.nights}.", file=sys.stderr)
-        return EXIT_FAILED
+        raise UsageError(f"report: --nights must be at least 1. Got {args.nights}.")
     try:
         options: dict[str, Any] = parse_storage_options_flag(args.storage_options) if args.storage_options else {}
         out = Output(args.out, options)
         night = write_report(out, args.html, args.run, trend_nights=args.nights)
     except (GGUFAuditError, OSError, ValueError) as exc:
-        print(f"gguf-audit report: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    print(f"night {night} of {escape(args.out)}: report written to {escape(args.html)}")
-    return EXIT_OK
+        raise UsageError(f"report: {exc}") from exc
+    print(f"night {night} of {shown(args.out)}: report written to {shown(args.html)}")
+    return ExitStatus.OK

@@ -2,6 +2,9 @@
 
 :func:`vacuum_nights` is ``gguf-audit tables OUT --vacuum --keep-nights N``:
 
+0. the output's lease is taken (:mod:`~gguf_audit.pipelines.lease`): a scan
+   writing to the output makes vacuum wait ``lease_wait_s`` and then stop
+   with one line, and no scan starts while vacuum runs;
 1. interrupted commits are rolled back (:meth:`Output.recover`);
 2. ``runs``, ``files`` and ``models`` lose the partitions of the nights not
    kept (metadata-only Delta deletes);
@@ -15,9 +18,11 @@
    data files no version since ``min_age_hours`` ago names, including those a
    killed run left, are deleted), then checkpointed and its expired log removed.
 
-``min_age_hours`` (default 24) keeps files younger than that: a scan writing
-into the output at the same time has data files no log names yet, and vacuum
-must not take them. Pass 0 when no scan runs. Time travel to versions older
+``min_age_hours`` (default 24) keeps files younger than that: a scan whose
+lease expired while it still ran (paused longer than its expiry) may have
+data files no log names yet, and vacuum must not take them. Pass 0 when no
+scan runs. The report counts what vacuum removed and what the minimum age
+kept (``files_kept_young``), per table. Time travel to versions older
 than that is given up; the kept nights need none (the tables only grow
 between retention runs, so the latest version holds them all).
 """
@@ -33,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 
+from gguf_audit.pipelines.lease import DEFAULT_EXPIRY_S
 from gguf_audit.pipelines.output import COMMIT_ORDER, Output, Recovered
 from gguf_audit.pipelines.picture import DETAIL_TABLES
 from gguf_audit.pipelines.reuse import source_pairs
@@ -56,6 +62,9 @@ class Retention:
     partitions_dropped: dict[str, int] = field(default_factory=dict)
     files_compacted: dict[str, int] = field(default_factory=dict)
     files_vacuumed: dict[str, int] = field(default_factory=dict)
+    files_kept_young: dict[str, int] = field(default_factory=dict)
+    """Files vacuum would have removed but for ``min_age_hours``."""
+    min_age_hours: int = DEFAULT_MIN_AGE_HOURS
 
 
 def _partitions(out: Output, table: str) -> list[str]:
@@ -119,14 +128,37 @@ def _references(out: Output, kept: Sequence[str]) -> tuple[dict[str, set[str]], 
     return urls_of, models_of
 
 
-def vacuum_nights(out: Output, keep_nights: int, *, min_age_hours: int = DEFAULT_MIN_AGE_HOURS) -> Retention:
-    """Keep the last ``keep_nights`` committed nights and reclaim everything else (see the module docs)."""
+def vacuum_nights(
+    out: Output,
+    keep_nights: int,
+    *,
+    min_age_hours: int = DEFAULT_MIN_AGE_HOURS,
+    lease_wait_s: float = 0.0,
+    lease_expiry_s: float = DEFAULT_EXPIRY_S,
+) -> Retention:
+    """Keep the last ``keep_nights`` committed nights and reclaim everything else (see the module docs).
+
+    Takes the output's lease unless this process holds it already; raises
+    :class:`~gguf_audit.pipelines.lease.LeaseHeld` when a scan holds it.
+    """
     if keep_nights < 1:
         raise ValueError(f"keep_nights must be at least 1. Got {keep_nights!r}.")
+    if out.lease is not None:
+        return _vacuum(out, keep_nights, min_age_hours)
+    out.acquire("vacuum", wait_s=lease_wait_s, expiry_s=lease_expiry_s)
+    try:
+        return _vacuum(out, keep_nights, min_age_hours)
+    finally:
+        out.release()
+
+
+def _vacuum(out: Output, keep_nights: int, min_age_hours: int) -> Retention:
     recovered = out.recover()
     runs = sorted(out.committed_runs().to_pylist(), key=lambda r: (r["finished_at"], r["run_id"]))
     ids = [str(r["run_id"]) for r in runs]
-    report = Retention(kept=ids[-keep_nights:], dropped=ids[:-keep_nights], recovered=recovered)
+    report = Retention(
+        kept=ids[-keep_nights:], dropped=ids[:-keep_nights], recovered=recovered, min_age_hours=min_age_hours
+    )
     kept = set(report.kept)
     for table in ("files", "models", "runs"):
         gone = [r for r in _partitions(out, table) if r not in kept]
@@ -146,6 +178,9 @@ def vacuum_nights(out: Output, keep_nights: int, *, min_age_hours: int = DEFAULT
         report.files_compacted[table] = int(metrics.get("numFilesRemoved", 0))
         removed = dt.vacuum(retention_hours=min_age_hours, dry_run=False, enforce_retention_duration=False, full=True)
         report.files_vacuumed[table] = len(removed)
+        if min_age_hours > 0:  # what the minimum age spared: every unreferenced file, less those removed
+            unreferenced = dt.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False, full=True)
+            report.files_kept_young[table] = len(set(unreferenced) - set(removed))
         dt.create_checkpoint()
         dt.cleanup_metadata()
     return report

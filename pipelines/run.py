@@ -223,6 +223,24 @@ def run_scan(
     except (OSError, ValueError, ImportError) as exc:
         raise OutputError(f"cannot open the output: {type(exc).__name__}: {exc}. Got {config.out!r}.") from exc
     out.preflight()
+    # The lease first: recover() may then roll back only the runs of a writer whose lease expired.
+    out.acquire(f"scan {run_id}", wait_s=config.lease_wait_s, expiry_s=config.lease_expiry_s)
+    try:
+        return _leased_scan(config, out, run_id, started, begun, client, observer)
+    finally:
+        out.release()
+
+
+def _leased_scan(
+    config: ScanConfig,
+    out: Output,
+    run_id: str,
+    started: datetime,
+    begun: float,
+    client: Any,
+    observer: ScanObserver,
+) -> ScanResult:
+    """:func:`run_scan` once the output's lease is held."""
     recovered = out.recover()
     for r in recovered:
         log.warning("output %s: %s run %s", config.out, r.action, r.run_id)

@@ -45,3 +45,12 @@ def test_every_help_names_its_exit_statuses(name: str) -> None:
     text = _commands()[name].format_help()
     assert "exit status:" in text
     assert re.search(r"\b0\b", text.split("exit status:", 1)[1])
+
+
+def test_the_exit_status_table_is_the_enum() -> None:
+    """Every status the enum has is a row of docs/cli.md's table, and the table has no other."""
+    from gguf_audit.cli import ExitStatus
+
+    table = DOC.split("## Exit statuses, for every command", 1)[1].split("\n\n## ", 1)[0]
+    documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
+    assert documented == {int(s) for s in ExitStatus}

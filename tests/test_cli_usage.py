@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,15 @@ def test_compare_refuses_a_quantized_reference(capsys: pytest.CaptureFixture[str
     assert "the reference" in captured.err and "is quantized" in captured.err and "Q8_0" in captured.err
     # A full-precision reference is still compared.
     assert main(["compare", str(models / "tiny-llama-Q4_K_M.gguf"), str(models / "tiny-llama-F16.gguf")]) == 0
+
+
+def test_inspect_tells_a_store_that_fails_from_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing file or a store that cannot be reached is 2 (verdict unknown); a refused file is 1."""
+    assert main(["inspect", str(tmp_path / "nope.gguf"), "--json"]) == EXIT_USAGE
+    report = json.loads(capsys.readouterr().out)
+    assert report["loadable"] is None and [p["code"] for p in report["problems"]] == ["io.not_found"]
+    assert main(["inspect", "http://127.0.0.1:9/m.gguf"]) == EXIT_USAGE
+    capsys.readouterr()
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUX" + bytes(60))
+    assert main(["inspect", str(bad)]) == 1

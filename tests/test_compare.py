@@ -118,7 +118,9 @@ def test_compare_command_json_and_exit_status(tmp_path: Path, capsys: pytest.Cap
     assert main(["compare", str(bad), str(F32_REF)]) == 1
     text = capsys.readouterr().out
     assert "LAYOUT SUSPECT" in text and "compare.layout_suspect" in text
-    assert main(["compare", str(bad), str(tmp_path / "missing.safetensors")]) == 1
+    assert (
+        main(["compare", str(bad), str(tmp_path / "missing.safetensors")]) == 2
+    )  # a missing file: not the quant's fault
     assert "missing.safetensors" in capsys.readouterr().err
 
 

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "gguf_audit.codes",
             "gguf_audit.codes_collection",
             "gguf_audit.codes_security",
+            "gguf_audit.codes_clip",
             "gguf_audit.redact",
         ),
     ),

@@ -75,6 +75,7 @@ def test_pipeline_commands_are_entry_points() -> None:
         "config": "gguf_audit.pipelines.config_cli:add_config_parser",
         "demo": "gguf_audit.pipelines.demo:add_demo_parser",
         "diff": "gguf_audit.pipelines.diff:add_diff_parser",
+        "export": "gguf_audit.pipelines.export_cli:add_export_parser",
         "report": "gguf_audit.pipelines.report_cli:add_report_parser",
         "scan": "gguf_audit.pipelines.cli:add_scan_parser",
         "snapshot": "gguf_audit.pipelines.tables_cli:add_snapshot_parser",
@@ -96,3 +97,14 @@ def test_nothing_imports_a_top_level_pipelines() -> None:
         for path in (REPO / folder).rglob("*.py"):
             wrong = {m for m in _imports(path) if m == "pipelines" or m.startswith("pipelines.")}
             assert not wrong, f"{path.relative_to(REPO)} imports {sorted(wrong)}"
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """At most 15 KB, and every document it links to exists."""
+    import re
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode("utf-8")) <= 15 * 1024
+    for link in re.findall(r"\]\(([^)#]+)\)", readme):
+        if "://" not in link:
+            assert (REPO / link).exists(), link

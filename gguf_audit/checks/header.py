@@ -7,6 +7,8 @@ not part of this layer), then the semantic checks. :func:`check_semantics` alone
 header says about its model, against what llama.cpp expects of it:
 
 - ``general.*`` strings free of control and invisible characters (every file);
+- for a multimodal projector (mmproj, ``clip``), clip.cpp's header checks
+  (:mod:`~gguf_audit.checks.clip`); a language model holding encoder tensors is named;
 - for a language model (not an adapter, imatrix, projector or control vector),
   and not a shard after the first (llama.cpp reads no metadata from those):
   architecture, tokenizer and key-type keys, the required hyperparameters,
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeAlias
 
+from gguf_audit.checks.clip import check_clip, check_packed_multimodal, is_projector
 from gguf_audit.checks.facts import header_facts
 from gguf_audit.checks.filetype import check_file_type
 from gguf_audit.checks.metadata import check_architecture, check_key_types, check_required_keys
@@ -77,6 +80,11 @@ def check_semantics(
     """
     facts = header_facts(header, url)
     yield from check_control_characters(header)
+    if is_projector(header):
+        yield from check_clip(header)
+        return
+    if facts.model:
+        yield from check_packed_multimodal(header)
     if facts.continuation or not facts.model:
         return
     yield from check_architecture(facts)

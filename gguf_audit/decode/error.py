@@ -126,6 +126,11 @@ class TensorError:
     layout_suspect: bool
     max_error_steps: float = 0.0
     """The largest error in quantization steps (about 0.5 for rounding to the nearest level)."""
+    derivation: str | None = None
+    """Whether the sampled blocks are the reference's re-quantized (``derived``, ``contradicted``,
+    ``unprovable``: :mod:`gguf_audit.decode.requant`); None when not judged."""
+    n_derived_blocks: int = 0
+    """Compared blocks identical to the reference's blocks re-quantized."""
 
     @property
     def sign_flip_fraction(self) -> float:
@@ -153,6 +158,8 @@ class TensorError:
             "rmse_steps": self.rmse_steps,
             "layout_suspect": self.layout_suspect,
             "max_error_steps": self.max_error_steps,
+            "derivation": self.derivation,
+            "n_derived_blocks": self.n_derived_blocks,
         }
 
 

@@ -48,6 +48,8 @@ class DecodedBlock:
     scales: ScaleProblems | None = None
     note: str | None = None
     """Why there are no values (the decoder's or the read's message)."""
+    raw: bytes | None = None
+    """The block's bytes as read (decoded blocks only): what a re-quantization is compared with."""
 
 
 def decode_sample(block: PlannedBlock, raw: bytes | None, *, big_endian: bool = False) -> DecodedBlock:
@@ -105,7 +107,8 @@ def decode_samples(
         stats = iter([s for k in range(0, len(every), _STATS_ROWS) for s in row_stats(every[k : k + _STATS_ROWS])])
         for indices, values, per_block in group:
             for i, v, sc in zip(indices, values, per_block, strict=True):
-                out[i] = DecodedBlock(items[i][0], SampleStatus.OK, v, next(stats), sc)  # positional: a block each
+                # Positional, a block each.
+                out[i] = DecodedBlock(items[i][0], SampleStatus.OK, v, next(stats), sc, None, items[i][1])
     return [d for d in out if d is not None]
 
 

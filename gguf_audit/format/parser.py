@@ -25,6 +25,7 @@ from gguf_audit.errors import FormatError
 from gguf_audit.format.estimate import estimate_header_bytes
 from gguf_audit.format.ggml_types import TypeStatus, ggml_type_info
 from gguf_audit.format.model import KV, ByteOrder, Header, NeedMore, TensorInfo, ValueType
+from gguf_audit.format.pointer import parse_pointer
 from gguf_audit.format.reader import Checkpoint, RawTensor, Reader, Short
 from gguf_audit.format.wire import (
     DEFAULT_ALIGNMENT,
@@ -43,6 +44,9 @@ def _detect(buf: bytes | memoryview, file_size: int | None) -> tuple[int, ByteOr
     have = len(buf)
     head = bytes(buf[:4])
     if not GGUF_MAGIC.startswith(head[:4]):
+        pointer = parse_pointer(buf, file_size)
+        if pointer is not None:
+            raise FormatError("header.lfs_pointer", f"the file is {pointer.describe()}, not the GGUF it names", 0)
         raise FormatError("header.bad_magic", f"the file starts with {head!r}, not b'GGUF'", 0)
     if file_size is not None and file_size < 8 and have >= file_size:
         raise FormatError("header.truncated", f"the file is only {file_size} bytes, too short for a GGUF header", 0)

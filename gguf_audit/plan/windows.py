@@ -17,13 +17,14 @@ order, each while requests and bytes remain:
    yet touched, centred on the tensor boundary nearest a position drawn in it;
 4. one at the start of a tensor of each type not yet touched;
 5. the rest at the tensor boundaries that add the most tensors not yet
-   sampled (ties drawn), and once none adds one, in the middle of the
-   widest stretch not yet read.
+   sampled and first blocks not yet read (ties drawn), and once none adds
+   one, in the middle of the widest stretch not yet read.
 
 A window holds ``window_blocks`` blocks, half on each side of its anchor
 (so a Q4_K window reads 9 KiB, a Q8_0 one 2 KiB), within the byte budget's
-share. When the whole data section fits in what the windows would read, it
-is read whole, in one request. Positions are drawn from a hash of the seed and the
+share. When the whole data section fits in the byte budget (and holds at most
+:data:`WHOLE_READ_MAX_BLOCKS` blocks), it is read whole, in one request (the
+header read often holds its first part already). Positions are drawn from a hash of the seed and the
 file identity (the tensor table's digest), so a rerun or a retry reads the
 same bytes and mirrors of a file read the same blocks.
 """
@@ -35,6 +36,7 @@ import hashlib
 import heapq
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Final
 
 from gguf_audit.format.model import Header, TensorInfo
 from gguf_audit.plan.explicit import without_overlaps
@@ -55,7 +57,13 @@ from gguf_audit.plan.model import (
 )
 from gguf_audit.plan.ranges import merge_ranges
 
-__all__ = ["plan_samples"]
+__all__ = ["WHOLE_READ_MAX_BLOCKS", "plan_samples"]
+
+WHOLE_READ_MAX_BLOCKS: Final = 1 << 16
+"""Blocks a data section read whole may hold at most. Each block decoded is checked and becomes a
+``samples`` row (about 50 us of CPU each), so a byte budget raised far past the default must not make
+a big file's whole read the plan: 65,536 blocks cover any 1 MiB data section (the default budget;
+17 bytes per 32 elements, MXFP4's, are the densest blocks) and cost a few seconds at most."""
 
 _identity = file_identity  # plan_samples takes a parameter of the same name
 
@@ -145,6 +153,8 @@ class _Placer:
         self.hi = max(s.end for s in segs)
         self.windows: list[tuple[int, int, list[_Run]]] = []
         self.covered: set[int] = set()
+        self.first_read: set[int] = set()
+        """Tensors whose first block a window holds (where a bad scale or an unwritten tensor shows first)."""
         self.types: set[int] = set()
         self.mask = 0
 
@@ -199,6 +209,8 @@ class _Placer:
         for j, lo, hi in runs:
             seg = self.segs[j]
             self.covered.add(j)
+            if lo == 0:
+                self.first_read.add(j)
             self.types.add(seg.tensor.type_id)
             self.mask |= strata_mask([(seg.start + lo * seg.geo.block_bytes, seg.block_end(hi - 1))], *self.span)
         return True
@@ -255,23 +267,30 @@ class _Placer:
         """Positions of the tensors overlapping ``[start, end)`` (tensors sorted and apart)."""
         return range(bisect.bisect_right(self.ends, start), bisect.bisect_left(self.starts, end))
 
+    def gain(self, touched: range, opened: range) -> int:
+        """What a window adds: each tensor it touches not yet touched, and each first block not yet read."""
+        return sum(1 for k in touched if k not in self.covered) + sum(1 for k in opened if k not in self.first_read)
+
     def fill(self, key: bytes) -> None:
         # Lazy greedy coverage: a boundary's gain only falls as windows are placed.
         seed = _draw(key, b"boundaries", 0)
-        heap: list[tuple[int, int, int, range]] = []
+        heap: list[tuple[int, int, int, range, range]] = []
         for j in range(1, len(self.segs)):
-            touched = self.touching(*self.centred(self.starts[j]))
-            gain = sum(1 for k in touched if k not in self.covered)
+            start, end = self.centred(self.starts[j])
+            touched = self.touching(start, end)
+            # The tensors whose first block lies in the window.
+            opened = range(bisect.bisect_left(self.starts, start), bisect.bisect_left(self.starts, end))
+            gain = self.gain(touched, opened)
             if gain:
-                heap.append((-gain, _mix(seed, j), j, touched))
+                heap.append((-gain, _mix(seed, j), j, touched, opened))
         heapq.heapify(heap)
         while heap and not self.full:
-            neg_gain, tie, j, touched = heapq.heappop(heap)
-            gain = sum(1 for k in touched if k not in self.covered)
+            neg_gain, tie, j, touched, opened = heapq.heappop(heap)
+            gain = self.gain(touched, opened)
             if gain == 0:
                 continue
             if gain != -neg_gain:
-                heapq.heappush(heap, (-gain, tie, j, touched))
+                heapq.heappush(heap, (-gain, tie, j, touched, opened))
                 continue
             self.add(*self.centred(self.starts[j]))
         tries = 2 * self.n_windows
@@ -331,6 +350,10 @@ class _Placer:
         return out
 
 
+def _n_blocks(segs: list[_Segment]) -> int:
+    return sum(len(s.blocks_in(s.start, s.end)) for s in segs)
+
+
 def _window_cap(config: SampleConfig, segs: list[_Segment]) -> tuple[int, int]:
     """Bytes per window at most, and how many windows: the budget shared out, two of the widest blocks at least."""
     widest = max(s.geo.block_bytes for s in segs)
@@ -379,8 +402,10 @@ def plan_samples(
         return SamplePlan((), (), seed, identity, config.budget_bytes, span.start, span.end, config.max_requests)
     cap, n_windows = _window_cap(config, segs)
     placer = _Placer(segs, max(1, config.window_blocks // 2), cap, n_windows, span)
-    n_blocks = sum(len(s.blocks_in(s.start, s.end)) for s in segs)
-    if placer.hi - placer.lo <= cap * n_windows and n_blocks <= config.window_blocks * n_windows:
+    if placer.hi - placer.lo <= config.budget_bytes and _n_blocks(segs) <= WHOLE_READ_MAX_BLOCKS:
+        # A data section within the byte budget is read whole, in one request: every
+        # tensor's every block is checked (a NaN scale in a first block included),
+        # where windows would leave some tensors' starts unread.
         placer.add(placer.lo, placer.hi)
     else:
         key = f"{seed}\0{identity}\0".encode()

@@ -13,8 +13,18 @@ import re
 from typing import Final
 
 from gguf_audit.findings import Finding
+from gguf_audit.redact import redact_url
 
-__all__ = ["INSPECT_CODE_WIDTH", "MEASURE_CODE_WIDTH", "UNSAFE", "escape", "finding_line", "fmt_bytes", "fmt_stat"]
+__all__ = [
+    "INSPECT_CODE_WIDTH",
+    "MEASURE_CODE_WIDTH",
+    "UNSAFE",
+    "escape",
+    "finding_line",
+    "fmt_bytes",
+    "fmt_stat",
+    "shown_url",
+]
 
 INSPECT_CODE_WIDTH: Final = 32
 """The code column of ``inspect``'s problem lines."""
@@ -35,6 +45,11 @@ def escape(text: str, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[:limit] + "…"
     return UNSAFE.sub(_escape_char, text)
+
+
+def shown_url(url: str) -> str:
+    """A URL as a terminal line may show it: its secrets redacted, its control characters escaped."""
+    return escape(redact_url(url))
 
 
 def _escape_char(match: re.Match[str]) -> str:

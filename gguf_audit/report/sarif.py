@@ -5,9 +5,13 @@ code, ``shortDescription`` its explanation's first sentence, ``fullDescription``
 and ``help`` the whole explanation, ``defaultConfiguration.level`` from its
 severity (error, warning, info as ``note``), and a ``llamaCpp`` property saying
 whether llama.cpp refuses a file with it (``refuses``, ``loads``, ``unknown``).
-Each problem is a result whose artifact location is the file's URL and whose
-region is its byte offset (``byteOffset``), with the tensor as a logical
-location; a problem of a whole model (a shard set) names the model.
+Each problem is a result whose artifact location is the file's URI (a local
+path as an absolute ``file://`` URI; every character a URI cannot hold, ``#``
+and spaces included, percent-encoded) and whose region is its byte offset
+(``byteOffset``), with the tensor as a logical location; a problem of a whole
+model (a shard set) names the model. ``partialFingerprints`` identify a result
+across nights (code, file or model, tensor), so a dashboard tracks one problem
+instead of a new one each night.
 
 The log is JSON-safe; :func:`sarif_json` writes it indented, as ASCII (every other
 character, controls and bidi marks included, a ``\\u`` escape).
@@ -15,10 +19,13 @@ character, controls and bidi marks included, a ``\\u`` escape).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -56,9 +63,26 @@ class SarifResult:
     offset: int | None = None
 
 
+FINGERPRINT_KEY: Final = "ggufAudit/v1"
+
+
 def _uri(url: str) -> str:
-    """A URL as a SARIF URI: characters a URI cannot hold (spaces, ``<``, non-ASCII) percent-encoded."""
-    return quote(url, safe=":/?#[]@!$&'()*+,;=%~")
+    """A URL as a SARIF URI: a local path as an absolute ``file://`` URI, and every character a URI cannot hold
+    (spaces, ``<``, non-ASCII, a ``#`` that is part of a name) percent-encoded."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        path = url if url.startswith("/") else f"{os.getcwd()}/{url}"
+        return "file://" + quote(str(PurePosixPath(path)), safe="/")
+    if scheme == "file":
+        return "file://" + quote(rest, safe="/")
+    return quote(url, safe=":/?[]@!$&'()*+,;=%~")
+
+
+def _fingerprint(r: SarifResult) -> str:
+    """The same problem of the same file (or model) and tensor, night after night: not its message or offset,
+    which may carry values that move."""
+    key = "\x1f".join((r.code, r.url or "", r.model_id or "", r.tensor or ""))
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _short(doc: str) -> str:
@@ -110,6 +134,7 @@ def _result(r: SarifResult, rule_index: Mapping[str, int]) -> dict[str, Any]:
         "level": _level(r.severity),
         "message": {"text": r.message},
         "locations": [location] if location else [],
+        "partialFingerprints": {FINGERPRINT_KEY: _fingerprint(r)},
     }
     if r.code in rule_index:
         result["ruleIndex"] = rule_index[r.code]

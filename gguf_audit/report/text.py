@@ -5,6 +5,8 @@ Every piece of text from a file goes through :func:`~gguf_audit.report.format.es
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
 from gguf_audit.audit import FileAudit
@@ -158,6 +160,17 @@ def render_file_samples(samples: FileSamples, *, max_values: int = 8) -> str:
     return "\n".join(lines)
 
 
+_DERIVATION_MEANS: Final = {
+    "derived": "every compared block of a converted tensor is the reference's, re-quantized bit for bit",
+    "contradicted": "a converted tensor's blocks are not the reference's re-quantized: another source or recipe",
+    "unprovable": "no converted tensor could be re-made here (its type, or an importance matrix)",
+}
+
+
+def _derived_cell(derivation: str | None, derived: int, blocks: int) -> str:
+    return "-" if derivation in (None, "unprovable") else f"{derived}/{blocks}"
+
+
 def render_comparison(c: Comparison) -> str:
     """``compare``'s text report: a line per tensor, then the file's summary."""
     lines = [f"{escape(c.quant_url)}", f"  against {escape(c.reference_url)} ({c.reference_kind})"]
@@ -165,14 +178,14 @@ def render_comparison(c: Comparison) -> str:
         width = min(max(len(t.name) for t in c.tensors), 40)
         lines.append(
             f"  {'tensor':{width}}  {'type':8} {'rel RMSE':>9} {'RMSE':>10} {'max err':>10} "
-            f"{'≥1 step':>8} {'flips':>7} {'steps':>6}"
+            f"{'≥1 step':>8} {'flips':>7} {'steps':>6} derived"
         )
         for t in c.tensors:
             flag = "  LAYOUT SUSPECT" if t.layout_suspect else ""
             lines.append(
                 f"  {escape(t.name, 40):{width}}  {t.quant_type:8} {t.relative_rmse:>9.3g} {t.rmse:>10.3g} "
                 f"{t.max_abs_error:>10.3g} {t.over_step_fraction:>8.1%} {t.sign_flip_fraction:>7.1%} "
-                f"{t.rmse_steps:>6.2f}{flag}"
+                f"{t.rmse_steps:>6.2f} {_derived_cell(t.derivation, t.n_derived_blocks, t.n_blocks)}{flag}"
             )
     for s in c.skipped:
         lines.append(f"  skipped {escape(s.name, 64)}: {escape(s.reason, 200)}")
@@ -186,6 +199,7 @@ def render_comparison(c: Comparison) -> str:
             else ""
         )
     )
+    lines.append(f"derivation: {c.derivation} ({_DERIVATION_MEANS[str(c.derivation)]})")
     for f in c.findings:
         lines.append(finding_line(f, code_width=MEASURE_CODE_WIDTH, place=False))
     lines.append(

@@ -55,6 +55,9 @@ def compare_rows(comparison: Comparison, *, model_id: str, family: str | None, r
             "sign_flip_fraction": t.sign_flip_fraction,
             "verdict": "layout_suspect" if t.layout_suspect else "ok",
             "source_run_id": run_id,
+            "derivation": t.derivation,
+            "n_derived_blocks": t.n_derived_blocks,
+            "file_derivation": str(comparison.derivation),
         }
         for t in comparison.tensors
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from gguf_audit.checks.lineage import is_full_precision, tensor_set_digest
+from gguf_audit.checks.mmproj_pairing import pairing_facts
 from gguf_audit.format.model import Header
 from gguf_audit.tables.cells import arrow_text, i64
 
@@ -20,6 +21,9 @@ LINEAGE_FACT_COLUMNS: Final = (
     "base_model_name",
     "base_model_organization",
     "base_model_repo_url",
+    "projector_type",
+    "projection_dim",
+    "embedding_length",
 )
 """The ``files`` columns the driver keeps per file for lineage (with ``url``, ``architecture``, ``name``...)."""
 
@@ -49,4 +53,8 @@ def lineage_cells(header: Header) -> dict[str, Any]:
         row[column] = None if value is None else arrow_text(value)
     for column, key in _INTS.items():
         row[column] = i64(header.get_int(key))
+    pairing = pairing_facts(header)
+    row["projector_type"] = None if pairing["projector_type"] is None else arrow_text(pairing["projector_type"])
+    row["projection_dim"] = i64(pairing["projection_dim"])
+    row["embedding_length"] = i64(pairing["embedding_length"])
     return row

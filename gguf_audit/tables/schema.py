@@ -168,6 +168,10 @@ _FILES_LINEAGE: Final = [
     _f("base_model_name", pa.string()),
     _f("base_model_organization", pa.string()),
     _f("base_model_repo_url", pa.string()),
+    # pairing a projector (mmproj) with its language model (gguf_audit.checks.mmproj_pairing)
+    _f("projector_type", pa.string()),
+    _f("projection_dim", pa.int64()),
+    _f("embedding_length", pa.int64()),
     # then the Hub's two kinds of requests (issue 19): null for other stores and for reused rows
     _f("resolve_requests", pa.int64()),
     _f("cdn_requests", pa.int64()),
@@ -211,6 +215,10 @@ _COMPARE: Final = [
     _f("sign_flip_fraction", pa.float64()),
     _f("verdict", pa.string(), False),
     _f("source_run_id", pa.string(), False),
+    # added at the end (nullable): earlier nights read them as null
+    _f("derivation", pa.string()),
+    _f("n_derived_blocks", pa.int64()),
+    _f("file_derivation", pa.string()),
 ]
 
 _MODELS: Final = [

@@ -107,7 +107,7 @@ def test_lineage_only_adds_nullable_columns_at_the_end() -> None:
     from gguf_audit.tables.schema import stored_schema
 
     added = {
-        "files": ["tensor_set_digest", "cdn_requests"],  # the Hub's request counts came after the lineage columns
+        "files": ["tensor_set_digest", "cdn_requests"],  # the mmproj pairing, then the Hub's request counts
         "models": ["family_key", "reference_url"],
         "runs": ["compare_version", "skipped"],  # listing_requests and the skipped entries came later
     }

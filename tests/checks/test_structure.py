@@ -65,6 +65,12 @@ def _build(kvs: list[KV] | None = None, tensors: list[Tensor] | None = None, **k
 # llama.cpp loads such a file, and whether a header is still decoded.
 CASES: dict[str, tuple[Callable[[], bytes], str, bool, bool]] = {
     "bad magic": (lambda: _build(magic=b"GGML"), "header.bad_magic", False, False),
+    "git lfs pointer": (
+        lambda: b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"ab" * 32 + b"\nsize 1024\n",
+        "header.lfs_pointer",
+        False,
+        False,
+    ),
     "version 0": (lambda: _build(version=0), "header.unsupported_version", False, False),
     "version 4": (lambda: _build(version=4), "header.unsupported_version", False, False),
     "version 1": (lambda: _build(version=1), "header.obsolete_version", False, True),
@@ -338,7 +344,7 @@ def test_header_past_the_read_limit_is_not_read(tmp_path: Path) -> None:
 def test_missing_file_is_a_row_not_an_exception(tmp_path: Path) -> None:
     audit = audit_file(str(tmp_path / "nope.gguf"))
     assert _codes(audit) == ["io.not_found"]
-    assert audit.header is None and audit.loadable is False
+    assert audit.header is None and audit.loadable is None  # the store said so, not the file
     assert str(audit.status) == "unreadable"
 
 

@@ -187,7 +187,7 @@ def test_an_unwritable_out_fails_before_auditing(
                 )
                 lines = err.strip().splitlines()
                 assert status == 2 and len(lines) == 1 and reason in lines[0], (out, err)
-                assert lines[0].startswith("gguf-audit scan: ") and repr(out) in lines[0]
+                assert lines[0].startswith("gguf-audit: scan: ") and repr(out) in lines[0]
         assert srv.requests == []  # the manifest is a local file: nothing was listed or read
     assert "gguf-audit-missing-bucket" not in {b["Name"] for b in moto.client().list_buckets()["Buckets"]}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +62,22 @@ def test_snapshot_and_vacuum(
     output = Output(str(out))
     before = {t: picture_table(output, t, second) for t in TABLE_NAMES}
     files_before = {p for p in out.rglob("*.parquet") if "_delta_log" not in p.parts}
+    # The default minimum age keeps the files just made unreferenced, and says so (issue 19, item 8).
+    assert main(["tables", str(out), "--vacuum", "--keep-nights", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert f"kept 1 nights, dropped 1: {first}" in printed and "1 committed nights" in printed
+    young = re.search(
+        r"removed 0 data files no kept version names; kept (\d+) more for being younger than "
+        r"--min-age-hours 24 \(--min-age-hours 0 removes them when no scan is running\)",
+        printed,
+    )
+    assert young is not None and int(young[1]) > 0, printed
+    assert "files kept (younger than 24 h)" in printed
     assert main(["tables", str(out), "--vacuum", "--keep-nights", "1", "--min-age-hours", "0"]) == 0
     printed = capsys.readouterr().out
-    assert "kept 1 nights, dropped 1" in printed and "1 committed nights" in printed
+    assert "kept 1 nights, dropped 0" in printed and "younger than" not in printed
+    removed = re.search(r"removed (\d+) data files no kept version names\n", printed)
+    assert removed is not None and int(removed[1]) >= int(young[1]), printed
     assert output.last_committed_run() == second and output.committed_runs().num_rows == 1
     # The kept night's picture is whole; the first night's rows of the changed file are gone.
     for table in TABLE_NAMES:

@@ -1,0 +1,69 @@
+"""No command prints a secret: every subcommand, given secret-bearing URLs where it takes them.
+
+The URLs name a port nothing listens on, so each command meets a store it cannot
+reach (or an output it cannot write): the failure path, where secrets used to
+slip out in error lines, is the one exercised. A subcommand added without a case
+here fails :func:`test_every_command_has_a_case`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from corpus import corpus_dir
+
+from gguf_audit.cli import ExitStatus, _parser, main
+
+PASSWORD, SIGNATURE = "hunter2secret", "SECRETSIG0123"
+SECRET_URL = f"https://user:{PASSWORD}@127.0.0.1:9/audit?X-Amz-Signature={SIGNATURE}&sig={SIGNATURE}"
+SECRET_FILE = f"https://user:{PASSWORD}@127.0.0.1:9/m.gguf?sig={SIGNATURE}"
+
+
+def _cases(tmp: Path) -> dict[str, list[list[str]]]:
+    model = str(corpus_dir() / "models" / "tiny-llama-Q8_0.gguf")
+    return {
+        "inspect": [["inspect", SECRET_FILE], ["inspect", SECRET_FILE, "--json"]],
+        "sample": [["sample", SECRET_FILE]],
+        "compare": [["compare", SECRET_FILE, model], ["compare", model, SECRET_FILE]],
+        "codes": [["codes"]],
+        "config": [["config", "show", SECRET_URL]],
+        "scan": [["scan", str(tmp / "none"), "--out", SECRET_URL, "--no-progress"]],
+        "demo": [["demo", str(tmp / "demo"), "--out", SECRET_URL, "--no-progress"]],
+        "diff": [["diff", SECRET_URL], ["diff", SECRET_URL, "--json"]],
+        "snapshot": [["snapshot", SECRET_URL, "--to", str(tmp / "snap")]],
+        "tables": [["tables", SECRET_URL], ["tables", SECRET_URL, "--vacuum", "--keep-nights", "1"]],
+        "report": [["report", SECRET_URL, "--html", str(tmp / "r.html")]],
+        "export": [
+            ["export", SECRET_URL, "--sarif", str(tmp / "n.sarif")],
+            ["export", SECRET_URL, "--jsonl", SECRET_FILE],
+        ],
+    }
+
+
+def _subcommands() -> set[str]:
+    parser = _parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    raise AssertionError("gguf-audit has no subcommands")
+
+
+def test_every_command_has_a_case(tmp_path: Path) -> None:
+    assert _subcommands() <= set(_cases(tmp_path)), "a subcommand has no secret case in this module"
+
+
+@pytest.mark.parametrize("command", sorted(_cases(Path("/unused"))))
+def test_no_command_prints_a_secret(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in _cases(tmp_path)[command]:
+        status = main(argv)
+        out, err = capsys.readouterr()
+        for secret in (PASSWORD, SIGNATURE):
+            assert secret not in out and secret not in err, (argv, out, err)
+        if command != "codes":
+            # A store that cannot be reached is the command's failure (2), or a file judged bad (1), said in one
+            # line; never a traceback.
+            assert status in (ExitStatus.PROBLEMS, ExitStatus.USAGE), (argv, status, err)
+            assert len(err.strip().splitlines()) <= 1 or command in ("demo", "inspect"), (argv, err)
+            assert "Traceback" not in err
