@@ -26,10 +26,10 @@ from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Finding, LlamaCpp, Severity, finding, is_loadable, llama_cpp_verdict
 from gguf_audit.format.model import Header
 from gguf_audit.format.wire import Limits
-from gguf_audit.io.errors import classify_error
+from gguf_audit.io.errors import SIZE_MISMATCH, classify_error
 from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.header import read_header
-from gguf_audit.io.source import DEFAULT_READ_CONFIG, IOStats, ReadConfig, open_source
+from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
 from gguf_audit.io.upstream import UpstreamCache, UpstreamConfig, locate_upstream
 from gguf_audit.plan import SampleConfig
 from gguf_audit.redact import redact_text, redact_url
@@ -67,6 +67,9 @@ class AuditConfig:
 
 
 DEFAULT_AUDIT_CONFIG = AuditConfig()
+
+SIZE_VERDICTS = frozenset({"data.truncated", "data.trailing_bytes", "header.truncated"})
+"""Findings that rest on the file's size: never given on a size the store's answers disagree about."""
 
 
 @dataclass(slots=True)
@@ -209,9 +212,11 @@ def _audit_file(
             chat.extend(audits)
             return found, renders
 
-        checks = check_header(
-            header, file_size=source.size, url=shown, semantics=config.semantics, templates=chat_templates
+        checks = list(
+            check_header(header, file_size=source.size, url=shown, semantics=config.semantics, templates=chat_templates)
         )
+        if any(f.code in SIZE_VERDICTS for f in checks):
+            source.confirm_size()  # a size one answer told: asked again before a verdict rests on it
         findings.extend(checks)
         templates = chat
         if config.samples is not None:
@@ -222,7 +227,8 @@ def _audit_file(
             upstream_url = _check_upstream(url, header, config, storage_options, stats, upstream_cache, findings)
             upstream_url = redact_url(upstream_url) if upstream_url is not None else None
     except FormatError as exc:
-        findings.append(finding(exc.code, exc.message, offset=exc.offset))
+        confirmed = _size_confirmed(source, shown) if exc.code in SIZE_VERDICTS else None
+        findings.append(confirmed or finding(exc.code, exc.message, offset=exc.offset))
     except SourceError as exc:
         findings.append(finding(exc.code, f"{shown}: {exc.message}"))
     except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes a file's audit
@@ -233,6 +239,7 @@ def _audit_file(
             findings.append(finding("internal.unexpected", describe_exception(exc)))
     if source is not None and source.size is not None:
         size = source.size
+    findings = _without_size_verdicts(findings, source, shown)
     findings = [_redacted(f, url, shown) for f in findings]
     return FileAudit(
         url=shown,
@@ -249,6 +256,39 @@ def _audit_file(
         sampled_strata=sampled.sampled_strata if sampled is not None else None,
         upstream_url=upstream_url,
     )
+
+
+def _size_confirmed(source: FsspecSource | None, shown: str) -> Finding | None:
+    """The ``io.size_mismatch`` finding when asking again shows the size a header error rests on was a lie."""
+    if source is None or source.size_from != "the first answer":
+        return None
+    try:
+        source.confirm_size()
+    except SourceError as exc:
+        return finding(exc.code, f"{shown}: {exc.message}")
+    return None
+
+
+def _without_size_verdicts(findings: list[Finding], source: FsspecSource | None, shown: str) -> list[Finding]:
+    """``findings`` without the verdicts that rest on the size when the store's answers disagreed on it for good.
+
+    A later read (a sampled range) that kept stating another total shows the
+    size the checks used may be the wrong one: the file gets
+    ``io.size_mismatch`` naming both sizes instead of a truncation verdict.
+    """
+    if source is None or source.size_conflict is None:
+        return findings
+    kept = [f for f in findings if f.code not in SIZE_VERDICTS]
+    if not any(f.code == SIZE_MISMATCH for f in kept):
+        known, told = source.size_conflict
+        kept.append(
+            finding(
+                SIZE_MISMATCH,
+                f"{shown}: {source.size_from or 'an earlier answer'} says the file has {known} bytes, "
+                f"a later answer says {told}, after retries",
+            )
+        )
+    return kept
 
 
 def _redacted(found: Finding, url: str, shown: str) -> Finding:

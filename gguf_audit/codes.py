@@ -489,6 +489,14 @@ _code(
     "A warning: the store's limit, not the file.",
 )
 _code(
+    "io.size_mismatch",
+    E,
+    None,
+    "The listing and the server's answers (Content-Range totals) disagree on the file's size, and kept "
+    "disagreeing when asked again: the message names both sizes. The file is not judged truncated or "
+    "padded on either; an incremental run reads it again.",
+)
+_code(
     "io.size_unknown",
     W,
     False,
@@ -558,6 +566,7 @@ CORE_CODES: Final = frozenset(
         "io.range_ignored",
         "io.rate_limited",
         "header.too_large",
+        "io.size_mismatch",
         "io.size_unknown",
         "run.worker_lost",
         "internal.unexpected",

@@ -12,6 +12,15 @@ from typing import Final
 __all__ = ["COLLECTION_CODES"]
 
 COLLECTION_CODES: Final[tuple[tuple[str, str, bool | None, str], ...]] = (
+    # --- the Hub's gguf card of the repository (checks/hub_gguf.py): llama.cpp never reads it, so the file loads.
+    (
+        "hub.gguf_mismatch",
+        "warning",
+        False,
+        "The Hub's gguf card of the repository (parameter count, architecture, context length or chat template, "
+        "from the listing's expand=gguf) disagrees with the file's header: another model under the card, a stale "
+        "card, or a template changed in one file only.",
+    ),
     # --- upstream: against config.json, tokenizer_config.json, generation_config.json (checks/upstream.py).
     # llama.cpp never reads those files, so it loads every such file; the severity says what the difference does.
     (

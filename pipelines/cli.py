@@ -245,6 +245,11 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
         f" ({result.duplicates_dropped} duplicate rows of rerun batches dropped)" if result.duplicates_dropped else ""
     )
     lines.append(f"every listed file has exactly one row: {result.rows_checked} of {result.n_files}{dropped}")
+    if result.skipped:
+        lines.append(f"skipped {len(result.skipped)} listed entries (no row; runs.skipped names them):")
+        lines.extend(f"  {escape(s, 600)}" for s in result.skipped[:SHOWN_MODELS])
+        if len(result.skipped) > SHOWN_MODELS:
+            lines.append(f"  … {len(result.skipped) - SHOWN_MODELS} more")
     verdict = "fails" if result.reaches(fail_on) else "passes"
     lines.append(f"the run {verdict} --fail-on {fail_on}")
     return "\n".join(lines)

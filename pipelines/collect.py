@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +39,9 @@ __all__ = [
     "model_summaries",
     "runs_row",
 ]
+
+SKIPPED_NAMED: Final = 1000
+"""Skipped entries a ``runs`` row names (``n_skipped`` counts them all): one row stays small whatever a tree holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,8 @@ class ScanResult:
     """Of those, files that make llama.cpp abort the process that loads them."""
     listing_requests: int | None = None
     """Requests the listing sent; None when a listed store's requests are not counted."""
+    skipped: tuple[str, ...] = ()
+    """Listed entries that got no row, each ``URL: why`` (:attr:`~gguf_audit.pipelines.discover.Listing.skipped`)."""
 
     @property
     def files_per_second(self) -> float:
@@ -265,4 +270,6 @@ def runs_row(config: ScanConfig, result: ScanResult, started: datetime, versions
         "compare_rows": int(result.rows_written.get("compare", 0)),
         "listing_requests": result.listing_requests,
         "llama_cpp_build": LLAMA_CPP_BUILD,
+        "n_skipped": len(result.skipped),
+        "skipped": list(result.skipped[:SKIPPED_NAMED]),
     }

@@ -21,19 +21,21 @@ the environment, as for fsspec.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Field, Schema
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
+from gguf_audit.io.options import s3_allows_http, s3_endpoint, s3_region
 from gguf_audit.pipelines.parts import PartFile
 from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMAS
 
-__all__ = ["RUN_ID_KEY", "DeltaTables", "delta_storage_options", "table_uri"]
+__all__ = ["RUN_ID_KEY", "STORE_ERRORS", "DeltaTables", "delta_storage_options", "one_line", "table_uri"]
 
 RUN_ID_KEY: Final = "gguf_audit.run_id"
 """Commit metadata naming the run a commit belongs to (``DESCRIBE HISTORY`` shows it)."""
@@ -49,26 +51,40 @@ def table_uri(out_url: str, table: str) -> str:
     return f"{out_url.rstrip('/')}/{table}"
 
 
+STORE_ERRORS: Final = (OSError, ValueError, DeltaError)
+"""What deltalake and fsspec raise when a store refuses (object_store's errors are OSErrors or DeltaErrors)."""
+
+_ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def one_line(text: str) -> str:
+    """A store's error as one plain line: delta-rs's span several, with terminal colours and arrows."""
+    lines = [line.strip(" ↳") for line in _ANSI.sub("", text).splitlines()]
+    return "; ".join(line for line in lines if line)[:300]
+
+
 def delta_storage_options(out_url: str, fsspec_options: Mapping[str, Any] | None) -> dict[str, str]:
     """deltalake's storage options for ``out_url``, from the fsspec ones (no credentials: those are in the env).
 
-    For S3: ``client_kwargs.endpoint_url`` becomes ``AWS_ENDPOINT_URL`` (with
-    ``AWS_ALLOW_HTTP`` for ``http://``), ``client_kwargs.region_name`` becomes
-    ``AWS_REGION``, ``anon`` becomes ``AWS_SKIP_SIGNATURE``. A ``delta``
-    table in the options (``[out_storage_options.delta]``) is passed as is.
+    For S3: the endpoint (``client_kwargs.endpoint_url``, else the standard
+    ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``) becomes ``AWS_ENDPOINT_URL``,
+    with ``AWS_ALLOW_HTTP`` for ``http://`` (or when the environment sets it);
+    the region (``client_kwargs.region_name``, else ``AWS_REGION`` or
+    ``AWS_DEFAULT_REGION``) becomes ``AWS_REGION``; ``anon`` becomes
+    ``AWS_SKIP_SIGNATURE``. A ``delta`` table in the options
+    (``[out_storage_options.delta]``) is passed as is.
     """
     options = dict(fsspec_options or {})
     out: dict[str, str] = {str(k): str(v) for k, v in dict(options.pop("delta", None) or {}).items()}
     if out_url.startswith(("s3://", "s3a://")):
-        client = dict(options.get("client_kwargs") or {})
-        endpoint = client.get("endpoint_url") or options.get("endpoint_url")
+        endpoint = s3_endpoint(options)
         if endpoint:
-            out.setdefault("AWS_ENDPOINT_URL", str(endpoint))
-            if str(endpoint).startswith("http://"):
-                out.setdefault("AWS_ALLOW_HTTP", "true")
-        region = client.get("region_name") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            out.setdefault("AWS_ENDPOINT_URL", endpoint)
+        if s3_allows_http(out.get("AWS_ENDPOINT_URL", endpoint)):
+            out.setdefault("AWS_ALLOW_HTTP", "true")
+        region = s3_region(options)
         if region:
-            out.setdefault("AWS_REGION", str(region))
+            out.setdefault("AWS_REGION", region)
         if options.get("anon"):
             out.setdefault("AWS_SKIP_SIGNATURE", "true")
     return out
@@ -112,6 +128,17 @@ class DeltaTables:
             return self.open(table)
         dt.update_incremental()
         return dt
+
+    def write_probe(self, name: str) -> str:
+        """Create an empty Delta table named ``name`` under the output, as a commit writes its log; its URI.
+
+        The preflight's write: the same client, options and conditional put a
+        night's commit uses (an endpoint over plain HTTP without
+        ``AWS_ALLOW_HTTP`` fails here, before anything is audited).
+        """
+        uri = table_uri(self.out_url, name)
+        DeltaTable.create(uri, schema=pa.schema([("probe", pa.int32())]), storage_options=self.storage_options or None)
+        return uri
 
     def version(self, table: str) -> int | None:
         dt = self.open(table)

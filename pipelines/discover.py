@@ -10,8 +10,10 @@ an incremental run compares these facts with the last run's. ``hf://`` roots
 (organisations, repositories at a revision) are listed through the Hub's API
 and pinned to commit shas (:mod:`~gguf_audit.pipelines.hub_listing`).
 
-A big bucket is listed as one recursive listing per top-level prefix, several
-at a time, so listing does not serialise behind one paginated request chain.
+An object store root is listed as one stream of keys: a flat, paginated
+listing with no delimiter (S3 gives 1,000 keys a request), so the common
+layout of one folder per model costs one request per 1,000 files, not one per
+folder. Only when that finds nothing is the root asked whether it is a file.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import os
 import posixpath
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -35,8 +36,10 @@ from fsspec.core import url_to_fs
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.hub import hub_endpoint
+from gguf_audit.io.options import s3_endpoint
 from gguf_audit.pipelines.hub_listing import list_hub_root
 from gguf_audit.pipelines.listing_requests import ListingRequests, counting
+from gguf_audit.pipelines.local_walk import Skipped, walk_local
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile
 
@@ -47,6 +50,7 @@ __all__ = [
     "SAFETENSORS_SUFFIX",
     "DiscoveryError",
     "Listing",
+    "Skipped",
     "discover",
     "listed_from_info",
     "options_for",
@@ -54,9 +58,6 @@ __all__ = [
 ]
 
 DEFAULT_INCLUDE: Final = ("*.gguf",)
-
-LISTING_THREADS: Final = 8
-"""Top-level prefixes listed at once on object stores (each a paginated recursive listing)."""
 
 _LOCAL_PROTOCOLS: Final = frozenset({"file", "local"})
 _MANIFEST_SUFFIXES: Final = {".txt": "text", ".list": "text", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -82,6 +83,9 @@ class Listing:
     """Directories whose every file the root listings saw: lineage needs no listing of its own for them."""
     requests: int | None = None
     """Requests the listing sent (:mod:`~gguf_audit.pipelines.listing_requests`); None when a store was not counted."""
+    skipped: tuple[Skipped, ...] = ()
+    """Entries the roots hold that match the scan's globs but get no row (broken links, loops, a file already
+    listed under another path, special files, unreadable directories), each named with why."""
 
     @property
     def total_bytes(self) -> int:
@@ -115,10 +119,26 @@ def options_for(url: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
         chosen = storage_options.get(protocol)
         if chosen is None and protocol in ("s3a", "https"):
             chosen = storage_options.get({"s3a": "s3", "https": "http"}[protocol])
-        return dict(chosen or {})
-    if protocol in _LOCAL_PROTOCOLS or protocol == "memory":
+        options = dict(chosen or {})
+    elif protocol in _LOCAL_PROTOCOLS or protocol == "memory":
         return {}
-    return dict(storage_options)
+    else:
+        options = dict(storage_options)
+    return _with_env_endpoint(options) if protocol in ("s3", "s3a") else options
+
+
+def _with_env_endpoint(options: dict[str, Any]) -> dict[str, Any]:
+    """S3 options with the standard environment's endpoint (``AWS_ENDPOINT_URL``) spelt out when they name none.
+
+    botocore reads the variable itself; spelt out, it also reaches dask workers
+    whose environment lacks it (an external cluster), and the tables' readers.
+    """
+    endpoint = s3_endpoint(options)
+    client = dict(options.get("client_kwargs") or {})
+    if endpoint is None or client.get("endpoint_url") or options.get("endpoint_url"):
+        return options
+    client["endpoint_url"] = endpoint
+    return {**options, "client_kwargs": client}
 
 
 def _is_per_protocol(storage_options: Mapping[str, Any]) -> bool:
@@ -220,9 +240,9 @@ def _list_root(
     include: Sequence[str],
     exclude: Sequence[str],
     requests: ListingRequests | None = None,
-) -> tuple[list[ListedFile], bool]:
-    """The files under ``root``, and whether the listing saw every file of their directories (a directory
-    root on a store that lists; not a single file, not HTTP)."""
+) -> tuple[list[ListedFile], bool, tuple[Skipped, ...]]:
+    """The files under ``root``, whether the listing saw every file of their directories (a directory
+    root on a store that lists; not a single file, not HTTP), and the entries it skipped."""
     protocol = _protocol(root)
     if protocol == "hf":
         if requests is not None:
@@ -233,7 +253,7 @@ def _list_root(
                 options_for(root, storage_options),
                 lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
             )
-            return listed, True
+            return listed, True, ()
         except (OSError, ValueError) as exc:  # HubListingError, a malformed root, a token in the options
             raise DiscoveryError(f"cannot list root {root!r}: {exc}") from exc
     try:
@@ -242,18 +262,36 @@ def _list_root(
         raise DiscoveryError(f"cannot open root {root!r}: {type(exc).__name__}: {exc}") from exc
     if protocol in ("http", "https"):
         # HTTP cannot list: a URL root names one file (many belong in a manifest); no request is sent.
-        return [ListedFile.at(root)], False
+        return [ListedFile.at(root)], False, ()
     if requests is not None:
         requests.watch(fs)
     fs.invalidate_cache()  # a long-lived process must see objects changed since its last listing
     path = path.rstrip("/") or path
     try:
-        if fs.isfile(path):
-            return _with_siblings(fs, path), False
-        if not fs.isdir(path):
-            raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
-        remote = protocol not in _LOCAL_PROTOCOLS and protocol != "memory"
-        entries = _find_parallel(fs, path) if remote else _find(fs, path)
+        skipped: tuple[Skipped, ...] = ()
+        if protocol in _LOCAL_PROTOCOLS or protocol == "memory":
+            if fs.isfile(path):
+                return _with_siblings(fs, path), False, ()
+            if not fs.isdir(path):
+                raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
+        if protocol in _LOCAL_PROTOCOLS:
+            walk = walk_local(
+                path,
+                lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
+                fs.unstrip_protocol,
+            )
+            entries, skipped = dict(walk.files), walk.skipped
+        else:
+            # One stream of keys first (the common case, a prefix); only an empty answer asks whether the
+            # root names one object, which costs a request a directory root never pays.
+            try:
+                entries = _find(fs, path)
+            except FileNotFoundError:  # no such bucket
+                entries = {}
+            if not entries or set(entries) == {path}:
+                if fs.isfile(path):
+                    return _with_siblings(fs, path), False, ()
+                raise DiscoveryError(f"root {root!r} does not exist (or is empty)")
     except DiscoveryError:
         raise
     except (OSError, ValueError) as exc:
@@ -267,7 +305,7 @@ def _list_root(
         rel = p[len(prefix) :] if p.startswith(prefix) else posixpath.basename(p)
         if _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX):
             out.append(listed_from_info(fs.unstrip_protocol(p), info))
-    return out, True
+    return out, True, skipped
 
 
 def _with_siblings(fs: fsspec.AbstractFileSystem, path: str) -> list[ListedFile]:
@@ -283,6 +321,8 @@ def _with_siblings(fs: fsspec.AbstractFileSystem, path: str) -> list[ListedFile]
     siblings = {}
     for info in fs.ls(posixpath.dirname(path) or "/", detail=True):
         name = str(info["name"])
+        if info.get("islink") and info.get("type") != "file":
+            info = _followed(fs, name, info)  # a local listing reports a symlink as 'other'
         other = parse_shard_name(name)
         same_set = other is not None and (other.model_id, other.shard_count) == (shard.model_id, shard.shard_count)
         if info.get("type", "file") == "file" and same_set:
@@ -291,22 +331,12 @@ def _with_siblings(fs: fsspec.AbstractFileSystem, path: str) -> list[ListedFile]
     return [listed_from_info(fs.unstrip_protocol(p), siblings[p]) for p in sorted(siblings)]
 
 
-def _find_parallel(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Mapping[str, Any]]:
-    """``find`` as one listing of the top level and one recursive listing per prefix below it."""
-    top = fs.ls(path, detail=True)
-    entries: dict[str, Mapping[str, Any]] = {}
-    prefixes = []
-    for info in top:
-        name = str(info["name"]).rstrip("/")
-        if info.get("type") == "directory":
-            prefixes.append(name)
-        else:
-            entries[name] = info
-    if prefixes:
-        with ThreadPoolExecutor(min(LISTING_THREADS, len(prefixes)), thread_name_prefix="gguf-audit-list") as pool:
-            for found in pool.map(lambda p: _find(fs, p), prefixes):
-                entries.update(found)
-    return entries
+def _followed(fs: fsspec.AbstractFileSystem, path: str, info: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The info of what the symlink ``path`` points at (its own info when broken)."""
+    try:
+        return dict(fs.info(path))
+    except OSError:
+        return info
 
 
 # --------------------------------------------------------------- manifests
@@ -420,9 +450,11 @@ def discover(
     found: dict[str, ListedFile] = {}
     safetensors: set[str] = set()
     listed_dirs: set[str] = set()
+    skipped: list[Skipped] = []
     with counting() as requests:
         for root in roots:
-            listed_files, whole = _list_root(root, options, include, exclude, requests)
+            listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests)
+            skipped.extend(s for s in root_skipped if s not in skipped)
             for listed in listed_files:
                 directory = listed.url.rsplit("/", 1)[0]
                 if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
@@ -436,7 +468,14 @@ def discover(
             for listed in read_manifest(manifest, options):
                 found.setdefault(listed.url, listed)
     dirs = frozenset(listed_dirs | safetensors)
-    return Listing(tuple(found.values()), time.perf_counter() - begun, frozenset(safetensors), dirs, requests.count)
+    return Listing(
+        tuple(found.values()),
+        time.perf_counter() - begun,
+        frozenset(safetensors),
+        dirs,
+        requests.count,
+        tuple(s for s in skipped if s.url not in found),
+    )
 
 
 def _watch_manifest(manifest: str, options: Mapping[str, Any], requests: ListingRequests) -> None:

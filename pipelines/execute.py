@@ -19,6 +19,7 @@ cannot be built keeps a ``files`` row saying why.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -31,6 +32,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from gguf_audit.audit import AuditConfig, FileAudit, audit_file
+from gguf_audit.checks.hub_gguf import check_hub_gguf
 from gguf_audit.checks.shards import ShardFacts, shard_facts
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import finding
@@ -159,7 +161,7 @@ def _audit_one(
     if listed.error_code is not None:  # the listing already failed for it (an hf:// repository)
         return _failed_audit(listed, listed.error_code, listed.error_message or "the listing failed")
     try:
-        return audit_file(
+        audit = audit_file(
             listed.source_url,
             display_url=listed.url,
             size=listed.size,
@@ -170,6 +172,12 @@ def _audit_one(
             revision=listed.revision,
             gate=gate,
         )
+        if listed.hub_gguf is not None and audit.header is not None:
+            # The Hub's card came with the listing: compared here, at no request.
+            extra = list(check_hub_gguf(audit.header, listed.hub_gguf, listed.url))
+            if extra:
+                audit = dataclasses.replace(audit, findings=[*audit.findings, *extra])
+        return audit
     except Exception as exc:  # noqa: BLE001 - audit_file never raises; this guards the guard
         return _failed_audit(listed, "internal.unexpected", describe_exception(exc))
 

@@ -1,8 +1,9 @@
 """Listing ``hf://`` roots through the Hub's API: organisations, repositories at pinned revisions, sub-paths.
 
 ``hf://ORG`` lists every model repository of a user or organisation
-(``HfApi.list_models(author=ORG, expand=["sha"])``: one paged request for a
-thousand repositories, each with the commit its main branch points at);
+(``HfApi.list_models(author=ORG, expand=["sha", "gguf"])``: one paged request
+for a thousand repositories, each with the commit its main branch points at
+and the Hub's ``gguf`` card, which the audit compares with each file's header);
 ``hf://ORG/REPO[@REVISION][/PATH]`` one repository, its revision resolved to
 a commit sha first (``model_info``). Each repository's files then come from
 one recursive tree listing at that sha (``list_repo_tree``, a request per
@@ -27,6 +28,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
+from gguf_audit.checks.hub_gguf import HubGGUF, parse_hub_gguf
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.io.hub import HubURL, hub_endpoint, hub_token, parse_hf_url, quiet_hub_client
 from gguf_audit.io.limits import parse_rate_limit
@@ -104,7 +106,12 @@ def _api(options: Mapping[str, Any]) -> Any:
 
 
 def _list_repo(
-    api: Any, hub: HubURL, sha: str | None, selected: Callable[[str], bool], options: Mapping[str, Any]
+    api: Any,
+    hub: HubURL,
+    sha: str | None,
+    selected: Callable[[str], bool],
+    options: Mapping[str, Any],
+    card: HubGGUF | None = None,
 ) -> list[ListedFile]:
     """The files of one repository at its pinned sha; one ``io.*`` entry when it cannot be listed."""
     repo_id = str(hub.repo_id)
@@ -112,8 +119,9 @@ def _list_repo(
     sub = hub.path
     try:
         if sha is None:
-            info = _waiting_out_429(lambda: api.model_info(repo_id, revision=revision, expand=["sha"]))
+            info = _waiting_out_429(lambda: api.model_info(repo_id, revision=revision, expand=["sha", "gguf"]))
             sha = str(info.sha)
+            card = parse_hub_gguf(getattr(info, "gguf", None))
         pinned = sha
         try:
             entries = _waiting_out_429(
@@ -149,6 +157,7 @@ def _list_repo(
                 version_id=str(entry.blob_id),
                 sha256=str(lfs.sha256) if lfs is not None and getattr(lfs, "sha256", None) else None,
                 revision=sha,
+                hub_gguf=card if path.endswith(".gguf") else None,
             )
         )
     return sorted(out, key=lambda f: f.url)
@@ -166,14 +175,21 @@ def list_hub_root(root: str, options: Mapping[str, Any], selected: Callable[[str
     if hub.repo_id is not None:
         return _list_repo(api, hub, None, selected, options)
     try:
-        models = _waiting_out_429(lambda: list(api.list_models(author=hub.namespace, expand=["sha"])))
+        models = _waiting_out_429(lambda: list(api.list_models(author=hub.namespace, expand=["sha", "gguf"])))
     except Exception as exc:  # any client failure: the root cannot be listed
         raise HubListingError(f"cannot list the models of {hub.namespace!r}: {_message(exc)}") from exc
     if not models:
         raise HubListingError(f"hf://{hub.namespace} has no model repositories (or they are all private)")
-    repos = [(HubURL(hub.namespace, str(m.id).split("/", 1)[1], None, ""), getattr(m, "sha", None)) for m in models]
+    repos = [
+        (
+            HubURL(hub.namespace, str(m.id).split("/", 1)[1], None, ""),
+            getattr(m, "sha", None),
+            parse_hub_gguf(getattr(m, "gguf", None)),
+        )
+        for m in models
+    ]
     out: list[ListedFile] = []
     with ThreadPoolExecutor(min(REPO_THREADS, len(repos)), thread_name_prefix="gguf-audit-hub") as pool:
-        for files in pool.map(lambda r: _list_repo(api, r[0], r[1], selected, options), repos):
+        for files in pool.map(lambda r: _list_repo(api, r[0], r[1], selected, options, r[2]), repos):
             out.extend(files)
     return out

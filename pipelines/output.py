@@ -46,7 +46,7 @@ import pyarrow.dataset as ds
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.pipelines.delta import DeltaTables, conform, delta_storage_options
+from gguf_audit.pipelines.delta import STORE_ERRORS, DeltaTables, conform, delta_storage_options, one_line
 from gguf_audit.pipelines.lease import DEFAULT_EXPIRY_S, Lease, LeaseLost, acquire_lease
 from gguf_audit.pipelines.parts import PartFile, is_local_fs
 from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMA_VERSION, SCHEMAS, TABLE_NAMES
@@ -138,13 +138,19 @@ class Output:
                 self._preflight_local()
             else:
                 self._preflight_bucket()
-            probe = self.path(f".gguf-audit-probe-{secrets.token_hex(6)}")
-            self.fs.pipe_file(probe, b"probe")
-            self.fs.rm_file(probe)
+            # The probe goes through deltalake, the way the commit will write (its endpoint and HTTP settings),
+            # not through fsspec, which may reach a store the commit cannot.
+            name = f".gguf-audit-probe-{secrets.token_hex(6)}"
+            try:
+                self.delta.write_probe(name)
+            finally:
+                self.fs.invalidate_cache()
+                if self.fs.exists(self.path(name)):
+                    self.fs.rm(self.path(name), recursive=True)
         except OutputError:
             raise
-        except (OSError, ValueError, PermissionError) as exc:
-            reason = getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}"
+        except STORE_ERRORS as exc:
+            reason = getattr(exc, "strerror", None) or f"{type(exc).__name__}: {one_line(str(exc))}"
             raise OutputError(f"cannot write to the output: {reason}. Got {self.url!r}.") from exc
         for table in TABLE_NAMES:
             base = self.path(table)

@@ -146,6 +146,8 @@ def reuse_rows(table: pa.Table, listing: Mapping[str, ListedFile]) -> pa.Table:
         "rate_limit_wait_s": pa.array(np.zeros(n, dtype=np.float64)),
         "bytes_read": pa.array(np.zeros(n, dtype=np.int64)),
         "requests": pa.array(np.zeros(n, dtype=np.int64)),
+        "resolve_requests": pa.nulls(n, pa.int64()),
+        "cdn_requests": pa.nulls(n, pa.int64()),
         "io_seconds": pa.array(np.zeros(n, dtype=np.float64)),
         "seconds": pa.array(np.zeros(n, dtype=np.float64)),
         "reused": pa.array(np.ones(n, dtype=bool)),

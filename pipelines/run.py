@@ -367,6 +367,7 @@ def _leased_scan(
             collection_bytes=max(listing.total_bytes, tally.size_bytes),
             listing_seconds=listing.seconds,
             listing_requests=listing.requests,
+            skipped=tuple(str(s) for s in listing.skipped),
             audit_seconds=audit_seconds,
             seconds=time.perf_counter() - begun,
             rows_checked=rows_checked,

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from gguf_audit.cli import ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
+from gguf_audit.io.options import s3_endpoint, s3_region
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.delta import table_uri
 from gguf_audit.pipelines.duck import connect, extension_path
@@ -94,13 +95,15 @@ def duckdb_preamble(out_url: str) -> list[str]:
 
 
 def s3_secret(out_options: Mapping[str, Any]) -> str:
-    """A DuckDB S3 secret taking credentials from the chain a scan uses; an endpoint from the options spelt out."""
-    endpoint = out_options.get("endpoint_url") or (out_options.get("client_kwargs") or {}).get("endpoint_url")
-    extra = ""
-    if isinstance(endpoint, str) and "://" in endpoint:
+    """A DuckDB S3 secret taking credentials from the chain a scan uses; the endpoint (the options', else
+    ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``: an S3-compatible store) and the region spelt out."""
+    endpoint = s3_endpoint(out_options)
+    region = s3_region(out_options)
+    extra = f", REGION {sql_literal(region)}" if region else ""
+    if endpoint is not None and "://" in endpoint:
         scheme, host = endpoint.split("://", 1)
-        ssl = "true" if scheme == "https" else "false"
-        extra = f", ENDPOINT {sql_literal(host.rstrip('/'))}, URL_STYLE 'path', USE_SSL {ssl}"
+        ssl = "true" if scheme.lower() == "https" else "false"
+        extra += f", ENDPOINT {sql_literal(host.rstrip('/'))}, URL_STYLE 'path', USE_SSL {ssl}"
     return f"CREATE SECRET (TYPE s3, PROVIDER credential_chain{extra});"
 
 

@@ -38,6 +38,7 @@ def http(http_corpus: RangeHTTPServer) -> Iterator[RangeHTTPServer]:
     http_corpus.fail_next = 0
     http_corpus.fail_status = 503
     http_corpus.truncate_next = 0
+    http_corpus.lie_next = 0
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,21 @@ from typing import Final
 
 from gguf_audit.errors import GGUFAuditError, SourceError
 
-__all__ = ["RANGE_IGNORED", "RangeAnswerError", "classify_error", "describe_io_error", "source_error"]
+__all__ = [
+    "RANGE_IGNORED",
+    "SIZE_MISMATCH",
+    "RangeAnswerError",
+    "SizeMismatchError",
+    "classify_error",
+    "describe_io_error",
+    "source_error",
+]
 
 RANGE_IGNORED: Final = "io.range_ignored"
 """The code of a server that answers Range with the whole body, past what may be read of it."""
+
+SIZE_MISMATCH: Final = "io.size_mismatch"
+"""The code of a file whose size the listing and the answers do not agree on (after retries)."""
 
 
 class RangeAnswerError(GGUFAuditError, ConnectionError):
@@ -24,6 +35,20 @@ class RangeAnswerError(GGUFAuditError, ConnectionError):
     Never used as data; retried like a dropped connection (a proxy or a
     server under load may answer one request badly and the next well).
     """
+
+
+class SizeMismatchError(RangeAnswerError):
+    """An answer whose ``Content-Range`` total (or whole-body length) is not the size learnt before it.
+
+    Retried like any bad answer (a proxy may lie once); when the retries keep
+    disagreeing the file gets ``io.size_mismatch``, never a truncation verdict.
+    """
+
+    def __init__(self, known: int, known_from: str, told: int, content_range: str | None) -> None:
+        self.known = known
+        self.told = told
+        shown = f" ({content_range!r})" if content_range else ""
+        super().__init__(f"{known_from} says the file has {known} bytes, an answer says {told}{shown}")
 
 
 _TRANSIENT_STATUS: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -51,6 +76,8 @@ def classify_error(exc: BaseException) -> tuple[str, bool]:
     """
     if isinstance(exc, SourceError):
         return exc.code, False
+    if isinstance(exc, SizeMismatchError):
+        return SIZE_MISMATCH, True
     if isinstance(exc, FileNotFoundError | IsADirectoryError | NotADirectoryError):
         return "io.not_found", False
     if isinstance(exc, PermissionError):

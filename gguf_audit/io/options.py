@@ -11,12 +11,21 @@ Every command applies this one rule.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any, Final
 
 from gguf_audit.errors import GGUFAuditError
 
-__all__ = ["CREDENTIAL_KEYS", "StorageOptionsError", "check_no_credentials", "parse_storage_options"]
+__all__ = [
+    "CREDENTIAL_KEYS",
+    "StorageOptionsError",
+    "check_no_credentials",
+    "parse_storage_options",
+    "s3_allows_http",
+    "s3_endpoint",
+    "s3_region",
+]
 
 CREDENTIAL_KEYS: Final = frozenset(
     {
@@ -111,3 +120,46 @@ def parse_storage_options(text: str | None, flag: str = "--storage-options") -> 
         raise StorageOptionsError(f"{flag} must be a JSON object. Got {text!r}.")
     check_no_credentials(parsed, flag)
     return parsed
+
+
+# --- S3-compatible stores (MinIO, Ceph, moto): the standard environment, as botocore and delta-rs read it
+
+
+def s3_endpoint(options: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The S3 endpoint URL: the options' ``client_kwargs.endpoint_url`` (or ``endpoint_url``), else
+    ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL`` (botocore's service-specific and global variables)."""
+    opts = options or {}
+    env = os.environ if environ is None else environ
+    client = opts.get("client_kwargs")
+    for value in (
+        client.get("endpoint_url") if isinstance(client, Mapping) else None,
+        opts.get("endpoint_url"),
+        env.get("AWS_ENDPOINT_URL_S3"),
+        env.get("AWS_ENDPOINT_URL"),
+    ):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def s3_region(options: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The region: the options' ``client_kwargs.region_name``, else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``."""
+    opts = options or {}
+    env = os.environ if environ is None else environ
+    client = opts.get("client_kwargs")
+    for value in (
+        client.get("region_name") if isinstance(client, Mapping) else None,
+        env.get("AWS_REGION"),
+        env.get("AWS_DEFAULT_REGION"),
+    ):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def s3_allows_http(endpoint: str | None, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether plain HTTP is to be used: an ``http://`` endpoint, or ``AWS_ALLOW_HTTP`` set true."""
+    env = os.environ if environ is None else environ
+    if env.get("AWS_ALLOW_HTTP", "").strip().lower() in ("1", "true", "yes"):
+        return True
+    return endpoint is not None and endpoint.lower().startswith("http://")

@@ -12,19 +12,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import SourceError
-from gguf_audit.io.errors import RangeAnswerError, classify_error, describe_io_error
+from gguf_audit.io.errors import RangeAnswerError, SizeMismatchError, classify_error, describe_io_error
 from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.hub import hub_endpoint, hub_headers, parse_hf_url, resolve_url
+from gguf_audit.io.hub_source import CDN_URLS, EXPIRY_MARGIN_S, REDIRECTS, cdn_expiry
 from gguf_audit.io.limits import (
     DEFAULT_HOST_LIMITS,
     DEFAULT_HOST_PAUSES,
@@ -34,95 +36,11 @@ from gguf_audit.io.limits import (
     parse_rate_limit,
 )
 from gguf_audit.io.ranged import check_body, check_partial, parse_content_range, read_upto, whole_body_end
+from gguf_audit.io.read_config import DEFAULT_READ_CONFIG, ByteSource, IOStats, ReadConfig
 
-__all__ = [
-    "DEFAULT_READ_CONFIG",
-    "ByteSource",
-    "FsspecSource",
-    "HTTPSource",
-    "IOStats",
-    "ReadConfig",
-    "S3Source",
-    "open_source",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class ReadConfig:
-    """How reads are made. Every limit here bounds time or memory per file."""
-
-    initial_bytes: int = 512 * 1024
-    """First request of a header: one round trip covers most small headers,
-    and the parser's estimate sizes the second for the big tokenizer arrays."""
-    max_header_bytes: int = 512 * 1024 * 1024
-    """A header claiming more is not read further (``header.too_large``)."""
-    retries: int = 3
-    """Attempts after the first, for transient failures only (header and sampled reads alike)."""
-    backoff_s: float = 0.2
-    """First retry delay; doubles each attempt."""
-    timeout_s: float = 60.0
-    """Per request, where the filesystem takes a timeout."""
-    max_per_host: int = 8
-    """Sampled-range requests in flight to one host at most, across every file
-    the process reads (:class:`~gguf_audit.io.limits.HostLimits`). The S3
-    connection pool is sized to match unless the storage options set
-    ``max_pool_connections``."""
-    max_ignored_range_bytes: int = 64 << 20
-    """A server that answers a Range request with 200 and the whole body is read
-    from its start this far at most, and the asked bytes taken from that;
-    asked bytes past it give ``io.range_ignored``."""
-    max_rate_limit_wait_s: float = 330.0
-    """Seconds a file may spend waiting for a host's rate limit to reset (429,
-    ``RateLimit``/``Retry-After``), in all; past it the file gets ``io.rate_limited``.
-    The Hub's windows are 5 minutes."""
-
-    def __post_init__(self) -> None:
-        for name in ("initial_bytes", "max_header_bytes", "max_per_host", "max_ignored_range_bytes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"ReadConfig.{name} must be an int >= 1. Got {value!r}.")
-
-
-DEFAULT_READ_CONFIG = ReadConfig()
-
-
-@dataclass(slots=True)
-class IOStats:
-    """What a file cost: requests made (retries included) and body bytes received."""
-
-    requests: int = 0
-    bytes_read: int = 0
-    seconds: float = 0.0
-    rate_limited: int = 0
-    """Answers that said to wait (429s, and answers with no requests left in the window)."""
-    rate_limit_wait_s: float = 0.0
-    """Seconds spent waiting for a rate limit to reset."""
-
-    def add(self, nbytes: int, seconds: float) -> None:
-        self.requests += 1
-        self.bytes_read += nbytes
-        self.seconds += seconds
-
-
-class ByteSource(Protocol):
-    """Something that serves byte ranges of one file."""
-
-    url: str
-    stats: IOStats
-
-    @property
-    def size(self) -> int | None: ...
-
-    def read(self, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)``; fewer at the end of the file. Raises SourceError."""
-        ...
-
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
-        """Several ranges in one concurrent round; failures come back as values."""
-        ...
-
-
-# --- sources -----------------------------------------------------------------
+# ReadConfig, IOStats and ByteSource live in read_config.py and are re-exported here, where they are used.
+__all__ = ["DEFAULT_READ_CONFIG", "ByteSource", "FsspecSource", "HTTPSource", "HubSource", "IOStats", "ReadConfig"]
+__all__ += ["S3Source", "open_source"]
 
 
 def _with_timeouts(protocol: str, options: Mapping[str, Any], config: ReadConfig) -> dict[str, Any]:
@@ -147,7 +65,7 @@ def _with_timeouts(protocol: str, options: Mapping[str, Any], config: ReadConfig
         # botocore's pool holds 10 connections by default: sized to the
         # per-host cap, a file's sampled ranges neither queue for one nor
         # open more than the cap allows.
-        config_kwargs.setdefault("max_pool_connections", config.max_per_host)
+        config_kwargs.setdefault("max_pool_connections", config.max_per_s3_host)
         opts["config_kwargs"] = config_kwargs
     return opts
 
@@ -180,19 +98,48 @@ class FsspecSource:
     """Set once the server answered a Range request with the whole body."""
     gate: CpuGate | None = None
     """The process's CPU gate: every request gives the caller's slot back while it waits."""
+    size_from: str | None = None
+    """Who told :attr:`known_size`: ``"the listing"`` or ``"the first answer"`` (None while unknown)."""
+    size_conflict: tuple[int, int] | None = None
+    """The sizes (learnt, then told) of a disagreement that outlasted the retries; None when none did."""
 
     sizes_from_response: ClassVar[bool] = False
     """Whether a read's response tells the file size (so no look-up is needed first)."""
+
+    def __post_init__(self) -> None:
+        if self.known_size is not None and self.size_from is None:
+            self.size_from = "the listing"
 
     @property
     def size(self) -> int | None:
         return self.known_size
 
     def _learn_size(self, content_range: str | None) -> None:
-        """Take the total size from a ``Content-Range`` (``bytes a-b/N`` or ``bytes */N``)."""
+        """Take the total size from a ``Content-Range`` (``bytes a-b/N`` or ``bytes */N``), or check it.
+
+        Raises SizeMismatchError when it is not the size learnt before (from the listing or an earlier answer).
+        """
         parsed = parse_content_range(content_range)
-        if parsed is not None and parsed.total is not None and self.known_size is None:
-            self.known_size = parsed.total
+        if parsed is not None and parsed.total is not None:
+            self._agree(parsed.total, content_range)
+
+    def _agree(self, told: int, content_range: str | None) -> None:
+        if self.known_size is None:
+            self.known_size = told
+            self.size_from = self.size_from or "the first answer"
+        elif told != self.known_size:
+            raise SizeMismatchError(self.known_size, self.size_from or "an earlier answer", told, content_range)
+
+    def confirm_size(self) -> None:
+        """Ask again for the last byte when the size rests on one answer; raises SourceError when they disagree.
+
+        Called before a verdict that rests on the size (truncated, trailing
+        bytes): a second answer stating another total shows the first lied,
+        one stating the same (or a listing that agreed) lets the verdict stand.
+        """
+        if not self.sizes_from_response or self.size_from != "the first answer" or not self.known_size:
+            return
+        self.read(self.known_size - 1, self.known_size)
 
     def _waiting(self) -> AbstractContextManager[None]:
         """The block a request waits in: the CPU gate's slot given back, if there is a gate."""
@@ -255,6 +202,8 @@ class FsspecSource:
             raise exc
         code, transient = classify_error(exc)
         if not transient or attempt >= self.config.retries:
+            if isinstance(exc, SizeMismatchError):
+                self.size_conflict = (exc.known, exc.told)
             suffix = f" (after {attempt + 1} attempts)" if attempt else ""
             raise SourceError(code, f"{describe_io_error(exc)}{suffix}") from exc
         return float(self.config.backoff_s * 2**attempt)
@@ -314,8 +263,12 @@ class FsspecSource:
         except SourceError as exc:
             return exc
 
+    def _host_cap(self) -> int:
+        """Requests in flight to this file's host at most, across the process."""
+        return self.config.max_per_host
+
     async def _read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
-        slot = self.limits.slot(host_key(self.url, self.fs), self.config.max_per_host)
+        slot = self.limits.slot(host_key(self.url, self.fs), self._host_cap())
         if self.range_ignored:
             # Every answer is the body from byte 0: one read as far as the last range, sliced.
             try:
@@ -390,39 +343,43 @@ class HTTPSource(FsspecSource):
         session = await fs.set_session()
         kw = dict(fs.kwargs)
         headers = dict(kw.pop("headers", None) or {})
-        asked = f"bytes={start}-{end - 1}"
-        headers["Range"] = asked
+        headers["Range"] = f"bytes={start}-{end - 1}"
         headers.setdefault("Accept-Encoding", "identity")
         async with session.get(fs.encode_url(self.url), headers=headers, **kw) as resp:
-            self._note_rate_limit(resp.headers, resp.status, host)
-            if resp.status == 429:
-                return None
-            if resp.status == 416:
-                # Asked past the end: the size is in Content-Range ("bytes */N").
-                self._learn_size(resp.headers.get("Content-Range"))
-                return b""
-            if resp.status == 404:
-                raise FileNotFoundError(self.url)
-            resp.raise_for_status()
-            if resp.status == 206:
-                content_range = resp.headers.get("Content-Range")
-                self._learn_size(content_range)
-                expected = check_partial(start, end, content_range)
-                return check_body(await read_upto(resp.content.read, expected), expected, asked)
-            if resp.status != 200:
-                raise RangeAnswerError(f"asked {asked}, the server answered {resp.status}")
-            # 200: the server ignored Range and sends the whole file from byte 0.
-            self.range_ignored = True
-            length = resp.headers.get("Content-Length")
-            total = int(length) if length is not None and length.isdigit() else None
-            if total is not None and self.known_size is None:
-                self.known_size = total
-            stop = whole_body_end(start, end, total, self.config.max_ignored_range_bytes)
-            body = await read_upto(resp.content.read, stop)
-            resp.close()  # the rest of the body is not wanted: drop the connection
-            if total is not None:
-                check_body(body, stop, asked)
-            return body[start:stop]
+            return await self._ranged_answer(resp, start, end, host)
+
+    async def _ranged_answer(self, resp: Any, start: int, end: int, host: str) -> bytes | None:
+        """The asked bytes ``[start, end)`` from an aiohttp response to a ranged GET; None when it was a 429."""
+        asked = f"bytes={start}-{end - 1}"
+        self._note_rate_limit(resp.headers, resp.status, host)
+        if resp.status == 429:
+            return None
+        if resp.status == 416:
+            # Asked past the end: the size is in Content-Range ("bytes */N").
+            self._learn_size(resp.headers.get("Content-Range"))
+            return b""
+        if resp.status == 404:
+            raise FileNotFoundError(self.url)
+        resp.raise_for_status()
+        if resp.status == 206:
+            content_range = resp.headers.get("Content-Range")
+            self._learn_size(content_range)
+            expected = check_partial(start, end, content_range)
+            return check_body(await read_upto(resp.content.read, expected), expected, asked)
+        if resp.status != 200:
+            raise RangeAnswerError(f"asked {asked}, the server answered {resp.status}")
+        # 200: the server ignored Range and sends the whole file from byte 0.
+        self.range_ignored = True
+        length = resp.headers.get("Content-Length")
+        total = int(length) if length is not None and length.isdigit() else None
+        if total is not None:
+            self._agree(total, None)
+        stop = whole_body_end(start, end, total, self.config.max_ignored_range_bytes)
+        body = await read_upto(resp.content.read, stop)
+        resp.close()  # the rest of the body is not wanted: drop the connection
+        if total is not None:
+            check_body(body, stop, asked)
+        return body[start:stop]
 
     def ensure_size(self) -> int | None:
         if self.known_size is None:
@@ -443,6 +400,9 @@ class S3Source(FsspecSource):
     """
 
     sizes_from_response: ClassVar[bool] = True
+
+    def _host_cap(self) -> int:
+        return self.config.max_per_s3_host
 
     async def _get(self, start: int, end: int) -> bytes:
         end = self._clip(start, end)
@@ -469,8 +429,8 @@ class S3Source(FsspecSource):
             if status == 200 and content_range is None:
                 self.range_ignored = True
                 total = resp.get("ContentLength")
-                if isinstance(total, int) and self.known_size is None:
-                    self.known_size = total
+                if isinstance(total, int):
+                    self._agree(total, None)
                 stop = whole_body_end(
                     start, end, total if isinstance(total, int) else None, self.config.max_ignored_range_bytes
                 )
@@ -481,6 +441,94 @@ class S3Source(FsspecSource):
             return check_body(await read_upto(body.read, expected), expected, asked)
         finally:
             body.close()
+
+
+@dataclass
+class HubSource(HTTPSource):
+    """HTTP range reads of an ``hf://`` file: the resolve URL once, then its CDN redirect target."""
+
+    cdn_url: str | None = field(default=None, repr=False)
+    """The presigned URL the last resolve redirected to (never shown: it carries a signature)."""
+    cdn_expires: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stats.resolve_requests, self.stats.cdn_requests = (
+            self.stats.resolve_requests or 0,
+            self.stats.cdn_requests or 0,
+        )
+        known = CDN_URLS.get(self.url)
+        if known is not None:
+            self.cdn_url, self.cdn_expires = known
+
+    def _cdn_usable(self) -> bool:
+        return self.cdn_url is not None and time.time() < self.cdn_expires - EXPIRY_MARGIN_S
+
+    async def _get_once(self, start: int, end: int, host: str) -> bytes | None:
+        end = self._clip(start, end)
+        if end <= start:
+            return b""
+        fresh = False
+        if not self._cdn_usable():
+            # Every reader of this file in the process (its ranges, the compare phase's sources): one resolves,
+            # the others then take its CDN URL.
+            async with CDN_URLS.lock_for(self.url):
+                known = CDN_URLS.get(self.url)
+                if not self._cdn_usable() and known is not None:
+                    self.cdn_url, self.cdn_expires = known
+                if not self._cdn_usable():
+                    answered, body = await self._resolve(start, end, host)
+                    if answered:
+                        return body
+                    fresh = True
+        return await self._from_cdn(start, end, host, fresh)
+
+    async def _resolve(self, start: int, end: int, host: str) -> tuple[bool, bytes | None]:
+        """Ask the Hub's resolve URL for the range, not following a redirect: (True, bytes) when it served
+        them itself, (False, None) when it redirected (the CDN URL is kept)."""
+        fs: Any = self.fs
+        session = await fs.set_session()
+        kw = dict(fs.kwargs)
+        headers = dict(kw.pop("headers", None) or {})
+        headers["Range"] = f"bytes={start}-{end - 1}"
+        headers.setdefault("Accept-Encoding", "identity")
+        self.stats.resolve_requests = (self.stats.resolve_requests or 0) + 1
+        async with session.get(fs.encode_url(self.url), headers=headers, allow_redirects=False, **kw) as resp:
+            location = resp.headers.get("Location") if resp.status in REDIRECTS else None
+            if location is None:
+                return True, await self._ranged_answer(resp, start, end, host)
+            self._note_rate_limit(resp.headers, resp.status, host)
+        now = time.time()
+        self.cdn_url = urllib.parse.urljoin(self.url, location)
+        self.cdn_expires = cdn_expiry(self.cdn_url, now)
+        CDN_URLS.put(self.url, self.cdn_url, self.cdn_expires)
+        self.stats.requests += 1  # the resolve; the caller counts the CDN request that answers
+        return False, None
+
+    async def _from_cdn(self, start: int, end: int, host: str, fresh: bool) -> bytes | None:
+        """The range from the CDN URL, sent without the Hub's token; a 403 drops the URL (resolve again),
+        unless the URL is ``fresh`` (this very read resolved it): then the file may not be read."""
+        fs: Any = self.fs
+        session = await fs.set_session()
+        kw = {k: v for k, v in fs.kwargs.items() if k != "headers"}
+        url = self.cdn_url
+        if url is None:  # another range's 403 dropped it meanwhile
+            return await self._get_once(start, end, host)
+        headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
+        self.stats.cdn_requests = (self.stats.cdn_requests or 0) + 1
+        async with session.get(url, headers=headers, **kw) as resp:
+            if resp.status == 403 and fresh:
+                raise PermissionError(f"the CDN refused (403) the URL {self.url} had just redirected to")
+            if resp.status == 403:
+                # Expired early, or its key rotated: resolve again (this request is counted here, the next by
+                # the caller).
+                if self.cdn_url == url:
+                    self.cdn_url = None
+                CDN_URLS.drop(self.url, url)
+                self.stats.requests += 1
+            else:
+                return await self._ranged_answer(resp, start, end, host)
+        return await self._get_once(start, end, host)
 
 
 def open_source(
@@ -526,8 +574,8 @@ def _hub_source(
     config: ReadConfig,
     revision: str | None,
     gate: CpuGate | None = None,
-) -> HTTPSource:
-    """An HTTP source over the resolve URL of ``url``, with the bearer token huggingface_hub resolves."""
+) -> HubSource:
+    """The source of ``url`` (``hf://ORG/REPO[@REV]/PATH``) with the bearer token huggingface_hub resolves."""
     try:
         hub = parse_hf_url(url)
     except ValueError as exc:
@@ -540,4 +588,4 @@ def _hub_source(
     if options.get("client_kwargs"):
         http_options["client_kwargs"] = dict(options["client_kwargs"])
     fs, _ = url_to_fs(target, **_with_timeouts("http", http_options, config))
-    return HTTPSource(url=target, fs=fs, path=target, known_size=size, config=config, gate=gate)
+    return HubSource(url=target, fs=fs, path=target, known_size=size, config=config, gate=gate)

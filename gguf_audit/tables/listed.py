@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gguf_audit.checks.hub_gguf import HubGGUF
 from gguf_audit.redact import redact_url
 
 __all__ = ["ListedFile"]
@@ -42,6 +43,8 @@ class ListedFile:
     """Set when the listing itself failed for this entry (a repository that could not be listed): the
     ``io.*`` code the file's row gets instead of an audit, with :attr:`error_message`."""
     error_message: str | None = None
+    hub_gguf: HubGGUF | None = field(default=None, compare=False)
+    """``hf://`` files: the Hub's ``gguf`` card of the repository, from the listing (compared with the header)."""
     read_url: str | None = field(default=None, repr=False, compare=False)
     """The URL bytes are read from when it differs from :attr:`url` (its credentials); None: :attr:`url`.
     Goes to the workers that read, never into a row."""

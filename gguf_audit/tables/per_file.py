@@ -145,6 +145,8 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
         "revision": listed.revision,
         "rate_limited": audit.io.rate_limited,
         "rate_limit_wait_s": audit.io.rate_limit_wait_s,
+        "resolve_requests": audit.io.resolve_requests,
+        "cdn_requests": audit.io.cdn_requests,
     }
     if h is not None:
         arch = _str_value(h, "general.architecture")

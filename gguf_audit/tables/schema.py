@@ -180,6 +180,9 @@ _FILES_LINEAGE: Final = [
     # what the night's compare phase spent on the file (as a quantized file or as its family's reference)
     _f("compare_requests", pa.int64()),
     _f("compare_bytes", pa.int64()),
+    # then the Hub's two kinds of requests (issue 19): null for other stores and for reused rows
+    _f("resolve_requests", pa.int64()),
+    _f("cdn_requests", pa.int64()),
 ]
 
 _MODELS_LINEAGE: Final = [
@@ -197,6 +200,9 @@ _RUNS_LINEAGE: Final = [
     # added after the compare columns, at the end: earlier nights read it as null
     _f("listing_requests", pa.int64()),
     _f("llama_cpp_build", pa.string()),
+    # then what the listing skipped (broken links, loops, aliases of listed files): counted, and named up to a limit
+    _f("n_skipped", pa.int64()),
+    _f("skipped", pa.list_(pa.string())),
 ]
 
 _COMPARE: Final = [

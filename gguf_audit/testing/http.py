@@ -76,6 +76,7 @@ class _Knobs:
     no_content_length: bool
     allow_head: bool
     truncate: bool
+    lying_total: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +137,10 @@ class _RangeHandler(BaseHTTPRequestHandler):
         knobs = owner._begin_request(RequestRecord(self.command, shown, range_header))
         self._counted = True
         try:
+            authorize = owner.authorize
+            if authorize is not None and not authorize(path, split.query):
+                self._send_simple(403, head=head)
+                return
             self._respond(knobs, path, range_header, head=head)
         finally:
             self._uncount()
@@ -167,14 +172,17 @@ class _RangeHandler(BaseHTTPRequestHandler):
             return
 
         size = resource.size
+        # A lying total (a stale proxy, a CDN bug): ranges are resolved against it and it is the total this
+        # answer's Content-Range states; the body still holds only the bytes the file has.
+        told = size if knobs.lying_total is None else knobs.lying_total
         status, start, end = 200, 0, size
         if range_header is not None and not knobs.ignore_range:
-            parsed = parse_byte_range(range_header, size)
-            if parsed == "unsatisfiable":
-                self._send_simple(416, head=head, extra={"Content-Range": f"bytes */{size}", "ETag": resource.etag})
+            parsed = parse_byte_range(range_header, told)
+            if parsed == "unsatisfiable" or (parsed != "ignore" and parsed[0] >= size):
+                self._send_simple(416, head=head, extra={"Content-Range": f"bytes */{told}", "ETag": resource.etag})
                 return
             if parsed != "ignore":
-                status, (start, end) = 206, parsed
+                status, (start, end) = 206, (parsed[0], min(parsed[1], size))
 
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
@@ -182,7 +190,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
         if not knobs.ignore_range:
             self.send_header("Accept-Ranges", "bytes")
         if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{told}")
         if knobs.no_content_length:
             # Without a length the only end-of-body marker is the connection closing.
             self.send_header("Connection", "close")
@@ -254,7 +262,10 @@ class RangeHTTPServer(LoopbackServer):
       (headers promising all of it), then close the connection;
     - ``no_content_length``: send no ``Content-Length`` and close the
       connection after each body, so a client cannot learn the size up front;
-    - ``allow_head``: when False, answer HEAD with 405.
+    - ``allow_head``: when False, answer HEAD with 405;
+    - ``authorize``: ``(path, query) -> bool``; a request it refuses gets 403 (a CDN's presigned URLs);
+    - ``lie_next`` / ``lying_total``: the next N GET answers state ``lying_total`` as the file's size in
+      their ``Content-Range`` (and resolve the range against it), as a stale proxy or a CDN bug would.
 
     :attr:`max_in_flight` records the most requests answered at once (a
     client's concurrency, as the server sees it).
@@ -272,6 +283,8 @@ class RangeHTTPServer(LoopbackServer):
         truncate_next: int = 0,
         no_content_length: bool = False,
         allow_head: bool = True,
+        lie_next: int = 0,
+        lying_total: int = 0,
     ) -> None:
         super().__init__()
         self._closing = threading.Event()
@@ -289,6 +302,9 @@ class RangeHTTPServer(LoopbackServer):
         self._max_in_flight = 0
         self._no_content_length = no_content_length
         self._allow_head = allow_head
+        self._lie_next = int(lie_next)
+        self.authorize: Callable[[str, str], bool] | None = None
+        self._lying_total = int(lying_total)
         self._serve(_RangeServer(self))
 
     # -- addresses
@@ -413,6 +429,27 @@ class RangeHTTPServer(LoopbackServer):
         with self._lock:
             self._allow_head = value
 
+    @property
+    def lie_next(self) -> int:
+        """GET answers still to state :attr:`lying_total` as the size."""
+        with self._lock:
+            return self._lie_next
+
+    @lie_next.setter
+    def lie_next(self, value: int) -> None:
+        with self._lock:
+            self._lie_next = int(value)
+
+    @property
+    def lying_total(self) -> int:
+        with self._lock:
+            return self._lying_total
+
+    @lying_total.setter
+    def lying_total(self, value: int) -> None:
+        with self._lock:
+            self._lying_total = int(value)
+
     # -- accounting
 
     @property
@@ -452,6 +489,10 @@ class RangeHTTPServer(LoopbackServer):
             if fail_status is None and record.method == "GET" and self._truncate_next > 0:
                 self._truncate_next -= 1
                 truncate = True
+            lying_total: int | None = None
+            if fail_status is None and record.method == "GET" and self._lie_next > 0:
+                self._lie_next -= 1
+                lying_total = self._lying_total
             return _Knobs(
                 self._ignore_range,
                 self._latency_s,
@@ -459,6 +500,7 @@ class RangeHTTPServer(LoopbackServer):
                 self._no_content_length,
                 self._allow_head,
                 truncate,
+                lying_total,
             )
 
     def _end_request(self) -> None:

@@ -35,7 +35,9 @@ Choices, where the Hub does more than a test needs:
   with the headers the Hub puts on its LFS redirect (``X-Linked-Etag``,
   ``X-Linked-Size``, ``X-Repo-Commit``); given a ``cdn`` (a
   :class:`~gguf_audit.testing.http.RangeHTTPServer`, another port: another
-  origin), they are answered as on the Hub, 302 to the blob on the CDN.
+  origin), they are answered as on the Hub, 302 to the blob on the CDN at a
+  URL presigned for an hour (:class:`~gguf_audit.testing.cdn.Presigner`:
+  the CDN answers 403 once it expires or the key rotates).
 - No Xet: resolve answers no ``X-Xet-Hash``, so the client reads over plain
   HTTP ranges even with ``hf_xet`` installed; tree entries carry a stand-in
   ``xetHash`` only with ``xet_hashes`` on.
@@ -78,6 +80,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Literal
 
+from gguf_audit.testing.cdn import Presigner
 from gguf_audit.testing.http import RangeHTTPServer, parse_byte_range
 from gguf_audit.testing.hub_store import (
     Commit,
@@ -230,6 +233,9 @@ class LocalHub(LoopbackServer):
     ) -> None:
         super().__init__()
         self.cdn, self._on_cdn = cdn, set[str]()
+        self.presigner = Presigner()  # CDN URLs signed for an hour (presigner.ttl_s); presigner.rotate() revokes
+        if cdn is not None:
+            cdn.authorize = self.presigner.allows
         self.xet_hashes = False  # tree entries of LFS files carry a stand-in xetHash (never X-Xet-Hash)
         self._closing = threading.Event()
         self._state = HubState()
@@ -536,7 +542,8 @@ class LocalHub(LoopbackServer):
                 if file.sha256 not in self._on_cdn:  # put hashes the bytes: once per blob
                     self.cdn.put(f"lfs/{file.sha256}", file.data)
                     self._on_cdn.add(str(file.sha256))
-                return _Reply(302, {**headers, "Location": self.cdn.url_for(f"lfs/{file.sha256}")})
+                location = self.presigner.sign(self.cdn.url_for(f"lfs/{file.sha256}"))
+                return _Reply(302, {**headers, "Location": location})
         status, span = 200, (0, file.size)
         if range_header is not None:
             parsed = parse_byte_range(range_header, file.size)
@@ -548,6 +555,16 @@ class LocalHub(LoopbackServer):
                 status, span = 206, parsed
                 headers["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{file.size}"
         return _Reply(status, headers, file=file, span=span)
+
+    def model_card(self, repo_id: str) -> dict[str, Any] | None:
+        """The ``gguf`` card the Hub serves for ``repo_id`` at its main branch (read from its files)."""
+        repo = self._repo_for_setup(repo_id)
+        card = model_json(repo, repo.commits[repo.branches["main"]], full=True, blobs=False, expand=["gguf"])
+        return card.get("gguf")
+
+    def set_gguf_card(self, repo_id: str, card: dict[str, Any] | None) -> None:
+        """Serve ``card`` as ``repo_id``'s ``gguf`` field instead of the one its files give (None: theirs again)."""
+        self._repo_for_setup(repo_id).gguf_override = card
 
     # -- lifecycle
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from gguf_audit.testing.hub_gguf import gguf_card
+
 __all__ = [
     "LFS_SUFFIXES",
     "LFS_THRESHOLD_BYTES",
@@ -160,6 +162,8 @@ class Repo:
     created_at: datetime
     commits: dict[str, Commit] = field(default_factory=dict)
     branches: dict[str, str] = field(default_factory=dict)
+    gguf_override: dict[str, Any] | None = None
+    """A ``gguf`` card to serve instead of the one read from the files (a stale or wrong card, for tests)."""
 
     @property
     def namespace(self) -> str:
@@ -363,6 +367,16 @@ def paths_info_json(repo: Repo, commit: Commit, paths: Iterable[str], *, expand:
     return out
 
 
+_CARDS: dict[str, dict[str, Any] | None] = {}
+
+
+def _card(commit: Commit) -> dict[str, Any] | None:
+    """The commit's ``gguf`` card, read once per commit (a commit never changes)."""
+    if commit.sha not in _CARDS:
+        _CARDS[commit.sha] = gguf_card({p: f.data for p, f in commit.files.items() if p.endswith(".gguf")})
+    return _CARDS[commit.sha]
+
+
 def model_json(repo: Repo, commit: Commit, *, full: bool, blobs: bool, expand: Iterable[str] | None) -> dict[str, Any]:
     """A model as ``/api/models`` (``full``: with siblings and sha) and ``/api/models/{id}`` answer it.
 
@@ -393,6 +407,9 @@ def model_json(repo: Repo, commit: Commit, *, full: bool, blobs: bool, expand: I
         "siblings": siblings,
         "usedStorage": sum(f.size for f in commit.files.values()),
     }
+    card = repo.gguf_override if repo.gguf_override is not None else _card(commit)
+    if card is not None:
+        props["gguf"] = card
     base = {"_id": hashlib.sha1(repo.repo_id.encode(), usedforsecurity=False).hexdigest()[:24], "id": repo.repo_id}
     if expand is not None:
         wanted = set(expand)

@@ -14,6 +14,7 @@ close. Typical use::
 from __future__ import annotations
 
 import http.client
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -57,6 +58,8 @@ class MotoS3Server(LoopbackServer):
     def __init__(self) -> None:
         super().__init__()
         self._client: Any = None
+        self.latency_s = 0.0
+        """Seconds added before answering each counted request (benchmarks: a real store's round trip)."""
         app = DomainDispatcherApplication(create_backend_app)
         self._serve(_TrackedWSGIServer(self._counting(app), self._note_connection))
 
@@ -126,6 +129,8 @@ class MotoS3Server(LoopbackServer):
                 environ.get("HTTP_RANGE"),
             )
             self._record(record)
+            if self.latency_s > 0:
+                time.sleep(self.latency_s)  # a store's round trip (each request has its own server thread)
             return self._count_body(app(environ, start_response))
 
         return counting_app

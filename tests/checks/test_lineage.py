@@ -107,9 +107,9 @@ def test_lineage_only_adds_nullable_columns_at_the_end() -> None:
     from gguf_audit.tables.schema import stored_schema
 
     added = {
-        "files": ["tensor_set_digest", "compare_bytes"],  # mmproj pairing, then the compare I/O columns
+        "files": ["tensor_set_digest", "cdn_requests"],  # mmproj pairing, compare I/O, then the Hub's request counts
         "models": ["family_key", "reference_url"],
-        "runs": ["compare_version", "listing_requests"],  # listing_requests came later, after compare_rows
+        "runs": ["compare_version", "skipped"],  # listing_requests and the skipped entries came later
     }
     later = {"files": ["llama_cpp"], "models": ["llama_cpp"], "runs": ["llama_cpp_build"]}  # added after lineage
     for table, (first, last) in ((t, (c[0], c[-1])) for t, c in added.items()):

@@ -175,9 +175,46 @@ def test_lfs_redirect_to_a_cdn_keeps_the_range() -> None:
         assert audit.header is not None and audit.samples
         assert not any(f.code.startswith("io.") for f in audit.findings)
         assert hub.resolve_bytes_sent == 0  # the Hub only redirected
-        assert len(cdn.requests) == hub.resolve_requests == audit.io.requests
+        # One resolve for the file; every range, the header's and the samples', from the CDN URL it gave.
+        assert hub.resolve_requests == audit.io.resolve_requests == 1
+        assert len(cdn.requests) == audit.io.cdn_requests > 1
+        assert audit.io.requests == hub.resolve_requests + len(cdn.requests)
         assert all(r.range is not None and r.range.startswith("bytes=") for r in cdn.requests)
+        assert all("Signature=" in r.path for r in cdn.requests)
         assert cdn.bytes_sent == audit.io.bytes_read
+
+
+def test_an_expired_or_refused_cdn_url_is_resolved_again() -> None:
+    from gguf_audit.io.hub_source import CDN_URLS
+    from gguf_audit.io.source import open_source
+
+    with RangeHTTPServer() as cdn, LocalHub(cdn=cdn) as hub:
+        hub.add_org("org")
+        hub.create_repo("org/m")
+        sha = hub.add_files("org/m", {"m.gguf": _model("tiny-llama-Q4_K_M.gguf")})
+        options = {"endpoint": hub.endpoint, "token": False}
+        source = open_source("hf://org/m/m.gguf", storage_options=options, revision=sha)
+        assert len(source.read(0, 64)) == 64 and len(source.read(64, 128)) == 64
+        assert (source.stats.resolve_requests, source.stats.cdn_requests) == (1, 2)
+        # Past its Expires (as the URL says; the process's copy too): resolved before the next range, no 403 asked for.
+        CDN_URLS.drop(source.url, source.cdn_url)  # type: ignore[attr-defined]
+        source.cdn_expires = 0.0  # type: ignore[attr-defined]
+        assert len(source.read(128, 192)) == 64
+        assert (source.stats.resolve_requests, source.stats.cdn_requests) == (2, 3)
+        # The CDN's key rotated: its 403 costs one request, then one resolve, and the range is read.
+        hub.presigner.rotate()
+        cdn.reset_stats()
+        assert len(source.read(192, 256)) == 64
+        assert (source.stats.resolve_requests, source.stats.cdn_requests) == (3, 5)
+        assert [r.range for r in cdn.requests] == ["bytes=192-255", "bytes=192-255"]
+        assert source.stats.requests == 3 + 5
+        # A CDN that refuses even a URL just resolved: io.permission_denied, not a loop.
+        hub.presigner.ttl_s = -10.0
+        hub.presigner.rotate()  # the URL this process keeps for the file is refused too
+        audit = audit_file(
+            "hf://org/m/m.gguf", storage_options={"endpoint": hub.endpoint, "token": False}, revision=sha
+        )
+        assert [f.code for f in audit.findings] == ["io.permission_denied"]
 
 
 def test_no_requests_left_pauses_before_the_next_request() -> None:

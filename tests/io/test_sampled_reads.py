@@ -227,7 +227,7 @@ def test_host_limits_give_one_semaphore_per_host_and_limit(http: RangeHTTPServer
 def test_the_s3_pool_matches_the_per_host_cap_unless_set(s3_corpus: MotoS3Server, local: FileAudit) -> None:
     options = s3_corpus.storage_options()
     source = open_source(
-        f"s3://corpus/{REL}", storage_options=options, config=dataclasses.replace(FAST, max_per_host=5)
+        f"s3://corpus/{REL}", storage_options=options, config=dataclasses.replace(FAST, max_per_s3_host=5)
     )
     assert source.fs.config_kwargs["max_pool_connections"] == 5  # type: ignore[attr-defined]
     mine = {**options, "config_kwargs": {**options.get("config_kwargs", {}), "max_pool_connections": 3}}

@@ -67,7 +67,7 @@ def test_s3_listing_keeps_etag_and_mtime(moto: MotoS3Server) -> None:
     moto.reset_stats()
     listing = discover([f"s3://{bucket}"], storage_options={"s3": s3_options(moto)})
     # What the listing cost, counted as sent: every request the S3 server saw (LISTs, the root's HEAD).
-    assert listing.requests == len(moto.requests) >= 3  # the top level, then one listing per prefix (a/, c/)
+    assert listing.requests == len(moto.requests) == 1  # one flat listing of every key (no delimiter)
     by_url = {f.url: f for f in listing.files}
     assert sorted(by_url) == sorted(f"s3://{bucket}/{k}" for k in etags)
     for key, etag in etags.items():
@@ -80,6 +80,26 @@ def test_s3_listing_keeps_etag_and_mtime(moto: MotoS3Server) -> None:
     again = discover([f"s3://{bucket}/a/"], storage_options={"s3": s3_options(moto)})
     assert {f.url: f.size for f in again.files} == {f"s3://{bucket}/a/b/n.gguf": 30, f"s3://{bucket}/a/m.gguf": 7}
     assert again.requests == len(moto.requests) > 0  # the same client, counted again from zero
+
+
+def test_one_folder_per_model_lists_as_one_stream(moto: MotoS3Server) -> None:
+    """40 files in 40 folders: one flat, paginated listing (no delimiter), not a listing per folder."""
+    bucket = f"disc-{uuid.uuid4().hex[:10]}"
+    moto.make_bucket(bucket)
+    for i in range(40):
+        moto.put(bucket, f"models/org-{i:02d}/m-{i:02d}.gguf", b"x" * (i + 1))
+    moto.put(bucket, "models/org-00/README.md", b"r")
+    moto.reset_stats()
+    listing = discover([f"s3://{bucket}/models"], storage_options={"s3": s3_options(moto)})
+    assert len(listing.files) == 40 and listing.total_bytes == sum(range(1, 41))
+    assert listing.requests == len(moto.requests) <= 3
+    assert all(r.method == "GET" and "list-type=2" in r.path and "delimiter=&" in r.path for r in moto.requests)
+    # A root naming one object still works: the empty listing under it, then one look at the object.
+    moto.reset_stats()
+    [one] = discover([f"s3://{bucket}/models/org-07/m-07.gguf"], storage_options={"s3": s3_options(moto)}).files
+    assert one.size == 8
+    with pytest.raises(DiscoveryError, match="does not exist"):
+        discover([f"s3://{bucket}/nothing-here"], storage_options={"s3": s3_options(moto)})
 
 
 def test_hf_style_info() -> None:

@@ -70,7 +70,7 @@ def test_s3_collection(client: Any, moto: MotoS3Server, bucket: str, tmp_path: P
     # What listing the bucket cost is recorded with the night: requests sent, counted as they went out.
     [night] = read_dataset(out, "runs").to_pylist()
     assert night["listing_requests"] == result.listing_requests and result.listing_requests is not None
-    assert 3 <= result.listing_requests <= 20  # the root's HEAD, the top level, a listing per prefix
+    assert 1 <= result.listing_requests <= 3  # one flat listing of the bucket's keys (no delimiter)
     files = _files_by_name(out, result.run_id)
     assert len(files) == SAMPLE_COUNT
     assert all(r["url"].startswith(f"s3://{bucket}/models/") for r in files.values())
@@ -274,9 +274,12 @@ def test_http_manifest(client: Any, tmp_path: Path, sample: dict[str, bytes]) ->
         )
         assert result.n_files == SAMPLE_COUNT + 1
         gets = [r for r in srv.requests if r.method == "GET"]
-        # One ranged GET per file: the size comes from Content-Range, nothing is read twice.
-        assert len(gets) == SAMPLE_COUNT + 1 and all(r.range is not None for r in gets)
     files = {r["url"].rsplit("/m/", 1)[1]: r for r in read_dataset(out, "files").to_pylist()}
+    # One ranged GET per file: the size comes from Content-Range, nothing is read twice; a file judged on its
+    # size (truncated, trailing bytes) asks for its last byte once more, so one lying answer cannot judge it.
+    on_size = sum(1 for r in files.values() if {"data.truncated", "data.trailing_bytes"} & set(r["codes"]))
+    assert on_size >= 1
+    assert len(gets) == SAMPLE_COUNT + 1 + on_size and all(r.range is not None for r in gets)
     assert files["gone.gguf"]["codes"] == ["io.not_found"]
     assert files["gone.gguf"]["status"] == "unreadable"
     assert files["tiny-llama-Q4_K_M.gguf"]["size"] == len(sample["tiny-llama-Q4_K_M.gguf"])

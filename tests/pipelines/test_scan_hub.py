@@ -164,3 +164,46 @@ def test_the_hf_mirror_config_as_written(client: Any, hub: LocalHub, tmp_path: P
     assert hub.resolve_requests == result.requests <= 2 * len(files)
     # The listing: one page of models, then one tree per repository.
     assert hub.api_requests == 1 + 4
+
+
+def test_a_sampled_night_resolves_each_file_once_and_reads_from_the_cdn(client: Any, tmp_path: Path) -> None:
+    """The Hub redirects every LFS resolve to a presigned CDN URL: one resolve per file, the ranges go there."""
+    from gguf_audit.testing.http import RangeHTTPServer
+
+    with RangeHTTPServer() as cdn, LocalHub(cdn=cdn) as hub:
+        hub.add_org("org")
+        hub.create_repo("org/llama")
+        names = ["tiny-llama-Q4_K_M.gguf", "tiny-llama-Q8_0.gguf", "tiny-llama-F16.gguf"]
+        hub.add_files("org/llama", {n: _corpus(f"models/{n}") for n in names})
+        hub.reset_stats()
+        out = tmp_path / "out"
+        result = run_scan(_config(hub, ("hf://org/llama",), out), client=client)
+        files = _files(out, result.run_id)
+        assert len(files) == 3 and all(r["status"] != "unreadable" for r in files.values())
+        # The audit of each file resolves it once; the compare phase, in another worker process, may once more.
+        assert hub.resolve_requests <= 2 * len(files)
+        assert [r["resolve_requests"] for r in files.values()] == [1, 1, 1]
+        assert all(r["cdn_requests"] > 1 and r["requests"] == 1 + r["cdn_requests"] for r in files.values())
+        assert sum(r["cdn_requests"] for r in files.values()) <= len(cdn.requests)
+        assert hub.resolve_bytes_sent == 0  # every byte came from the CDN
+
+
+def test_the_hubs_gguf_card_is_compared_with_each_header_at_no_request(client: Any, tmp_path: Path) -> None:
+    """``expand=gguf`` rides on the listing call: a repository whose card disagrees gets ``hub.gguf_mismatch``."""
+    with LocalHub() as hub:
+        hub.add_org("org")
+        for repo in ("org/right", "org/stale"):
+            hub.create_repo(repo)
+            hub.add_files(repo, {"m-Q4_K_M.gguf": _corpus("models/tiny-llama-Q4_K_M.gguf")})
+        good = hub.model_card("org/right")
+        assert good is not None and good["architecture"] == "llama" and good["total"] > 0
+        hub.set_gguf_card("org/stale", {**good, "context_length": good["context_length"] * 4, "total": 7})
+        out = tmp_path / "out"
+        result = run_scan(_config(hub, ("hf://org",), out, samples=False, compare=False), client=client)
+        problems = read_dataset(out, "problems").to_pylist()
+        mismatches = sorted((p["url"], p["message"]) for p in problems if p["code"] == "hub.gguf_mismatch")
+        assert [url for url, _ in mismatches] == ["hf://org/stale/m-Q4_K_M.gguf"] * 2
+        assert any(f"context length {good['context_length'] * 4}" in m for _, m in mismatches)
+        assert any(f"parameter count 7, the file's header {good['total']}" in m for _, m in mismatches)
+        # The card came with the listing: the model list and one tree per repository, nothing more.
+        assert result.listing_requests == 3

@@ -1,0 +1,127 @@
+"""Local listings follow symlinks (a Hugging Face cache scans as its files) and name what they skip."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_helpers import read_dataset
+
+from gguf_audit.cli import main
+from gguf_audit.pipelines.discover import discover
+
+
+def _hf_cache(root: Path) -> Path:
+    """``models--org--name`` as huggingface_hub lays it out: snapshots link to content-addressed blobs."""
+    repo = root / "models--org--name"
+    blobs = repo / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / "aaa111").write_bytes(b"q4 model bytes")
+    (blobs / "bbb222").write_bytes(b"f16 model bytes, longer")
+    (blobs / "ccc333").write_bytes(b"readme")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("sha2")
+    for sha, names in {"sha1": ["m-Q4_K.gguf"], "sha2": ["m-Q4_K.gguf", "m-F16.gguf", "README.md"]}.items():
+        snap = repo / "snapshots" / sha
+        snap.mkdir(parents=True)
+        for name in names:
+            blob = {"m-Q4_K.gguf": "aaa111", "m-F16.gguf": "bbb222", "README.md": "ccc333"}[name]
+            (snap / name).symlink_to(f"../../blobs/{blob}")
+    return repo
+
+
+def test_hf_cache_scans_as_its_files_once_each(tmp_path: Path) -> None:
+    repo = _hf_cache(tmp_path)
+    listing = discover([str(tmp_path)])
+    snap = f"file://{repo}/snapshots"
+    # Each blob once, under a snapshot path (never the blob's hash name), with the target's size.
+    assert [(f.url, f.size) for f in listing.files] == [
+        (f"{snap}/sha1/m-Q4_K.gguf", len(b"q4 model bytes")),
+        (f"{snap}/sha2/m-F16.gguf", len(b"f16 model bytes, longer")),
+    ]
+    assert all(f.mtime is not None for f in listing.files)
+    # The second snapshot's link to the same blob is named, not silently dropped.
+    assert [str(s) for s in listing.skipped] == [f"{snap}/sha2/m-Q4_K.gguf: same file as {snap}/sha1/m-Q4_K.gguf"]
+
+
+def test_links_loops_and_broken_links_are_named(tmp_path: Path) -> None:
+    real = tmp_path / "models"
+    (real / "a").mkdir(parents=True)
+    (real / "a" / "x.gguf").write_bytes(b"x" * 10)
+    (real / "a" / "up").symlink_to("..")  # a loop back to an ancestor
+    (real / "alias").symlink_to("a")  # the same directory under a second name
+    (real / "gone.gguf").symlink_to("nowhere.gguf")  # broken
+    (real / "self.gguf").symlink_to("self.gguf")  # a link to itself
+    (real / "gone.txt").symlink_to("nowhere.txt")  # broken, but not a file the scan covers
+    os.mkfifo(real / "pipe.gguf")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "y.gguf").write_bytes(b"y" * 7)
+    (real / "linked").symlink_to(outside)  # a symlinked directory is entered
+    listing = discover([str(real)])
+    base = f"file://{real}"
+    assert [(f.url, f.size) for f in listing.files] == [(f"{base}/a/x.gguf", 10), (f"{base}/linked/y.gguf", 7)]
+    reasons = {s.url.removeprefix(base + "/"): s.reason for s in listing.skipped}
+    assert reasons == {
+        "a/up": f"symlink loop {base}",
+        "alias": f"same directory as {base}/a",
+        "gone.gguf": "broken symlink (FileNotFoundError)",
+        "self.gguf": "symlink loop (OSError)",
+        "pipe.gguf": "not a regular file",
+    }
+
+
+def test_symlinked_root_file_and_shard_siblings(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    view = tmp_path / "view"
+    view.mkdir()
+    for i in (1, 2):
+        (store / f"b{i}").write_bytes(b"s" * i)
+        (view / f"m-0000{i}-of-00002.gguf").symlink_to(store / f"b{i}")
+    listing = discover([str(view / "m-00001-of-00002.gguf")])
+    assert [(f.url.rsplit("/", 1)[1], f.size) for f in listing.files] == [
+        ("m-00001-of-00002.gguf", 1),
+        ("m-00002-of-00002.gguf", 2),
+    ]
+
+
+def test_scan_of_a_hf_cache_audits_each_file_and_names_the_rest(
+    client: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], sample: dict[str, bytes]
+) -> None:
+    """Through the CLI: the cache's files get rows under their snapshot paths; what was skipped is printed
+    and lands in ``runs``."""
+    repo = tmp_path / "hub" / "models--org--tiny"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "blobs" / "f1").write_bytes(sample["tiny-llama-Q4_K_M.gguf"])
+    for sha in ("s1", "s2"):
+        (repo / "snapshots" / sha).mkdir(parents=True)
+        (repo / "snapshots" / sha / "tiny-Q4_K_M.gguf").symlink_to("../../blobs/f1")
+    (repo / "snapshots" / "s2" / "broken.gguf").symlink_to("../../blobs/missing")
+    out = tmp_path / "out"
+    status = main(["scan", str(tmp_path / "hub"), "--out", str(out), "--scheduler", client.scheduler.address])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    snap = f"file://{repo}/snapshots"
+    assert "files: 1 (ok 1," in printed
+    assert "skipped 2 listed entries" in printed
+    assert f"{snap}/s2/tiny-Q4_K_M.gguf: same file as {snap}/s1/tiny-Q4_K_M.gguf" in printed
+    files = read_dataset(out, "files")
+    assert files.column("url").to_pylist() == [f"{snap}/s1/tiny-Q4_K_M.gguf"]
+    runs = read_dataset(out, "runs").to_pylist()[0]
+    assert runs["n_skipped"] == 2
+    assert runs["skipped"] == [
+        f"{snap}/s2/broken.gguf: broken symlink (FileNotFoundError)",
+        f"{snap}/s2/tiny-Q4_K_M.gguf: same file as {snap}/s1/tiny-Q4_K_M.gguf",
+    ]
+
+
+def test_hf_cache_with_every_file_included_shows_snapshot_paths(tmp_path: Path) -> None:
+    repo = _hf_cache(tmp_path)
+    listing = discover([str(tmp_path)], include=["*"])
+    urls = [f.url.removeprefix(f"file://{repo}/") for f in listing.files]
+    assert "snapshots/sha1/m-Q4_K.gguf" in urls and "snapshots/sha2/m-F16.gguf" in urls
+    assert not any(u.startswith("blobs/") for u in urls)
+    assert {s.url.removeprefix(f"file://{repo}/") for s in listing.skipped} >= {"blobs/aaa111", "blobs/bbb222"}

@@ -1,0 +1,76 @@
+"""S3-compatible stores from the standard environment: ``AWS_ENDPOINT_URL`` over plain HTTP, nothing else.
+
+moto plays MinIO or Ceph. No storage option names the endpoint: the listing,
+the reads, the output preflight, the Delta commit and the printed DuckDB lines
+all take it from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pipeline_helpers import SAMPLE_COUNT, delta_options, read_dataset
+
+from gguf_audit.cli import main
+from gguf_audit.pipelines.delta import delta_storage_options
+from gguf_audit.pipelines.duck import connect
+from gguf_audit.pipelines.output import Output, OutputError
+from gguf_audit.testing.s3 import MotoS3Server
+
+
+@pytest.fixture
+def endpoint_env(moto: MotoS3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.endpoint_url)
+    monkeypatch.setenv("AWS_REGION", moto.region)
+    monkeypatch.delenv("AWS_ALLOW_HTTP", raising=False)
+    return moto.endpoint_url
+
+
+def test_delta_options_come_from_the_environment(endpoint_env: str) -> None:
+    assert delta_storage_options("s3://b/out", {}) == {
+        "AWS_ENDPOINT_URL": endpoint_env,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+    }
+    assert delta_storage_options("/local/out", {}) == {}
+
+
+def test_preflight_writes_through_deltalake(endpoint_env: str, moto: MotoS3Server, bucket: str) -> None:
+    """The probe goes the commit's way: told not to use HTTP, deltalake refuses, though fsspec could write."""
+    Output(f"s3://{bucket}/ok").preflight()
+    assert "Contents" not in moto.client().list_objects_v2(Bucket=bucket, Prefix="ok/")  # the probe is gone
+    refused = Output(f"s3://{bucket}/no", {"delta": {"AWS_ALLOW_HTTP": "false"}})
+    with pytest.raises(OutputError, match=r"^cannot write to the output: .*") as caught:
+        refused.preflight()
+    message = str(caught.value)
+    assert "\n" not in message and "\x1b" not in message and len(message) < 600, message
+
+
+def test_scan_with_the_endpoint_only_in_the_environment(
+    client: Any, endpoint_env: str, moto: MotoS3Server, bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = f"s3://{bucket}/audit"
+    status = main(["scan", f"s3://{bucket}/models", "--out", out, "--scheduler", client.scheduler.address])
+    printed = capsys.readouterr()
+    assert status == 1, printed.err  # the sample collection holds errors on purpose; the night committed
+    assert f"committed to {out}" in printed.out
+    assert f"every listed file has exactly one row: {SAMPLE_COUNT} of {SAMPLE_COUNT}" in printed.out
+    runs = read_dataset(out, "runs", delta_options(moto)).to_pylist()
+    assert [r["n_files"] for r in runs] == [SAMPLE_COUNT]
+    assert json.loads(runs[0]["config"])["out"] == out
+    files = read_dataset(out, "files", delta_options(moto))
+    assert files.num_rows == SAMPLE_COUNT and sum(files.column("requests").to_pylist()) > 0
+    # The printed DuckDB lines work as printed: the secret carries the endpoint, plain HTTP and the region.
+    host = endpoint_env.split("://", 1)[1]
+    [secret] = [line.strip() for line in printed.out.splitlines() if line.strip().startswith("CREATE SECRET")]
+    assert f"ENDPOINT '{host}'" in secret and "USE_SSL false" in secret and "REGION 'us-east-1'" in secret
+    [query] = [line.strip().rstrip(";") for line in printed.out.splitlines() if "delta_scan(" in line]
+    con = connect(("delta", "httpfs", "aws"))
+    try:
+        con.execute(secret)
+        rows = con.execute(query).fetchall()
+    finally:
+        con.close()
+    assert rows, query
