@@ -172,6 +172,10 @@ _FILES_LINEAGE: Final = [
     _f("projector_type", pa.string()),
     _f("projection_dim", pa.int64()),
     _f("embedding_length", pa.int64()),
+    # same weights, different metadata (gguf_audit.decode.fingerprints): null in earlier runs
+    _f("weights_fingerprint", pa.string()),
+    _f("metadata_fingerprint", pa.string()),
+    _f("metadata_parts", pa.list_(pa.string())),
 ]
 
 _MODELS_LINEAGE: Final = [
