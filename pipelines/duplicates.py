@@ -57,7 +57,10 @@ def _differs(base: Mapping[str, str], other: Mapping[str, str]) -> tuple[str, ..
 
 
 def duplicate_groups(rows: Iterable[Mapping[str, Any]]) -> list[DuplicateGroup]:
-    """Group ``files`` rows (dicts with :data:`DUPLICATE_COLUMNS`) by weights; groups of 2+ only, by size then fingerprint."""
+    """Group ``files`` rows (dicts with :data:`DUPLICATE_COLUMNS`) by weights fingerprint.
+
+    Only groups of two or more, largest first, then by fingerprint.
+    """
     by_weights: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         fp = row.get("weights_fingerprint")
