@@ -89,6 +89,8 @@ class FileAudit:
     """Hash of the sampled bytes with their offsets (see decode.sampled.sample_fingerprint)."""
     templates: list[TemplateAudit] = field(default_factory=list)
     """One audit per chat template the file holds."""
+    weights_fingerprint: str | None = None
+    """See decode.fingerprints.weights_fingerprint; None without sampling."""
     sampled_tensors: int | None = None
     """Tensors with at least one block read; None when sampling was off (or never reached)."""
     sampled_strata: int | None = None
@@ -252,6 +254,7 @@ def _audit_file(
         samples=rows,
         fingerprint=fingerprint,
         templates=templates,
+        weights_fingerprint=sampled.weights_fingerprint if sampled is not None else None,
         sampled_tensors=sampled.sampled_tensors if sampled is not None else None,
         sampled_strata=sampled.sampled_strata if sampled is not None else None,
         upstream_url=upstream_url,

@@ -17,6 +17,7 @@ from typing import Any
 import fsspec
 
 from gguf_audit.checks.data import SAMPLE_UNREAD, check_samples
+from gguf_audit.decode.fingerprints import weights_fingerprint
 from gguf_audit.decode.sampled import DecodedBlock, SampleStatus, decode_samples, sample_fingerprint, sample_rows
 from gguf_audit.decode.stats import SampleRow
 from gguf_audit.errors import SourceError
@@ -59,6 +60,8 @@ class SampleRead:
     sampled_strata: int = 0
     """The strata of the plan's span the read blocks touch, bit ``k`` for stratum ``k``
     (see :func:`~gguf_audit.plan.strata_mask`)."""
+    weights_fingerprint: str | None = None
+    """See :func:`~gguf_audit.decode.fingerprints.weights_fingerprint`; None when a block could not be read."""
 
 
 def read_samples(
@@ -94,6 +97,7 @@ def read_samples(
         findings=tuple(findings),
         fingerprint=fingerprint,
         fetched=tuple(fetch),
+        weights_fingerprint=weights_fingerprint(header, raws) if not unread else None,
         sampled_tensors=len({b.tensor_index for b in read}),
         sampled_strata=strata_mask(((b.offset, b.offset + b.n_bytes) for b in read), plan.data_start, plan.data_end),
     )

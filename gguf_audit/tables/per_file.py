@@ -18,6 +18,7 @@ from gguf.constants import LlamaFileType
 from gguf_audit.audit import FileAudit
 from gguf_audit.bounded import clip
 from gguf_audit.checks.shards import SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT
+from gguf_audit.decode.fingerprints import metadata_fingerprint, metadata_parts
 from gguf_audit.decode.stats import SampleRow
 from gguf_audit.findings import CODES, Finding, Severity
 from gguf_audit.format.model import Header, ValueType
@@ -147,6 +148,7 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
         "rate_limit_wait_s": audit.io.rate_limit_wait_s,
         "resolve_requests": audit.io.resolve_requests,
         "cdn_requests": audit.io.cdn_requests,
+        "weights_fingerprint": audit.weights_fingerprint,
     }
     if h is not None:
         arch = _str_value(h, "general.architecture")
@@ -176,6 +178,10 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
             split_tensors_count=_int_value(h, SPLIT_TENSORS_COUNT),
         )
         row.update(lineage_cells(h))
+        row.update(
+            metadata_fingerprint=metadata_fingerprint(h),
+            metadata_parts=[f"{group}={part[:16]}" for group, part in metadata_parts(h).items()],
+        )
     return row
 
 

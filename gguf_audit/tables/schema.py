@@ -183,6 +183,10 @@ _FILES_LINEAGE: Final = [
     # then the Hub's two kinds of requests (issue 19): null for other stores and for reused rows
     _f("resolve_requests", pa.int64()),
     _f("cdn_requests", pa.int64()),
+    # same weights, different metadata (gguf_audit.decode.fingerprints): null in earlier runs
+    _f("weights_fingerprint", pa.string()),
+    _f("metadata_fingerprint", pa.string()),
+    _f("metadata_parts", pa.list_(pa.string())),
 ]
 
 _MODELS_LINEAGE: Final = [

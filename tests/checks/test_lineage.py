@@ -107,11 +107,11 @@ def test_lineage_only_adds_nullable_columns_at_the_end() -> None:
     from gguf_audit.tables.schema import stored_schema
 
     added = {
-        "files": ["tensor_set_digest", "cdn_requests"],  # mmproj pairing, compare I/O, then the Hub's request counts
+        "files": ["tensor_set_digest", "metadata_parts"],  # mmproj pairing, compare I/O, Hub requests, fingerprints
         "models": ["family_key", "reference_url"],
         "runs": ["compare_version", "skipped"],  # listing_requests and the skipped entries came later
     }
-    later = {"files": ["llama_cpp"], "models": ["llama_cpp"], "runs": ["llama_cpp_build"]}  # added after lineage
+    later: dict[str, list[str]] = {"files": ["llama_cpp"], "models": ["llama_cpp"], "runs": []}  # after lineage
     for table, (first, last) in ((t, (c[0], c[-1])) for t, c in added.items()):
         names = stored_schema(table).names
         assert names[len(names) - len(later[table]) - 1 :] == [last, *later[table]], table
