@@ -196,6 +196,10 @@ _EXTRA_TENSOR_NAMES: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
+def _template_pattern(template: str) -> str:
+    return re.escape(template).replace(r"\{bid\}", r"\d+").replace(r"\{xid\}", r"\d+")
+
+
 @cache
 def _name_pattern(arch: str) -> re.Pattern[str] | None:
     pinned = llama_tables().arch_tensors.get(arch)
@@ -205,10 +209,14 @@ def _name_pattern(arch: str) -> re.Pattern[str] | None:
     wheel = {TENSOR_NAMES[t] for a in members for t in MODEL_TENSORS.get(a, ())}
     names = set(pinned) | wheel | set(_EXTRA_TENSOR_NAMES.get(arch, ()))
     bases = sorted(names, key=len, reverse=True)
-    alternatives = "|".join(re.escape(b).replace(r"\{bid\}", r"\d+").replace(r"\{xid\}", r"\d+") for b in bases)
-    # A base alone (``blk.0.ssm_a``) or with one suffix (.weight, .bias, .scale, ...):
-    # the suffix is not judged, only the base the architecture defines.
-    return re.compile(rf"(?:{alternatives})(?:\.[A-Za-z0-9_]+)?")
+    alternatives = "|".join(_template_pattern(b) for b in bases)
+    # A base with one of the suffixes the loaders use (.weight, .bias, .scale, ...), or alone for the few
+    # tensors a loader creates bare (``blk.0.ssm_a``), or a name only the gguf wheel lists; any other name
+    # is one llama.cpp never creates.
+    suffixes = "|".join(re.escape(s) for s in sorted(llama_tables().tensor_suffixes))
+    bare = sorted((llama_tables().bare_tensor_names & names) | (names - llama_tables().tensor_names))
+    bare_alternatives = "|".join(_template_pattern(b) for b in bare) or "(?!)"
+    return re.compile(rf"(?:{alternatives})\.(?:{suffixes})|(?:{bare_alternatives})")
 
 
 def is_known_tensor_name(arch: str, name: str) -> bool | None:

@@ -277,6 +277,11 @@ def _vocab(vocab_cpp: str) -> tuple[list[str], list[str], list[str]]:
     return sorted(set(models)), sorted(set(merges)), sorted(set(pre))
 
 
+_TN_SUFFIX = re.compile(r'\btn\(\s*LLM_TENSOR_\w+\s*,\s*"([a-z_0-9]+)"')
+_TN_BARE = re.compile(r"\btn\(\s*(LLM_TENSOR_\w+)\s*(?:,\s*[a-z_]\w*\s*)*\)")
+_COMMENT = re.compile(r"//[^\n]*")
+
+
 def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
     """The tables of the llama.cpp source tree at ``src``, stamped with ``build`` and ``commit``."""
     arch_cpp = (src / "src" / "llama-arch.cpp").read_text()
@@ -311,6 +316,15 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
     if set(limits) != {"LLAMA_MAX_LAYERS", "LLAMA_MAX_EXPERTS"}:
         raise GenerateError("llama-hparams.h: LLAMA_MAX_LAYERS or LLAMA_MAX_EXPERTS not found")
     models, merges, pre = _vocab(vocab_cpp)
+    # The suffixes the loaders give tensor names: tn(LLM_TENSOR_X, "weight", ...) and kin, in every source file.
+    sources = [_COMMENT.sub("", p.read_text(errors="replace")) for p in sorted((src / "src").rglob("*.cpp"))]
+    suffixes = sorted({m for text in sources for m in _TN_SUFFIX.findall(text)})
+    if "weight" not in suffixes:
+        raise GenerateError('src/: no tn(LLM_TENSOR_..., "weight") call found')
+    # The few tensors created under their base name alone: tn(LLM_TENSOR_SSM_A, i), tn(LLM_TENSOR_D2T).
+    bare = sorted(
+        {_tensor_template(tensor_ids[t]) for text in sources for t in _TN_BARE.findall(text) if t in tensor_ids}
+    )
     return {
         "build": build,
         "commit": commit,
@@ -327,6 +341,8 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
         "mtp_architectures": sorted(mtp),
         "arch_required_keys": arch_keys,
         "rope_scaling_types": sorted(rope.values()),
+        "tensor_suffixes": suffixes,
+        "bare_tensor_names": bare,
         "tokenizer_models": models,
         "tokenizer_models_needing_merges": merges,
         "bpe_pre_tokenizers": pre,

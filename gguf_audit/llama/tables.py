@@ -54,6 +54,11 @@ class LlamaTables:
     """``LLM_TENSOR_NAMES``: ``{bid}`` the block, ``{xid}`` the expert."""
     rope_scaling_types: frozenset[str]
     """``LLAMA_ROPE_SCALING_TYPES``: the values ``{arch}.rope.scaling.type`` may take."""
+    bare_tensor_names: frozenset[str]
+    """The tensor names (templates) some loader creates with no suffix (``blk.{bid}.ssm_a``, ``d2t``)."""
+    tensor_suffixes: frozenset[str]
+    """The suffixes the loaders give a tensor base (``weight``, ``bias``, ``scale``, ...): any other name is
+    one llama.cpp never creates, so the file ends on 'wrong number of tensors'."""
     tokenizer_models: frozenset[str]
     """The ``tokenizer.ggml.model`` values ``llama_vocab::load`` accepts."""
     tokenizer_models_needing_merges: frozenset[str]
@@ -83,6 +88,8 @@ class LlamaTables:
             hparams_key_types=MappingProxyType(dict(doc["hparams_key_types"])),
             tensor_names=frozenset(doc["tensor_names"]),
             rope_scaling_types=frozenset(doc["rope_scaling_types"]),
+            tensor_suffixes=frozenset(doc["tensor_suffixes"]),
+            bare_tensor_names=frozenset(doc["bare_tensor_names"]),
             tokenizer_models=frozenset(doc["tokenizer_models"]),
             tokenizer_models_needing_merges=frozenset(doc["tokenizer_models_needing_merges"]),
             bpe_pre_tokenizers=frozenset(doc["bpe_pre_tokenizers"]),
