@@ -66,11 +66,19 @@ def test_scan_with_the_endpoint_only_in_the_environment(
     host = endpoint_env.split("://", 1)[1]
     [secret] = [line.strip() for line in printed.out.splitlines() if line.strip().startswith("CREATE SECRET")]
     assert f"ENDPOINT '{host}'" in secret and "USE_SSL false" in secret and "REGION 'us-east-1'" in secret
-    [query] = [line.strip().rstrip(";") for line in printed.out.splitlines() if "delta_scan(" in line]
-    con = connect(("delta", "httpfs", "aws"))
+    # Every printed DuckDB statement, as printed: the extensions from their wheels, the secret, the views, the query.
+    lines = printed.out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("or in DuckDB"))
+    statements = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        statements.append(line.strip())
+    con = connect(())
     try:
-        con.execute(secret)
-        rows = con.execute(query).fetchall()
+        for statement in statements[:-1]:
+            con.execute(statement)
+        rows = con.execute(statements[-1].rstrip(";")).fetchall()
     finally:
         con.close()
-    assert rows, query
+    assert rows, statements[-1]
