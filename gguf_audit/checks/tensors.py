@@ -256,21 +256,22 @@ def _expected_shape(f: HeaderFacts, d: _Dims, t: TensorInfo) -> tuple[tuple[int,
     if base == "ffn_gate_inp":
         return ((e, d.n_expert), f"n_embd {e}, n_expert {d.n_expert}") if d.n_expert > 0 else None
     nh = d.n_head[b] if d.n_head else None
+    # A zero from the keys is checked too: llama.cpp then expects a zero-wide tensor and refuses the file.
     nkv = d.n_head_kv[b] if d.n_head_kv else None
     ff = d.n_ff[b] if d.n_ff and not f.is_moe else None
     family = f.spec.family if f.spec else None
     if family is ShapeFamily.LLAMA:
         if base == "attn_q" and nh and hk:
             return (e, nh * hk), f"n_embd {e}, n_head {nh} x head_dim {hk}"
-        if base == "attn_k" and nkv and hk:
+        if base == "attn_k" and nkv is not None and hk:
             return (e, nkv * hk), f"n_embd {e}, n_head_kv {nkv} x head_dim {hk}"
-        if base == "attn_v" and nkv and hv:
+        if base == "attn_v" and nkv is not None and hv:
             return (e, nkv * hv), f"n_embd {e}, n_head_kv {nkv} x head_dim {hv}"
         if base == "attn_output" and nh and hk and hk == hv:
             return (nh * hk, e), f"n_head {nh} x head_dim {hk}, n_embd {e}"
-        if base in ("ffn_gate", "ffn_up") and ff:
+        if base in ("ffn_gate", "ffn_up") and ff is not None:
             return (e, ff), f"n_embd {e}, n_ff {ff}"
-        if base == "ffn_down" and ff:
+        if base == "ffn_down" and ff is not None:
             return (ff, e), f"n_ff {ff}, n_embd {e}"
     elif family is ShapeFamily.PHI3:
         if base == "attn_qkv" and nkv and hk:

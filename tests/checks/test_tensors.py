@@ -175,3 +175,24 @@ def test_corpus_llama_shapes_are_checked(tmp_path: Path) -> None:
     found = list(check_semantics(changed, url=str(path)))
     assert {f.tensor for f in found} == {"blk.0.attn_k.weight", "blk.0.attn_v.weight"}
     assert all(f.code == "tensor.wrong_shape" and "same in 1 more blocks" in f.message for f in found)
+
+
+def test_a_zero_head_count_kv_or_feed_forward_length_is_a_wrong_shape(tmp_path: Path) -> None:
+    """llama.cpp creates attn_k/attn_v (or the FFN) zero wide and refuses the file on its shape (asked: the
+    conformance fuzzer's retyped mutants found it)."""
+    from tiny_model import write
+
+    from gguf_audit.audit import audit_file
+    from gguf_audit.testing.oracle import find_oracle
+
+    cases = {
+        "kv0": tiny().set("llama.attention.head_count_kv", 0, V.UINT32),
+        "ff0": tiny().set("llama.feed_forward_length", 0, V.UINT32),
+    }
+    paths = [write(m, tmp_path / f"{name}.gguf")[0] for name, m in cases.items()]
+    for path in paths:
+        audit = audit_file(str(path))
+        assert "tensor.wrong_shape" in [f.code for f in audit.findings] and audit.loadable is False, path.name
+    oracle = find_oracle()
+    if oracle is not None:
+        assert [v.verdict for v in oracle.ask(paths)] == ["refused", "refused"]
