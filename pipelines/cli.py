@@ -30,7 +30,7 @@ from gguf_audit.errors import GGUFAuditError, Terminated, UsageError
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.discover import Listing, options_for
-from gguf_audit.pipelines.export import check_writable, night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.export import check_writable, export_night
 from gguf_audit.pipelines.lease import LeaseError
 from gguf_audit.pipelines.output import Output, OutputError
 from gguf_audit.pipelines.run import ScanObserver, run_scan
@@ -39,7 +39,6 @@ from gguf_audit.pipelines.views import VIEW_NAMES
 from gguf_audit.pipelines.workers import missing_pipeline_module
 from gguf_audit.redact import RedactFilter, redact_text
 from gguf_audit.report.format import escape, fmt_bytes, shown_url
-from gguf_audit.report.sarif import sarif_json
 
 __all__ = ["add_scan_parser", "cmd_scan", "main"]
 
@@ -344,12 +343,8 @@ def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> None:
         out = Output(
             str(config.out), dict(options) if options is not None else options_for(config.out, config.storage_options)
         )
-        if args.sarif:
-            write_text(args.sarif, sarif_json(night_sarif(out, run_id)) + "\n")
-            print(f"SARIF written to {shown_url(args.sarif)}")
-        if args.jsonl:
-            write_text(args.jsonl, night_jsonl(out, run_id))
-            print(f"JSON Lines written to {shown_url(args.jsonl)}")
+        for path in export_night(out, run_id, sarif=args.sarif, jsonl=args.jsonl):
+            print(f"{'SARIF' if path == args.sarif else 'JSON Lines'} written to {shown_url(path)}")
     except (GGUFAuditError, OSError, ValueError) as exc:
         raise UsageError(f"scan: the night was committed, but its export failed: {exc}") from exc
 

@@ -20,9 +20,9 @@ from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import is_local_fs
 from gguf_audit.pipelines.picture import night_row
 from gguf_audit.report.json import dumps
-from gguf_audit.report.sarif import SarifResult, sarif_log, sarif_run
+from gguf_audit.report.sarif import SarifResult, sarif_json, sarif_log, sarif_run
 
-__all__ = ["check_writable", "night_jsonl", "night_sarif", "write_text"]
+__all__ = ["check_writable", "export_night", "night_jsonl", "night_sarif", "write_text"]
 
 JSONL_FILE_COLUMNS: Final = [
     "url",
@@ -58,6 +58,19 @@ def check_writable(path: str) -> None:
         raise UsageError(f"cannot write {path!r}: {parent!r} is a file, not a directory")
     if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
         raise UsageError(f"cannot write {path!r}: permission denied")
+
+
+def export_night(out: Output, run_id: str, *, sarif: str | None, jsonl: str | None) -> list[str]:
+    """Write night ``run_id`` as SARIF to ``sarif`` and as JSON Lines to ``jsonl`` (either may be None);
+    the paths written, in that order."""
+    written = []
+    if sarif:
+        write_text(sarif, sarif_json(night_sarif(out, run_id)) + "\n")
+        written.append(sarif)
+    if jsonl:
+        write_text(jsonl, night_jsonl(out, run_id))
+        written.append(jsonl)
+    return written
 
 
 def write_text(path: str, content: str) -> None:

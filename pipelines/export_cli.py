@@ -12,11 +12,10 @@ from typing import Any
 from gguf_audit.cli import EXIT_STATUSES, ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.pipelines.config import parse_storage_options_flag
-from gguf_audit.pipelines.export import check_writable, night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.export import check_writable, export_night
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.picture import night_row
 from gguf_audit.report.format import shown_url
-from gguf_audit.report.sarif import sarif_json
 
 __all__ = ["add_export_parser", "cmd_export"]
 
@@ -48,12 +47,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         options: dict[str, Any] = parse_storage_options_flag(args.storage_options) if args.storage_options else {}
         out = Output(args.out, options)
         night = str(night_row(out, args.run)["run_id"])
-        if args.sarif:
-            write_text(args.sarif, sarif_json(night_sarif(out, night)) + "\n")
-            print(f"night {night}: SARIF written to {shown_url(args.sarif)}")
-        if args.jsonl:
-            write_text(args.jsonl, night_jsonl(out, night))
-            print(f"night {night}: JSON Lines written to {shown_url(args.jsonl)}")
+        for path in export_night(out, night, sarif=args.sarif, jsonl=args.jsonl):
+            kind = "SARIF" if path == args.sarif else "JSON Lines"
+            print(f"night {night}: {kind} written to {shown_url(path)}")
     except (GGUFAuditError, OSError, ValueError) as exc:
         raise UsageError(f"export: {exc}") from exc
     return ExitStatus.OK
