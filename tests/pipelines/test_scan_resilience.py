@@ -50,7 +50,13 @@ def _versions(out: Path) -> dict[str, int | None]:
 
 
 def _data_files(out: Path) -> set[str]:
-    return {str(p.relative_to(out)) for p in out.rglob("*.parquet") if "_delta_log" not in p.parts}
+    """The data files under ``out``; os.walk passes over a folder removed while it looks (the preflight's probe)."""
+    found = set()
+    for folder, _, names in os.walk(out):
+        rel = Path(folder).relative_to(out)
+        if "_delta_log" not in rel.parts:
+            found.update(str(rel / n) for n in names if n.endswith(".parquet"))
+    return found
 
 
 def _scheduler_address(client: Any) -> str:
