@@ -212,7 +212,7 @@ def _run_batches(
                     futures.add(submit(half, splits + 1))
             else:
                 message = f"the workers auditing this file died ({type(exc).__name__}: {exc})"
-                on_result(lost_result(batch, options, "run.worker_lost", message))
+                on_result(lost_result(batch, options, Code.RUN_WORKER_LOST, message))
             continue
         finally:
             future.release()

@@ -128,6 +128,6 @@ def test_a_file_whose_server_stalls_gets_a_deadline_row_and_its_batch_goes_on(
         finally:
             release.set()  # the stalled read ends and its pool thread with it
     codes = {r["url"]: r["codes"] for r in _rows(out, result, "files").to_pylist()}
-    assert codes == {listed[0].url: [], listed[1].url: [FILE_DEADLINE]}
+    assert codes == {listed[0].url: [], listed[1].url: [Code.RUN_FILE_DEADLINE]}
     assert took < 20  # the deadline, not the read's own timeout, ended the wait
-    assert {r["code"] for r in _rows(out, result, "problems").to_pylist()} == {FILE_DEADLINE}
+    assert {r["code"] for r in _rows(out, result, "problems").to_pylist()} == {Code.RUN_FILE_DEADLINE}
