@@ -114,7 +114,7 @@ def _rule(info: CodeInfo) -> dict[str, Any]:
             "llamaCpp": verdict,
             "llamaCppBuild": LLAMA_CPP_BUILD,
             "llamaCppRefuses": info.refused,
-            "tags": [info.code.split(".")[0]],
+            "tags": [info.code.area],
         },
     }
 
