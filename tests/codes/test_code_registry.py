@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gguf_audit.codes import AREAS, CODES, CORE_CODES, Code, CodeInfo, LlamaCpp, Severity
+from gguf_audit.codes import AREAS, CODES, CORE_CODES, LLAMA_CPP_BUILD, Code, CodeInfo, LlamaCpp, Severity
 from gguf_audit.codes.registry import build_registry
 from gguf_audit.findings import finding
+from gguf_audit.llama import llama_tables
 
 
 def test_the_enum_and_the_registry_hold_the_same_codes() -> None:
@@ -57,3 +58,15 @@ def test_a_code_looks_up_the_same_entry_as_its_text() -> None:
 def test_a_misplaced_or_repeated_entry_is_refused(areas: dict[str, tuple[CodeInfo, ...]], why: str) -> None:
     with pytest.raises(ValueError, match=why):
         build_registry(areas)
+
+
+def test_the_hparams_docs_quote_the_generated_bounds() -> None:
+    """The hparams entries are written by hand; the bounds they quote are the pinned build's generated tables."""
+    tables = llama_tables()
+    docs = {
+        c: " ".join(CODES[c].doc.split())
+        for c in (Code.HPARAMS_BLOCK_COUNT_OUT_OF_RANGE, Code.HPARAMS_TOO_MANY_EXPERTS)
+    }
+    assert f"LLAMA_MAX_LAYERS ({tables.max_layers} in {tables.build})" in docs[Code.HPARAMS_BLOCK_COUNT_OUT_OF_RANGE]
+    assert f"LLAMA_MAX_EXPERTS ({tables.max_experts} in {tables.build})" in docs[Code.HPARAMS_TOO_MANY_EXPERTS]
+    assert tables.build == LLAMA_CPP_BUILD
