@@ -12,6 +12,8 @@ import re
 import traceback
 from typing import Final
 
+from gguf_audit.codes import Code
+
 __all__ = [
     "FormatError",
     "GGUFAuditError",

@@ -43,7 +43,7 @@ from gguf_audit.io.source import IOStats
 from gguf_audit.io.upstream import UpstreamCache
 from gguf_audit.pipelines.listing.discover import options_for
 from gguf_audit.pipelines.scan.batches import Batch
-from gguf_audit.pipelines.scan.deadline import FILE_DEADLINE, deadline_message, wait_for_files
+from gguf_audit.pipelines.scan.deadline import deadline_message, wait_for_files
 from gguf_audit.pipelines.scan.tally import Tally, facts_of
 from gguf_audit.pipelines.store.parts import PartFile, RunParts
 from gguf_audit.redact import install_handler_redaction, install_log_redaction, redact_text

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.config import ScanConfig

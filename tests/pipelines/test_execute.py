@@ -13,9 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from gguf_audit.audit import AuditConfig
+from gguf_audit.codes import Code
 from gguf_audit.pipelines.scan import execute as execute_module
 from gguf_audit.pipelines.scan.batches import make_batches
-from gguf_audit.pipelines.scan.deadline import FILE_DEADLINE, wait_for_files
+from gguf_audit.pipelines.scan.deadline import wait_for_files
 from gguf_audit.pipelines.scan.execute import WORKER_POOLS, BatchResult, TaskOptions, audit_batch
 from gguf_audit.pipelines.store import parts as parts_module
 from gguf_audit.pipelines.store.parts import STATISTICS_COLUMNS
