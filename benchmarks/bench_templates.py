@@ -21,7 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 from gguf_audit.audit import AuditConfig, audit_file
-from gguf_audit.templates.audit import TEMPLATE_TOO_MANY, TemplateCache
+from gguf_audit.codes import Code
+from gguf_audit.templates.audit import TemplateCache
 from gguf_audit.templates.limits import DEFAULT_LIMITS
 from gguf_audit.testing.builder import build_gguf, kv_str
 
@@ -43,7 +44,7 @@ def _audit(path: Path) -> tuple[float, Counter[str], str]:
     audit = audit_file(str(path), config=AuditConfig(semantics=False), template_cache=TemplateCache())
     elapsed = time.monotonic() - begun
     codes = Counter(f.code for f in audit.findings)
-    too_many = next((f.message for f in audit.findings if f.code == TEMPLATE_TOO_MANY), "")
+    too_many = next((f.message for f in audit.findings if f.code == Code.TEMPLATE_TOO_MANY), "")
     return elapsed, codes, too_many
 
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             elapsed, codes, too_many = _audit(path)
             print(f"{label}: {args.templates} templates, {path.stat().st_size} bytes, audited in {elapsed:.1f} s")
             print(f"  findings: {dict(sorted(codes.items()))}")
-            print(f"  {TEMPLATE_TOO_MANY}: {too_many or '(none)'}")
+            print(f"  {Code.TEMPLATE_TOO_MANY}: {too_many or '(none)'}")
             ok = ok and bool(too_many) and elapsed <= args.bound_s
         print("within the budget" if ok else f"NOT within the budget of {args.bound_s:g} s")
         return 0 if ok else 1

@@ -21,12 +21,13 @@ from gguf_audit.checks.clip import is_projector
 from gguf_audit.checks.facts import header_facts
 from gguf_audit.checks.header import check_header
 from gguf_audit.checks.upstream import check_upstream
+from gguf_audit.codes import Code
 from gguf_audit.decode.stats import SampleRow
 from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Finding, LlamaCpp, Severity, finding, is_loadable, llama_cpp_verdict
 from gguf_audit.format.model import Header
 from gguf_audit.format.wire import Limits
-from gguf_audit.io.errors import SIZE_MISMATCH, classify_error
+from gguf_audit.io.errors import classify_error
 from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
@@ -68,7 +69,7 @@ class AuditConfig:
 
 DEFAULT_AUDIT_CONFIG = AuditConfig()
 
-SIZE_VERDICTS = frozenset({"data.truncated", "data.trailing_bytes", "header.truncated"})
+SIZE_VERDICTS = frozenset({Code.DATA_TRUNCATED, Code.DATA_TRAILING_BYTES, Code.HEADER_TRUNCATED})
 """Findings that rest on the file's size: never given on a size the store's answers disagree about."""
 
 
@@ -238,7 +239,7 @@ def _audit_file(
         if isinstance(exc, OSError):
             findings.append(finding(code, f"{shown}: {type(exc).__name__}: {exc}"))
         else:
-            findings.append(finding("internal.unexpected", describe_exception(exc)))
+            findings.append(finding(Code.INTERNAL_UNEXPECTED, describe_exception(exc)))
     if source is not None and source.size is not None:
         size = source.size
     findings = _without_size_verdicts(findings, source, shown)
@@ -282,11 +283,11 @@ def _without_size_verdicts(findings: list[Finding], source: FsspecSource | None,
     if source is None or source.size_conflict is None:
         return findings
     kept = [f for f in findings if f.code not in SIZE_VERDICTS]
-    if not any(f.code == SIZE_MISMATCH for f in kept):
+    if not any(f.code == Code.IO_SIZE_MISMATCH for f in kept):
         known, told = source.size_conflict
         kept.append(
             finding(
-                SIZE_MISMATCH,
+                Code.IO_SIZE_MISMATCH,
                 f"{shown}: {source.size_from or 'an earlier answer'} says the file has {known} bytes, "
                 f"a later answer says {told}, after retries",
             )

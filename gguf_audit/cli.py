@@ -241,7 +241,7 @@ llama.cpp build {build} (the oracle in `../shared/llama.cpp`) does with a file t
 (the loader returns an error), `aborts` (a failed `GGML_ASSERT` kills the process that loads the file) or
 `unknown` (the finding means gguf-audit could not judge the file). A file's verdict is the worst of its findings.
 
-This page is generated from the registry (`gguf_audit/codes.py`): `gguf-audit codes --markdown > docs/codes.md`
+This page is generated from the registry (`gguf_audit/codes/`): `gguf-audit codes --markdown > docs/codes.md`
 after adding or changing a code; `tests/test_cli.py` fails while it is out of step.
 """
 

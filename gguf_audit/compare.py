@@ -28,6 +28,7 @@ import fsspec
 import numpy as np
 import numpy.typing as npt
 
+from gguf_audit.codes import Code
 from gguf_audit.decode.error import TensorError, compare_values, quantization_steps
 from gguf_audit.decode.kernels import NoDecoder, decode_blocks, has_decoder
 from gguf_audit.decode.requant import Derivation, block_derived, derivation_of, reproducible
@@ -47,8 +48,6 @@ from gguf_audit.samples import read_samples
 
 __all__ = [
     "COMPARE_BLOCKS_PER_TENSOR",
-    "LAYOUT_SUSPECT",
-    "NO_COMMON_TENSORS",
     "CompareBudget",
     "CompareUsageError",
     "Comparison",
@@ -68,9 +67,6 @@ __all__ = [
 class CompareUsageError(ReferenceFormatError):
     """The two files cannot be compared as asked: a file against itself, or a quantized reference."""
 
-
-LAYOUT_SUSPECT: Final = "compare.layout_suspect"
-NO_COMMON_TENSORS: Final = "compare.no_common_tensors"
 
 COMPARE_BLOCKS_PER_TENSOR: Final = 16
 """Enough values for stable error figures, still a few KiB a tensor."""
@@ -379,7 +375,7 @@ def sample_quantized(
     if not common:
         findings.append(
             finding(
-                NO_COMMON_TENSORS,
+                Code.COMPARE_NO_COMMON_TENSORS,
                 f"{quant_url} and {reference.url} share no tensor of the same name and shape "
                 f"({len(header.tensors)} and {len(ref.tensors)} tensors)",
             )
@@ -453,7 +449,7 @@ def measure(
         if result.layout_suspect:
             findings.append(
                 finding(
-                    LAYOUT_SUSPECT,
+                    Code.COMPARE_LAYOUT_SUSPECT,
                     f"tensor {name!r} ({result.quant_type}): {result.over_step_fraction:.1%} of {result.n_values} "
                     f"sampled values are off by a quantization step or more and "
                     f"{result.sign_flip_fraction:.1%} of significant values flip sign "

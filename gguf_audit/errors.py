@@ -12,6 +12,8 @@ import re
 import traceback
 from typing import Final
 
+from gguf_audit.codes import Code
+
 __all__ = [
     "FormatError",
     "GGUFAuditError",
@@ -37,25 +39,25 @@ class FormatError(GGUFAuditError, ValueError):
     position where the problem was seen.
     """
 
-    def __init__(self, code: str, message: str, offset: int | None = None) -> None:
+    def __init__(self, code: Code, message: str, offset: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.offset = offset
 
-    def __reduce__(self) -> tuple[type[FormatError], tuple[str, str, int | None]]:
+    def __reduce__(self) -> tuple[type[FormatError], tuple[Code, str, int | None]]:
         return (type(self), (self.code, self.message, self.offset))
 
 
 class SourceError(GGUFAuditError, OSError):
     """A read failed for good (after retries); ``code`` is an ``io.*`` finding code."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: Code, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
 
-    def __reduce__(self) -> tuple[type[SourceError], tuple[str, str]]:
+    def __reduce__(self) -> tuple[type[SourceError], tuple[Code, str]]:
         return (type(self), (self.code, self.message))
 
 

@@ -1,7 +1,7 @@
 """The finding value every check yields, and the loadable verdict over findings.
 
 Every problem gguf-audit reports is a :class:`Finding` whose ``code`` is one of
-:data:`gguf_audit.codes.CODES`; :func:`finding` refuses any other.
+:data:`gguf_audit.codes.CODES`; :func:`finding` takes a :class:`~gguf_audit.codes.Code` and refuses any other.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from gguf_audit.codes import (
     LLAMA_CPP_BUILD,
     SEVERITY_RANK,
     VERDICT_RANK,
+    Code,
     CodeInfo,
     LlamaCpp,
     Severity,
@@ -26,6 +27,7 @@ __all__ = [
     "CORE_CODES",
     "LLAMA_CPP_BUILD",
     "SEVERITY_RANK",
+    "Code",
     "CodeInfo",
     "Finding",
     "LlamaCpp",
@@ -40,7 +42,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One problem found in a file or a model."""
+    """One problem found in a file or a model; ``code`` is a :class:`Code` member's text, as stored rows hold it."""
 
     code: str
     severity: Severity
@@ -67,7 +69,7 @@ class Finding:
 
 
 def finding(
-    code: str,
+    code: Code,
     message: str,
     *,
     tensor: str | None = None,
@@ -84,7 +86,7 @@ def finding(
         raise KeyError(f"unregistered finding code {code!r}")
     # Cut before anything else: a corrupt header can hand over a name of megabytes (gguf_audit.bounded).
     shown_tensor = clip(tensor, NAME_LIMIT) if tensor is not None else None
-    return Finding(code, severity or info.severity, _one_line(clip_message(message)), shown_tensor, offset)
+    return Finding(str(code), severity or info.severity, _one_line(clip_message(message)), shown_tensor, offset)
 
 
 def is_loadable(findings: Iterable[Finding]) -> bool | None:

@@ -16,7 +16,8 @@ from typing import Any
 
 import fsspec
 
-from gguf_audit.checks.data import SAMPLE_UNREAD, check_samples
+from gguf_audit.checks.data import check_samples
+from gguf_audit.codes import Code
 from gguf_audit.decode.fingerprints import weights_fingerprint
 from gguf_audit.decode.sampled import DecodedBlock, SampleStatus, decode_samples, sample_fingerprint, sample_rows
 from gguf_audit.decode.stats import SampleRow
@@ -24,7 +25,6 @@ from gguf_audit.errors import SourceError
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header
 from gguf_audit.io.blocks import read_ranges_into
-from gguf_audit.io.errors import RANGE_IGNORED
 from gguf_audit.io.header import HeaderRead, read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, ByteSource, FsspecSource, IOStats, ReadConfig, open_source
 from gguf_audit.plan import (
@@ -110,11 +110,11 @@ def _unread_finding(
     n_ranges: int,
 ) -> Finding:
     first = unread[0].block
-    ignored = [exc for _, exc in errors if exc.code == RANGE_IGNORED]
+    ignored = [exc for _, exc in errors if exc.code == Code.IO_RANGE_IGNORED]
     if ignored:
         # Not a data problem: the server cannot serve ranges this far into the file.
         return finding(
-            RANGE_IGNORED,
+            Code.IO_RANGE_IGNORED,
             f"{len(unread)} of {n_blocks} sampled blocks not read: {ignored[0].message}",
             tensor=first.tensor,
             offset=first.offset,
@@ -125,7 +125,7 @@ def _unread_finding(
     else:
         why = f"the file ends early ({unread[0].note})"
     return finding(
-        SAMPLE_UNREAD,
+        Code.DATA_SAMPLE_UNREAD,
         f"{len(unread)} of {n_blocks} sampled blocks could not be read: {why}",
         tensor=first.tensor,
         offset=first.offset,

@@ -30,6 +30,7 @@ from typing import Final
 
 import numpy as np
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import KV, Header, ValueType
 
@@ -122,7 +123,7 @@ def projector_type(header: Header, modality: str = "vision") -> str | None:
 
 def check_clip(header: Header) -> Iterator[Finding]:
     """Yield the findings of a projector file's header, as libllama and clip.cpp judge it."""
-    yield finding("clip.projector_file", _projector_summary(header))
+    yield finding(Code.CLIP_PROJECTOR_FILE, _projector_summary(header))
     reader = _Reader(header)
     # The loader's constructor: name and description (get_string asserts a string), then every modality flag.
     reader.kv("general.name", ValueType.STRING, False)
@@ -153,7 +154,7 @@ def check_clip(header: Header) -> Iterator[Finding]:
     yield from reader.take()
     if "vision" not in loaded and "audio" not in loaded:
         # mtmd_init refuses a projector without a vision or audio context (a gen-audio one alone included).
-        yield finding("clip.no_encoder", "neither clip.has_vision_encoder nor has_audio_encoder is true")
+        yield finding(Code.CLIP_NO_ENCODER, "neither clip.has_vision_encoder nor has_audio_encoder is true")
 
 
 def check_packed_multimodal(header: Header) -> Iterator[Finding]:
@@ -161,7 +162,7 @@ def check_packed_multimodal(header: Header) -> Iterator[Finding]:
     packed = [t.name for t in header.tensors if t.name.startswith(PACKED_PREFIXES)]
     if packed:
         yield finding(
-            "tensor.packed_multimodal",
+            Code.TENSOR_PACKED_MULTIMODAL,
             f"{len(packed)} vision/audio encoder tensors in a language-model file, first {packed[0]!r}",
             tensor=packed[0],
         )
@@ -193,10 +194,10 @@ class _Reader:
         kv = self.header.metadata.get(key)
         if kv is None:
             if required:
-                self.found.append(finding("clip.missing_key", f"{key} is absent"))
+                self.found.append(finding(Code.CLIP_MISSING_KEY, f"{key} is absent"))
             return None
         if kv.type is not want:
-            self.found.append(finding("clip.wrong_type", f"{key} is {kv.type_name}, read as {want.spelling}"))
+            self.found.append(finding(Code.CLIP_WRONG_TYPE, f"{key} is {kv.type_name}, read as {want.spelling}"))
             return None
         return kv
 
@@ -206,7 +207,7 @@ class _Reader:
             return None
         value = self.header.get_int(key) or 0
         if value > _INT32_MAX:
-            self.found.append(finding("clip.bad_hparam", f"{key} is {value}, past INT32_MAX"))
+            self.found.append(finding(Code.CLIP_BAD_HPARAM, f"{key} is {value}, past INT32_MAX"))
             return None
         return value
 
@@ -222,19 +223,19 @@ class _Reader:
         if kv is None:
             return None
         if kv.type is not ValueType.ARRAY or kv.item_type is not item:
-            self.found.append(finding("clip.bad_hparam", f"{key} is {kv.type_name}, read as array[{item.spelling}]"))
+            self.found.append(finding(Code.CLIP_BAD_HPARAM, f"{key} is {kv.type_name}, read as array[{item.spelling}]"))
             return None
         return [float(x) for x in np.asarray(kv.value).tolist()]
 
     def bad(self, message: str) -> None:
-        self.found.append(finding("clip.bad_hparam", message))
+        self.found.append(finding(Code.CLIP_BAD_HPARAM, message))
 
 
 def _check_modality(r: _Reader, modality: str, proj: str | None) -> Iterator[Finding]:
     """One modality's load_hparams, in clip.cpp's order as far as the header decides it."""
     if not proj or proj not in PROJECTOR_TYPES:
         shown = repr(proj) if proj else "absent"
-        yield finding("clip.unknown_projector", f"the {modality} projector type is {shown}")
+        yield finding(Code.CLIP_UNKNOWN_PROJECTOR, f"the {modality} projector type is {shown}")
         return
     if proj == "qwen2.5o":
         proj = "qwen2.5vl_merger" if modality == "vision" else "qwen2a"
@@ -296,7 +297,7 @@ def _check_layer_tensors(header: Header, modality: str, proj: str) -> Iterator[F
         missing = [n for n in needed if n not in names]
         if missing:
             yield finding(
-                "clip.missing_tensor",
+                Code.CLIP_MISSING_TENSOR,
                 f"tensor {missing[0]!r} is absent ({modality} block_count {n_layer})",
                 tensor=missing[0],
             )
@@ -316,16 +317,16 @@ def _check_projector(
     if proj == "minicpmv4_6":
         merge = r.u32("clip.vision.projector.scale_factor", required=False)
         if merge is not None and merge not in (2, 4):
-            yield finding("clip.hparam_abort", f"minicpmv4_6 scale_factor is {merge}, not 2 or 4")
+            yield finding(Code.CLIP_HPARAM_ABORT, f"minicpmv4_6 scale_factor is {merge}, not 2 or 4")
         merge = None
     elif proj == "minimax_m3" and merge == 0:
-        yield finding("clip.hparam_abort", "minimax_m3 spatial_merge_size is 0 (GGML_ASSERT n_merge > 0)")
+        yield finding(Code.CLIP_HPARAM_ABORT, "minimax_m3 spatial_merge_size is 0 (GGML_ASSERT n_merge > 0)")
         merge = None
     if proj == "internvl":
         lo = r.u32("clip.vision.preproc_min_tiles", required=False)
         hi = r.u32("clip.vision.preproc_max_tiles", required=False)
         if lo is not None and hi is not None and lo > hi:
-            yield finding("clip.hparam_abort", f"internvl preproc_min_tiles {lo} is past preproc_max_tiles {hi}")
+            yield finding(Code.CLIP_HPARAM_ABORT, f"internvl preproc_min_tiles {lo} is past preproc_max_tiles {hi}")
     pixels = None
     if proj in _REQUIRED_PIXELS or proj == "hunyuanvl":
         required = proj in _REQUIRED_PIXELS

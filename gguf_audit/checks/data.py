@@ -22,26 +22,17 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
 from gguf_audit.bounded import quote
+from gguf_audit.codes import Code
 from gguf_audit.decode.sampled import DecodedBlock, SampleStatus
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header, TensorInfo
 from gguf_audit.plan import tensor_geometry
 
 __all__ = [
-    "BAD_SCALE",
-    "NONFINITE",
-    "NO_DECODER",
-    "SAMPLE_UNREAD",
-    "ZERO_FILLED",
     "check_samples",
     "zero_check_exempt",
 ]
 
-NONFINITE: Final = "data.nonfinite"
-ZERO_FILLED: Final = "data.zero_filled"
-BAD_SCALE: Final = "data.bad_scale"
-NO_DECODER: Final = "data.no_decoder"
-SAMPLE_UNREAD: Final = "data.sample_unread"
 
 # Sampled blocks, all zero, before a tensor is called zero-filled: a single
 # zero block may be a padding row of an otherwise written matrix.
@@ -92,7 +83,7 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
     undecoded = [d for d in blocks if d.status is SampleStatus.NO_DECODER]
     if undecoded:
         yield finding(
-            NO_DECODER,
+            Code.DATA_NO_DECODER,
             f"tensor {quote(name)}: {undecoded[0].note}; {len(undecoded)} sampled blocks not checked",
             tensor=name,
             offset=undecoded[0].block.offset,
@@ -120,7 +111,7 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
                 "ggml_validate_row_data never checks NVFP4 scales; runtimes decoding FP8 scales natively get NaN)"
             )
         yield finding(
-            NONFINITE,
+            Code.DATA_NONFINITE,
             f"tensor {quote(name)} ({tensor.type_name}): {len(nonfinite)} of {len(ok)} sampled blocks hold "
             f"NaN or Inf ({n_nan} NaN and {n_inf} Inf values{scales}); first at block {first.block_index}",
             tensor=name,
@@ -131,7 +122,7 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
     if bad_exponent:
         first = bad_exponent[0].block
         yield finding(
-            BAD_SCALE,
+            Code.DATA_BAD_SCALE,
             f"tensor {quote(name)} ({tensor.type_name}): {len(bad_exponent)} of {len(ok)} sampled blocks have "
             f"the exponent byte 0xFF (NaN in OCP MX); first at block {first.block_index}",
             tensor=name,
@@ -145,7 +136,7 @@ def _check_tensor(tensor: TensorInfo, blocks: list[DecodedBlock]) -> Iterator[Fi
         of = f" (of its {geo.n_blocks})" if geo is not None else ""
         indices = sorted(d.block.block_index for d in ok)
         yield finding(
-            ZERO_FILLED,
+            Code.DATA_ZERO_FILLED,
             f"tensor {quote(name)} ({tensor.type_name}, {'x'.join(map(str, tensor.shape))}): all {len(ok)} sampled "
             f"blocks{of} are zero, blocks {indices[0]} to {indices[-1]}",
             tensor=name,

@@ -20,6 +20,7 @@ from gguf.constants import GGMLQuantizationType, Keys, LlamaFileType
 
 from gguf_audit.checks.arch import block_index
 from gguf_audit.checks.facts import HeaderFacts
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.format.model import TensorInfo
@@ -27,8 +28,6 @@ from gguf_audit.format.shard_names import model_id_for
 
 __all__ = ["check_file_type", "file_name_quantization"]
 
-META_FILE_TYPE_MISMATCH: Final = "meta.file_type_mismatch"
-META_MISSING_QUANTIZATION_VERSION: Final = "meta.missing_quantization_version"
 
 Q = GGMLQuantizationType
 
@@ -218,7 +217,7 @@ def check_file_type(f: HeaderFacts, url: str | None) -> Iterator[Finding]:
     quantized = [t for t in tensors if t.type_info.quantized]
     if quantized and Keys.General.QUANTIZATION_VERSION not in h.metadata:
         yield finding(
-            META_MISSING_QUANTIZATION_VERSION,
+            Code.META_MISSING_QUANTIZATION_VERSION,
             f"{len(quantized)} tensors are quantized ({_type_summary(quantized)}) but "
             "general.quantization_version is absent",
         )
@@ -231,7 +230,7 @@ def check_file_type(f: HeaderFacts, url: str | None) -> Iterator[Finding]:
             declared = LlamaFileType(base).name
         except ValueError:
             yield finding(
-                META_FILE_TYPE_MISMATCH,
+                Code.META_FILE_TYPE_MISMATCH,
                 f"general.file_type is {raw}, not a llama ftype id (removed or from a fork)",
                 offset=kv.offset,
             )
@@ -239,7 +238,7 @@ def check_file_type(f: HeaderFacts, url: str | None) -> Iterator[Finding]:
             why = _contradicts(f, declared)
             if why is not None:
                 yield finding(
-                    META_FILE_TYPE_MISMATCH,
+                    Code.META_FILE_TYPE_MISMATCH,
                     f"general.file_type is {raw} ({declared}) but {why}",
                     offset=kv.offset,
                 )
@@ -250,11 +249,11 @@ def check_file_type(f: HeaderFacts, url: str | None) -> Iterator[Finding]:
     if declared is not None:
         if declared not in meant:
             yield finding(
-                META_FILE_TYPE_MISMATCH,
+                Code.META_FILE_TYPE_MISMATCH,
                 f"the file name says {label} but general.file_type is {raw} ({declared})",
                 offset=kv.offset if kv is not None else None,
             )
     elif tensors:
         reasons = [_contradicts(f, name) for name in sorted(meant)]
         if all(r is not None for r in reasons) and reasons[0] is not None:
-            yield finding(META_FILE_TYPE_MISMATCH, f"the file name says {label} but {reasons[0]}")
+            yield finding(Code.META_FILE_TYPE_MISMATCH, f"the file name says {label} but {reasons[0]}")

@@ -22,7 +22,7 @@ Cross-shard checks are in :mod:`gguf_audit.checks.shards`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Final, TypeAlias
+from typing import TypeAlias
 
 from gguf_audit.checks.clip import check_clip, check_packed_multimodal, is_projector
 from gguf_audit.checks.facts import HeaderFacts, header_facts
@@ -34,13 +34,12 @@ from gguf_audit.checks.tensors import check_tensors
 from gguf_audit.checks.text import check_control_characters
 from gguf_audit.checks.tokenizer import check_template_tokens, check_tokenizer, check_tokenizer_keys
 from gguf_audit.checks.vocab import check_vocab
+from gguf_audit.codes import Code
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header
 
-__all__ = ["INTERNAL_UNEXPECTED", "TemplateStep", "check_header", "check_semantics", "isolated"]
-
-INTERNAL_UNEXPECTED: Final = "internal.unexpected"
+__all__ = ["TemplateStep", "check_header", "check_semantics", "isolated"]
 
 TemplateStep: TypeAlias = Callable[[], tuple[Iterable[Finding], Mapping[str, str] | None]]
 """The caller's chat-template audit: its findings, and each template's render of the
@@ -143,5 +142,5 @@ def isolated(step: str, run: Callable[[], Iterable[Finding]]) -> list[Finding]:
     try:
         found.extend(run())
     except Exception as exc:  # noqa: BLE001 - one check's bug must not hide every other check's findings
-        found.append(finding(INTERNAL_UNEXPECTED, f"the {step} check failed: {describe_exception(exc)}"))
+        found.append(finding(Code.INTERNAL_UNEXPECTED, f"the {step} check failed: {describe_exception(exc)}"))
     return found

@@ -18,21 +18,13 @@ from gguf.constants import Keys
 
 from gguf_audit.checks.arch import block_index
 from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, HeaderFacts
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import ValueType
 from gguf_audit.llama import llama_tables
 
 __all__ = ["check_hparams", "refused_in_load_hparams"]
 
-HPARAMS_BLOCK_COUNT: Final = "hparams.block_count_out_of_range"
-HPARAMS_NEXTN: Final = "hparams.nextn_past_block_count"
-HPARAMS_NEXTN_NOT_LOADED: Final = "hparams.nextn_blocks_not_loaded"
-HPARAMS_TOO_MANY_EXPERTS: Final = "hparams.too_many_experts"
-HPARAMS_EXPERT_USED: Final = "hparams.expert_used_count"
-HPARAMS_EXPERT_GROUPS: Final = "hparams.expert_groups"
-HPARAMS_ROPE_SCALING: Final = "hparams.unknown_rope_scaling"
-HPARAMS_N_ROT: Final = "hparams.bad_n_rot"
-HPARAMS_TENSOR_EXTRA: Final = "hparams.tensor_extra"
 _TENSOR_EXTRA_NAME: Final = "general.tensor_extra.name"
 _TENSOR_EXTRA_PREC_A4: Final = "general.tensor_extra.prec_a4"
 
@@ -150,7 +142,7 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
     n_layer = _u32(f, Keys.LLM.BLOCK_COUNT)
     if n_layer is not None and not 0 < n_layer <= tables.max_layers:
         yield finding(
-            HPARAMS_BLOCK_COUNT,
+            Code.HPARAMS_BLOCK_COUNT_OUT_OF_RANGE,
             f"{f.key(Keys.LLM.BLOCK_COUNT)} is {n_layer}, outside 1 to {tables.max_layers} (LLAMA_MAX_LAYERS): "
             f"llama.cpp {tables.build} aborts",
         )
@@ -159,7 +151,7 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
         return
     if n_layer is not None and n_nextn is not None and n_nextn > n_layer:
         yield finding(
-            HPARAMS_NEXTN,
+            Code.HPARAMS_NEXTN_PAST_BLOCK_COUNT,
             f"{f.key(Keys.LLM.NEXTN_PREDICT_LAYERS)} is {n_nextn}, more than the {n_layer} blocks of "
             f"{f.key(Keys.LLM.BLOCK_COUNT)}: llama.cpp {tables.build} aborts",
         )
@@ -178,7 +170,7 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
         and _reached(f, *_READS_BEFORE)
     ):
         yield finding(
-            HPARAMS_ROPE_SCALING,
+            Code.HPARAMS_UNKNOWN_ROPE_SCALING,
             f"{rope.key} is {rope.value!r}, not one of {', '.join(sorted(tables.rope_scaling_types))}: "
             f"llama.cpp {tables.build} aborts",
             offset=rope.offset,
@@ -194,20 +186,20 @@ def _check_experts(f: HeaderFacts, n_layer: int) -> Iterator[Finding]:
         n_expert = n_used = 0  # the expert groups are still asserted on
     if n_expert > tables.max_experts:
         yield finding(
-            HPARAMS_TOO_MANY_EXPERTS,
+            Code.HPARAMS_TOO_MANY_EXPERTS,
             f"{f.key(Keys.LLM.EXPERT_COUNT)} is {n_expert}, above LLAMA_MAX_EXPERTS ({tables.max_experts}): "
             f"llama.cpp {tables.build} aborts",
         )
     used_key = f.key(Keys.LLM.EXPERT_USED_COUNT)
     if n_used is not None and n_used > n_expert:
         yield finding(
-            HPARAMS_EXPERT_USED,
+            Code.HPARAMS_EXPERT_USED_COUNT,
             f"{used_key} is {n_used}, more than the {n_expert} experts of {f.key(Keys.LLM.EXPERT_COUNT)}: "
             f"llama.cpp {tables.build} aborts",
         )
     elif n_used == 0 and n_expert > 0:
         yield finding(
-            HPARAMS_EXPERT_USED,
+            Code.HPARAMS_EXPERT_USED_COUNT,
             f"{used_key} is 0 or absent in a model of {n_expert} experts: llama.cpp {tables.build} aborts",
         )
     why = _expert_groups_problem(
@@ -215,7 +207,7 @@ def _check_experts(f: HeaderFacts, n_layer: int) -> Iterator[Finding]:
     )
     if why:
         yield finding(
-            HPARAMS_EXPERT_GROUPS, f"{f.key(Keys.LLM.EXPERT_GROUP_COUNT)}: {why}; llama.cpp {tables.build} aborts"
+            Code.HPARAMS_EXPERT_GROUPS, f"{f.key(Keys.LLM.EXPERT_GROUP_COUNT)}: {why}; llama.cpp {tables.build} aborts"
         )
 
 
@@ -244,7 +236,7 @@ def _check_n_rot(f: HeaderFacts, n_layer: int) -> Iterator[Finding]:
         head_k = n_embd // n_head
     if n_rot != head_k:
         yield finding(
-            HPARAMS_N_ROT,
+            Code.HPARAMS_BAD_N_ROT,
             f"{f.key(Keys.Rope.DIMENSION_COUNT)} is {n_rot}, but the head size is {head_k}: llama.cpp "
             f"{llama_tables().build} throws 'invalid n_rot'",
         )
@@ -273,7 +265,7 @@ def _check_tensor_extra(f: HeaderFacts) -> Iterator[Finding]:
     build = llama_tables().build
     if names.item_type is not ValueType.STRING:
         yield finding(
-            HPARAMS_TENSOR_EXTRA,
+            Code.HPARAMS_TENSOR_EXTRA,
             f"{_TENSOR_EXTRA_NAME} is {names.type_name}, not array[string]: llama.cpp {build} throws",
             offset=names.offset,
         )
@@ -282,14 +274,14 @@ def _check_tensor_extra(f: HeaderFacts) -> Iterator[Finding]:
     if prec is None or prec.item_type is not ValueType.BOOL:
         stored = "missing" if prec is None else f"stored as {prec.type_name}"
         yield finding(
-            HPARAMS_TENSOR_EXTRA,
+            Code.HPARAMS_TENSOR_EXTRA,
             f"{_TENSOR_EXTRA_PREC_A4} is {stored} beside {_TENSOR_EXTRA_NAME}: llama.cpp {build} throws "
             "'must be a bool array'",
             offset=names.offset,
         )
     elif prec.length != names.length:
         yield finding(
-            HPARAMS_TENSOR_EXTRA,
+            Code.HPARAMS_TENSOR_EXTRA,
             f"{_TENSOR_EXTRA_PREC_A4} has {prec.length} values for the {names.length} names of "
             f"{_TENSOR_EXTRA_NAME}: llama.cpp {build} throws 'tensor/value length mismatch'",
             offset=prec.offset,
@@ -301,7 +293,7 @@ def _check_nextn_blocks(f: HeaderFacts, first: int, n_nextn: int) -> Iterator[Fi
     tail = sorted({b for t in f.header.tensors if (b := block_index(t.name)) is not None and b >= first})
     if tail:
         yield finding(
-            HPARAMS_NEXTN_NOT_LOADED,
+            Code.HPARAMS_NEXTN_BLOCKS_NOT_LOADED,
             f"{f.key(Keys.LLM.NEXTN_PREDICT_LAYERS)} is {n_nextn}, so llama.cpp {llama_tables().build} loads no "
             f"tensor of blocks {first} and up of a {f.arch!r} model, but the file has tensors in blocks "
             f"{', '.join(map(str, tail[:8]))}: it throws 'wrong number of tensors'",

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header
 
@@ -96,6 +97,6 @@ def check_hub_gguf(header: Header, hub: HubGGUF, url: str) -> Iterator[Finding]:
         shown_ours = ours[:12] if name == "chat_template_sha256" else ours
         shown_theirs = theirs[:12] if isinstance(theirs, str) and name == "chat_template_sha256" else theirs
         yield finding(
-            "hub.gguf_mismatch",
+            Code.HUB_GGUF_MISMATCH,
             f"{url}: the Hub's gguf card says {what} {shown_theirs!r}, the file's header {shown_ours!r}",
         )

@@ -33,12 +33,12 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header
 
 __all__ = [
     "FULL_PRECISION_TYPES",
-    "NO_FULL_PRECISION",
     "Family",
     "FamilyVerdict",
     "ModelLineage",
@@ -52,8 +52,6 @@ __all__ = [
     "model_lineage",
     "tensor_set_digest",
 ]
-
-NO_FULL_PRECISION: Final = "lineage.no_full_precision"
 
 FULL_PRECISION_TYPES: Final = frozenset({"F32", "F16", "BF16", "F64"})
 """Types a reference may hold: its values are the weights themselves, not a quantization of them."""
@@ -250,7 +248,7 @@ def judge_family(family: Family, safetensors_dirs: Collection[str] = ()) -> Fami
         arch = quantized[0].architecture or "unknown architecture"
         findings.append(
             finding(
-                NO_FULL_PRECISION,
+                Code.LINEAGE_NO_FULL_PRECISION,
                 f"{len(quantized)} quantized model(s) ({names}) of one {arch} family, no F32/F16/BF16 GGUF "
                 f"or safetensors source in the collection: {quantized[0].urls[0]}",
             )

@@ -20,15 +20,13 @@ from gguf.constants import Keys
 from gguf_audit.bounded import quote
 from gguf_audit.checks.arch import KNOWN_ARCHITECTURES, NON_MODEL_ARCHITECTURES
 from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, SPECIAL_ID_KEYS, HeaderFacts
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import KV, ValueType
 from gguf_audit.llama import llama_tables
 
 __all__ = ["check_architecture", "check_key_types", "check_required_keys", "missing_key", "wrong_type"]
 
-META_MISSING_KEY: Final = "meta.missing_key"
-META_WRONG_TYPE: Final = "meta.wrong_type"
-META_UNKNOWN_ARCHITECTURE: Final = "meta.unknown_architecture"
 
 # The types llama.cpp's get_key reads these keys as (GGUFMeta::GKV: the stored type must be exactly this).
 _TOKENIZER_KEY_TYPES: Final[dict[str, ValueType]] = {
@@ -81,13 +79,13 @@ _BPE_MODELS: Final = frozenset({"gpt2", "hybriddna", "whitespace", "gemma4"})
 
 def missing_key(key: str, why: str) -> Finding:
     """``meta.missing_key`` for ``key``, saying what llama.cpp does without it."""
-    return finding(META_MISSING_KEY, f"key {quote(key)} is missing; {why}")
+    return finding(Code.META_MISSING_KEY, f"key {quote(key)} is missing; {why}")
 
 
 def wrong_type(kv: KV, expected: str) -> Finding:
     """``meta.wrong_type`` for ``kv``, which llama.cpp reads as ``expected``."""
     return finding(
-        META_WRONG_TYPE,
+        Code.META_WRONG_TYPE,
         f"key {quote(kv.key)} is stored as {kv.type_name}; llama.cpp reads it as {expected}",
         offset=kv.offset,
     )
@@ -102,7 +100,7 @@ def check_architecture(f: HeaderFacts) -> Iterator[Finding]:
         yield wrong_type(arch_kv, "string")
     elif f.arch not in KNOWN_ARCHITECTURES and f.arch not in NON_MODEL_ARCHITECTURES:
         yield finding(
-            META_UNKNOWN_ARCHITECTURE,
+            Code.META_UNKNOWN_ARCHITECTURE,
             f"general.architecture {quote(f.arch)} is not an architecture llama.cpp {llama_tables().build} "
             f"{'builds a model of' if f.arch in llama_tables().architectures else 'knows'}",
             offset=arch_kv.offset,
@@ -155,7 +153,7 @@ def check_key_types(f: HeaderFacts) -> Iterator[Finding]:
             yield wrong_type(kv, "uint32 or an array of int32/uint32 per layer")
         elif f.n_layer is not None and kv.length != f.n_layer:
             yield finding(
-                META_WRONG_TYPE,
+                Code.META_WRONG_TYPE,
                 f"key {quote(kv.key)} is an array of {kv.length} values, but {f.key(Keys.LLM.BLOCK_COUNT)} is "
                 f"{f.n_layer}; llama.cpp throws 'wrong array length'",
                 offset=kv.offset,

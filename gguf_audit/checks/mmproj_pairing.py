@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gguf_audit.checks.clip import is_projector, projector_type
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header
 
@@ -122,7 +123,7 @@ def _judge(proj: PairingFacts, models: list[PairingFacts]) -> Iterable[Finding]:
     if proj.projection_dim and not legacy and proj.projection_dim not in widths:
         model = models[0]
         yield finding(
-            "clip.embd_mismatch",
+            Code.CLIP_EMBD_MISMATCH,
             f"projects to {proj.projection_dim} wide embeddings, but {_name(model.url)} ({model.architecture}) "
             f"has embedding_length {model.embedding_length}",
         )
@@ -130,7 +131,7 @@ def _judge(proj: PairingFacts, models: list[PairingFacts]) -> Iterable[Finding]:
     if archs is not None and not any(m.architecture in archs for m in models):
         found = sorted({str(m.architecture) for m in models})
         yield finding(
-            "clip.arch_mismatch",
+            Code.CLIP_ARCH_MISMATCH,
             f"a {proj.projector_type!r} projector (made for {', '.join(sorted(archs))}) beside "
             f"{', '.join(found)} models",
         )

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import CODES, Finding, finding
 from gguf_audit.format.model import Header, ValueType, json_scalar
 from gguf_audit.format.shard_names import file_name, parse_shard_name
@@ -178,7 +179,7 @@ def check_shard_set(shards: Iterable[ShardFacts | _Audited]) -> Iterator[Finding
     missing = [i for i in range(1, count + 1) if i not in in_set]
     if missing:
         yield finding(
-            "shard.missing",
+            Code.SHARD_MISSING,
             f"{len(missing)} of {count} shards missing: {_fmt_numbers(missing, count)}",
         )
     readable = [in_set[i] for i in sorted(in_set) if in_set[i].readable]
@@ -202,12 +203,12 @@ def _check_names(members: Sequence[ShardFacts], count: int) -> Iterator[Finding]
     for s in members:
         if s.count != count:
             yield finding(
-                "shard.count_mismatch",
+                Code.SHARD_COUNT_MISMATCH,
                 f"{file_name(s.url)} is named as one of {s.count:05d} shards, but the set has {count:05d}",
             )
         elif not 1 <= s.index <= count:
             yield finding(
-                "shard.bad_index",
+                Code.SHARD_BAD_INDEX,
                 f"{file_name(s.url)} is numbered {s.index:05d}, outside 00001..{count:05d} (shards count from 1)",
             )
 
@@ -218,29 +219,29 @@ def _check_split_keys(readable: Sequence[ShardFacts], count: int) -> Iterator[Fi
         expected_no = s.index - 1
         if s.split_no is None:
             yield finding(
-                "shard.bad_index",
+                Code.SHARD_BAD_INDEX,
                 f"{name} has no split.no; llama.cpp needs it to be {expected_no} (the name's {s.index:05d} minus 1)",
             )
         elif s.split_no_type not in (None, ValueType.UINT16.spelling):
             yield finding(
-                "shard.bad_index",
+                Code.SHARD_BAD_INDEX,
                 f"{name} stores split.no as {s.split_no_type}; llama.cpp reads it as uint16",
             )
         elif s.split_no != expected_no:
             yield finding(
-                "shard.bad_index",
+                Code.SHARD_BAD_INDEX,
                 f"{name} has split.no {s.split_no}, but its name numbers it {s.index:05d} (split.no {expected_no})",
             )
         if s.split_count is None:
             if s.index == 1 and count > 1:
                 yield finding(
-                    "shard.count_mismatch",
+                    Code.SHARD_COUNT_MISMATCH,
                     f"{name} has no split.count; llama.cpp would load it as a whole model "
                     f"and miss the other {count - 1} shards",
                 )
         elif s.split_count != count:
             yield finding(
-                "shard.count_mismatch",
+                Code.SHARD_COUNT_MISMATCH,
                 f"{name} has split.count {s.split_count}, but the file names say {count}",
             )
 
@@ -252,18 +253,18 @@ def _check_tensor_count(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
         values = ", ".join(
             f"{file_name(s.url)}={s.split_tensors_count}" for s in readable if s.split_tensors_count is not None
         )
-        yield finding("shard.tensor_count_mismatch", f"the shards disagree on split.tensors.count: {values}")
+        yield finding(Code.SHARD_TENSOR_COUNT_MISMATCH, f"the shards disagree on split.tensors.count: {values}")
         return
     if not declared:
         yield finding(
-            "shard.tensor_count_mismatch",
+            Code.SHARD_TENSOR_COUNT_MISMATCH,
             f"no shard has split.tensors.count; the {len(readable)} shards hold {found} tensors",
         )
         return
     expected = declared.pop()
     if expected != found:
         yield finding(
-            "shard.tensor_count_mismatch",
+            Code.SHARD_TENSOR_COUNT_MISMATCH,
             f"split.tensors.count is {expected}, but the {len(readable)} shards hold {found} tensors",
         )
 
@@ -281,14 +282,14 @@ def _check_duplicates(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
             if reported < MAX_DUPLICATE_FINDINGS:
                 reported += 1
                 yield finding(
-                    "shard.duplicate_tensor",
+                    Code.SHARD_DUPLICATE_TENSOR,
                     f"tensor {name!r} is in both {file_name(where)} and {file_name(s.url)}",
                     tensor=name,
                 )
             else:
                 extra += 1
     if extra:
-        yield finding("shard.duplicate_tensor", f"{extra} more tensor names are duplicated across shards")
+        yield finding(Code.SHARD_DUPLICATE_TENSOR, f"{extra} more tensor names are duplicated across shards")
 
 
 def _check_agreement(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
@@ -305,7 +306,7 @@ def _check_agreement(readable: Sequence[ShardFacts]) -> Iterator[Finding]:
                 seen.setdefault(values[key], []).append(file_name(url))
         if len(seen) > 1:
             parts = "; ".join(f"{value} in {', '.join(names[:3])}" for value, names in seen.items())
-            yield finding("shard.inconsistent", f"the shards disagree on {key}: {parts}")
+            yield finding(Code.SHARD_INCONSISTENT, f"the shards disagree on {key}: {parts}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from gguf_audit.bounded import quote
-from gguf_audit.codes_security import endangers
+from gguf_audit.codes import Code, endangers
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
 from gguf_audit.format.model import Header, TensorInfo, ValueType
@@ -27,7 +27,6 @@ MAX_DUPLICATE_FINDINGS = 10
 TENSOR_ALIGNMENT = 32
 """ggml-backend's TENSOR_ALIGNMENT: a buffer made over mapped file bytes must start on it."""
 
-TENSOR_SIZE_OVERFLOW = "tensor.size_overflow"
 #: ggml_tensor_overhead(): a ggml_object and a ggml_tensor, per tensor of a ggml context.
 GGML_TENSOR_OVERHEAD = 368
 
@@ -60,7 +59,7 @@ def check_mapped_buffer(header: Header) -> Iterator[Finding]:
     first = min(header.tensors, key=lambda t: t.data_offset)
     if first.data_offset % TENSOR_ALIGNMENT:
         yield finding(
-            "tensor.unaligned_buffer",
+            Code.TENSOR_UNALIGNED_BUFFER,
             f"the first tensor's data, {first.name!r}, starts at byte {first.data_offset}, not a multiple of "
             f"ggml's {TENSOR_ALIGNMENT}-byte tensor alignment (general.alignment {header.alignment}): mapping "
             "the weights fails a GGML_ASSERT and the loading process aborts",
@@ -73,7 +72,7 @@ def _check_ggml_new_tensor(header: Header) -> Iterator[Finding]:
     for t in header.tensors:
         if len(t.shape) <= GGML_MAX_DIMS and not _ggml_elements_fit(ggml_ne(t.shape)):
             yield finding(
-                "tensor.shape_aborts",
+                Code.TENSOR_SHAPE_ABORTS,
                 f"tensor {t.name!r} with shape {list(t.shape)} passes gguf.cpp's element-count test but fails "
                 "ggml_new_tensor's GGML_ASSERT (INT64_MAX / ne[i] > elements): the loading process aborts",
                 tensor=t.name,
@@ -84,13 +83,13 @@ def _check_ggml_new_tensor(header: Header) -> Iterator[Finding]:
 def _check_preamble(header: Header) -> Iterator[Finding]:
     if header.version == 1:
         yield finding(
-            "header.obsolete_version",
+            Code.HEADER_OBSOLETE_VERSION,
             "version 1 (32-bit counts and lengths) is no longer read by llama.cpp",
             offset=4,
         )
     if header.byte_order == "big":
         yield finding(
-            "header.big_endian",
+            Code.HEADER_BIG_ENDIAN,
             f"the file is big-endian (version word {header.version} byte-swapped); "
             "llama.cpp refuses it on little-endian hosts",
             offset=4,
@@ -105,17 +104,17 @@ def _check_keys(header: Header) -> Iterator[Finding]:
     for kv in header.kvs:
         raw = kv.raw_key or kv.key.encode("utf-8", "surrogateescape")
         if not raw:
-            yield finding("header.empty_key", "a metadata key is the empty string", offset=kv.offset)
+            yield finding(Code.HEADER_EMPTY_KEY, "a metadata key is the empty string", offset=kv.offset)
             continue
         if b"\0" in raw:
             yield finding(
-                "header.nul_in_key",
+                Code.HEADER_NUL_IN_KEY,
                 f"key {quote(raw)} holds a NUL byte at {raw.index(0)}; llama.cpp sees it as {quote(kv.key)}",
                 offset=kv.offset,
             )
         if raw in seen:
             yield finding(
-                "header.duplicate_key",
+                Code.HEADER_DUPLICATE_KEY,
                 f"key {quote(kv.key)} appears again (first at offset {seen[raw]})",
                 offset=kv.offset,
             )
@@ -123,13 +122,13 @@ def _check_keys(header: Header) -> Iterator[Finding]:
             seen[raw] = kv.offset
             if kv.key and not _KEY_RULE.match(kv.key):
                 yield finding(
-                    "header.noncanonical_key",
+                    Code.HEADER_NONCANONICAL_KEY,
                     f"key {quote(kv.key)} is not dot-separated lower_snake_case",
                     offset=kv.offset,
                 )
         if kv.type is ValueType.ARRAY and kv.item_type is ValueType.ARRAY:
             yield finding(
-                "header.nested_array",
+                Code.HEADER_NESTED_ARRAY,
                 f"key {quote(kv.key)} is an array of arrays, which llama.cpp's reader rejects",
                 offset=kv.offset,
             )
@@ -137,13 +136,13 @@ def _check_keys(header: Header) -> Iterator[Finding]:
     if alignment is not None:
         if alignment.type is not ValueType.UINT32:
             yield finding(
-                "header.bad_alignment",
+                Code.HEADER_BAD_ALIGNMENT,
                 f"general.alignment is stored as {alignment.type_name}, not uint32",
                 offset=alignment.offset,
             )
         elif isinstance(alignment.value, int) and (alignment.value == 0 or alignment.value & (alignment.value - 1)):
             yield finding(
-                "header.bad_alignment",
+                Code.HEADER_BAD_ALIGNMENT,
                 f"general.alignment is {alignment.value}, not a power of two",
                 offset=alignment.offset,
             )
@@ -155,7 +154,7 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
     for t in header.tensors:
         if b"\0" in t.raw_name:
             yield finding(
-                "tensor.nul_in_name",
+                Code.TENSOR_NUL_IN_NAME,
                 f"tensor name {quote(t.raw_name)} holds a NUL byte at {t.raw_name.index(0)}; ggml names it {t.name!r}",
                 tensor=t.name,
                 offset=t.info_offset,
@@ -163,7 +162,7 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
         name_bytes = len(t.raw_name) if t.raw_name else len(t.name.encode("utf-8", "surrogateescape"))
         if name_bytes >= GGML_MAX_NAME:
             yield finding(
-                "tensor.name_too_long",
+                Code.TENSOR_NAME_TOO_LONG,
                 f"tensor name {quote(t.name, 80)} is {name_bytes} bytes; ggml allows at most {GGML_MAX_NAME - 1}",
                 tensor=t.name,
                 offset=t.info_offset,
@@ -172,7 +171,7 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
             duplicates += 1
             if duplicates <= MAX_DUPLICATE_FINDINGS:
                 yield finding(
-                    "tensor.duplicate_name",
+                    Code.TENSOR_DUPLICATE_NAME,
                     f"tensor {quote(t.name)} appears twice",
                     tensor=t.name,
                     offset=t.info_offset,
@@ -182,7 +181,7 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
         yield from _check_type(t)
     if duplicates > MAX_DUPLICATE_FINDINGS:
         yield finding(
-            "tensor.duplicate_name",
+            Code.TENSOR_DUPLICATE_NAME,
             f"{duplicates - MAX_DUPLICATE_FINDINGS} more tensors repeat a name (a corrupt tensor count reads "
             "zeros as nameless tensors)",
         )
@@ -191,7 +190,7 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
 def _check_dims(t: TensorInfo) -> Iterator[Finding]:
     if len(t.shape) > GGML_MAX_DIMS:
         yield finding(
-            "tensor.bad_dims",
+            Code.TENSOR_BAD_DIMS,
             f"tensor {quote(t.name)} has {len(t.shape)} dimensions; ggml allows at most {GGML_MAX_DIMS}",
             tensor=t.name,
             offset=t.info_offset,
@@ -200,7 +199,7 @@ def _check_dims(t: TensorInfo) -> Iterator[Finding]:
     negative = [d for d in t.shape if d < 0]
     if negative:
         yield finding(
-            "tensor.bad_dims",
+            Code.TENSOR_BAD_DIMS,
             f"tensor {quote(t.name)} has a negative dimension {negative[0]} in shape {list(t.shape)}",
             tensor=t.name,
             offset=t.info_offset,
@@ -209,7 +208,7 @@ def _check_dims(t: TensorInfo) -> Iterator[Finding]:
     ne = ggml_ne(t.shape)
     if not _gguf_elements_fit(ne):
         yield finding(
-            "tensor.bad_dims",
+            Code.TENSOR_BAD_DIMS,
             f"tensor {quote(t.name)} with shape {list(t.shape)} has {t.n_elements} elements, past int64",
             tensor=t.name,
             offset=t.info_offset,
@@ -248,7 +247,7 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
     if info.status is TypeStatus.REMOVED:
         hint = " (ids 34 to 37 mean other types in forks such as ik_llama.cpp)" if 34 <= t.type_id <= 37 else ""
         yield finding(
-            "tensor.removed_type",
+            Code.TENSOR_REMOVED_TYPE,
             f"tensor {quote(t.name)} has type {info.name} (id {t.type_id}), whose support was removed{hint}",
             tensor=t.name,
             offset=t.info_offset,
@@ -261,7 +260,7 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
             else "forks such as ik_llama.cpp number their own types (there ids 34 to 37 mean other things too)"
         )
         yield finding(
-            "tensor.unknown_type",
+            Code.TENSOR_UNKNOWN_TYPE,
             f"tensor {quote(t.name)} has ggml type id {t.type_id}, outside llama.cpp's 0 to {GGML_TYPE_COUNT - 1}: "
             f"{hint}; llama.cpp refuses it",
             tensor=t.name,
@@ -275,7 +274,7 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
     row = ggml_ne(t.shape)[0]
     if row % info.block_elems:
         yield finding(
-            "tensor.row_not_block_multiple",
+            Code.TENSOR_ROW_NOT_BLOCK_MULTIPLE,
             f"tensor {quote(t.name)} of type {info.name} has rows of {row} elements, "
             f"not a multiple of the block size {info.block_elems}",
             tensor=t.name,
@@ -284,7 +283,7 @@ def _check_type(t: TensorInfo) -> Iterator[Finding]:
     elif t.n_elements // info.block_elems > _SIZE_MAX // info.block_bytes:
         nbytes = t.n_elements // info.block_elems * info.block_bytes
         yield finding(
-            TENSOR_SIZE_OVERFLOW,
+            Code.TENSOR_SIZE_OVERFLOW,
             f"tensor {quote(t.name)} with shape {list(t.shape)} ({t.n_elements} elements, within int64) needs "
             f"{nbytes} bytes of {info.name}, past SIZE_MAX {endangers('byte_size')}",
             tensor=t.name,
@@ -305,7 +304,7 @@ def _check_layout(header: Header) -> Iterator[Finding]:
         if not wrapped and expected + _padded(t.n_bytes, alignment) > _SIZE_MAX and t.n_bytes <= _SIZE_MAX:
             wrapped = True
             yield finding(
-                TENSOR_SIZE_OVERFLOW,
+                Code.TENSOR_SIZE_OVERFLOW,
                 f"the padded sizes of the tensors up to {quote(t.name)} add up to "
                 f"{expected + _padded(t.n_bytes, alignment)} bytes, past 64 bits {endangers('padded_sum')}",
                 tensor=t.name,
@@ -313,7 +312,7 @@ def _check_layout(header: Header) -> Iterator[Finding]:
             )
         if t.offset % alignment:
             yield finding(
-                "tensor.misaligned_offset",
+                Code.TENSOR_MISALIGNED_OFFSET,
                 f"tensor {quote(t.name)} starts at data offset {t.offset}, not a multiple of the alignment {alignment}",
                 tensor=t.name,
                 offset=t.data_offset,
@@ -326,7 +325,7 @@ def _check_layout(header: Header) -> Iterator[Finding]:
     context = expected + (len(header.tensors) + 1) * GGML_TENSOR_OVERHEAD
     if not wrapped and expected <= _SIZE_MAX < context:
         yield finding(
-            TENSOR_SIZE_OVERFLOW,
+            Code.TENSOR_SIZE_OVERFLOW,
             f"the data section's {expected} bytes and the {len(header.tensors)} tensors' overhead make a ggml "
             f"context of {context} bytes, past 64 bits {endangers('context_wrap')}",
         )
@@ -334,7 +333,7 @@ def _check_layout(header: Header) -> Iterator[Finding]:
         t = not_packed[0]
         more = f" ({len(not_packed) - 1} later tensors are off as well)" if len(not_packed) > 1 else ""
         yield finding(
-            "tensor.offset_not_packed",
+            Code.TENSOR_OFFSET_NOT_PACKED,
             f"tensor {quote(t.name)} has data offset {t.offset}, but llama.cpp expects {first_expected}, "
             f"the sum of the padded sizes before it{more}",
             tensor=t.name,
@@ -355,7 +354,7 @@ def _check_overlaps(header: Header) -> Iterator[Finding]:
             inside = t.offset == furthest.offset or t.offset + t.n_bytes <= furthest.offset + furthest.n_bytes
             if inside:
                 yield finding(
-                    "tensor.overlap",
+                    Code.TENSOR_OVERLAP,
                     f"tensor {quote(t.name)} (data offset {t.offset}, {t.n_bytes} bytes) lies inside "
                     f"tensor {quote(furthest.name)} (data offset {furthest.offset}, {furthest.n_bytes} bytes)",
                     tensor=t.name,
@@ -363,7 +362,7 @@ def _check_overlaps(header: Header) -> Iterator[Finding]:
                 )
             else:
                 yield finding(
-                    "tensor.undersized_region",
+                    Code.TENSOR_UNDERSIZED_REGION,
                     f"tensor {quote(furthest.name)} needs {furthest.n_bytes} bytes from data offset {furthest.offset}, "
                     f"but tensor {quote(t.name)} starts {t.offset - furthest.offset} bytes in",
                     tensor=furthest.name,
@@ -384,11 +383,11 @@ def _packed_and_aligned(header: Header) -> bool:
 
 def _check_file_size(header: Header, file_size: int | None) -> Iterator[Finding]:
     if file_size is None:
-        yield finding("io.size_unknown", "the file's size is unknown, so tensor bounds were not checked")
+        yield finding(Code.IO_SIZE_UNKNOWN, "the file's size is unknown, so tensor bounds were not checked")
         return
     if header.n_tensors and header.data_offset > file_size:
         yield finding(
-            "data.truncated",
+            Code.DATA_TRUNCATED,
             f"the data section starts at {header.data_offset}, past the file's {file_size} bytes",
             offset=file_size,
         )
@@ -401,7 +400,7 @@ def _check_file_size(header: Header, file_size: int | None) -> Iterator[Finding]
         # tells, and a loader that trusts the header reads past its buffer.
         advisory = f" {endangers('region_past_eof')}" if _packed_and_aligned(header) else ""
         yield finding(
-            "data.truncated",
+            Code.DATA_TRUNCATED,
             f"tensor {quote(first.name)} ends at {first.end_offset}, past the file's {file_size} bytes; "
             f"{len(past)} of {header.n_tensors} tensors reach past the end and {missing} bytes are missing"
             f"{advisory}",
@@ -415,7 +414,7 @@ def _check_file_size(header: Header, file_size: int | None) -> Iterator[Finding]
     end = _padded(end, header.alignment)
     if file_size > end:
         yield finding(
-            "data.trailing_bytes",
+            Code.DATA_TRAILING_BYTES,
             f"the file has {file_size - end} bytes after the end of its last tensor at {end}",
             offset=end,
         )

@@ -23,17 +23,13 @@ from gguf_audit.bounded import quote
 from gguf_audit.checks.arch import ShapeFamily, block_index, is_known_tensor_name
 from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
 from gguf_audit.checks.structure import ggml_ne
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import TensorInfo, ValueType
 from gguf_audit.llama import llama_tables
 
 __all__ = ["LLAMA_MAX_LAYERS", "MAX_NAMED_FINDINGS", "check_tensors"]
 
-TENSOR_MISSING: Final = "tensor.missing"
-TENSOR_UNEXPECTED: Final = "tensor.unexpected"
-TENSOR_WRONG_SHAPE: Final = "tensor.wrong_shape"
-META_BLOCK_COUNT_MISMATCH: Final = "meta.block_count_mismatch"
-TOKENIZER_VOCAB_MISMATCH: Final = "tokenizer.vocab_mismatch"
 
 LLAMA_MAX_LAYERS: Final = llama_tables().max_layers
 """llama.cpp's per-layer hyperparameter arrays hold 512 entries (``LLAMA_MAX_LAYERS``)."""
@@ -84,7 +80,7 @@ def check_tensors(f: HeaderFacts) -> Iterator[Finding]:
     unexpected = [t for t in h.tensors if not is_known_tensor_name(arch, t.name)]
     for t in unexpected[:MAX_NAMED_FINDINGS]:
         yield finding(
-            TENSOR_UNEXPECTED,
+            Code.TENSOR_UNEXPECTED,
             f"tensor {quote(t.name)} is not one a {quote(arch)} model has",
             tensor=t.name,
             offset=t.info_offset,
@@ -92,7 +88,7 @@ def check_tensors(f: HeaderFacts) -> Iterator[Finding]:
     if len(unexpected) > MAX_NAMED_FINDINGS:
         rest = unexpected[MAX_NAMED_FINDINGS:]
         yield finding(
-            TENSOR_UNEXPECTED,
+            Code.TENSOR_UNEXPECTED,
             f"{len(rest)} more tensors are not ones a {quote(arch)} model has, from {quote(rest[0].name)}",
             tensor=rest[0].name,
             offset=rest[0].info_offset,
@@ -117,7 +113,7 @@ def _check_block_count(f: HeaderFacts, present: Sequence[int]) -> Iterator[Findi
     extra = [b for b in present if b >= n_layer]
     if extra:
         yield finding(
-            META_BLOCK_COUNT_MISMATCH,
+            Code.META_BLOCK_COUNT_MISMATCH,
             f"{key} is {n_layer}, but tensors of blocks {_fmt_blocks(extra)} exist (blk.0 to blk.{present[-1]})",
         )
     if f.shard or spec.may_skip_blocks or not _uses_blk_names(f.arch or ""):
@@ -126,7 +122,7 @@ def _check_block_count(f: HeaderFacts, present: Sequence[int]) -> Iterator[Findi
     absent = [b for b in range(_loaded_blocks(f, n_layer)) if b not in have]
     if absent:
         yield finding(
-            META_BLOCK_COUNT_MISMATCH,
+            Code.META_BLOCK_COUNT_MISMATCH,
             f"{key} is {n_layer}, but blocks {_fmt_blocks(absent)} have no tensor "
             f"({len(have & set(range(n_layer)))} of {n_layer} blocks present)",
         )
@@ -157,7 +153,9 @@ def _check_required(f: HeaderFacts, names: set[str], present: Sequence[int]) -> 
     for name in spec.required_global:
         if name not in names:
             yield finding(
-                TENSOR_MISSING, f"tensor {quote(name)} is missing; a {quote(f.arch)} model requires it", tensor=name
+                Code.TENSOR_MISSING,
+                f"tensor {quote(name)} is missing; a {quote(f.arch)} model requires it",
+                tensor=name,
             )
     if f.n_layer is None or f.n_layer > LLAMA_MAX_LAYERS:
         return
@@ -169,7 +167,7 @@ def _check_required(f: HeaderFacts, names: set[str], present: Sequence[int]) -> 
             first = f"blk.{lacking[0]}.{base}.weight"
             more = f" (and in blocks {_fmt_blocks(lacking[1:])})" if len(lacking) > 1 else ""
             yield finding(
-                TENSOR_MISSING,
+                Code.TENSOR_MISSING,
                 f"tensor {quote(first)} is missing{more}; every block of a {quote(f.arch)} model requires it",
                 tensor=first,
             )
@@ -186,7 +184,7 @@ def _check_vocab_rows(f: HeaderFacts) -> Iterator[Finding]:
         rows = ggml_ne(t.shape)[1] if len(t.shape) <= 4 else t.shape[1]
         if t.name in names and rows != n_tokens:
             yield finding(
-                TOKENIZER_VOCAB_MISMATCH,
+                Code.TOKENIZER_VOCAB_MISMATCH,
                 f"tensor {quote(t.name)} has {rows} rows (shape {list(t.shape)}) "
                 f"but the vocabulary has {n_tokens} tokens",
                 tensor=t.name,
@@ -307,7 +305,7 @@ def _check_shapes(f: HeaderFacts) -> Iterator[Finding]:
         first = members[0]
         more = f" (the same in {len(members) - 1} more blocks)" if len(members) > 1 else ""
         yield finding(
-            TENSOR_WRONG_SHAPE,
+            Code.TENSOR_WRONG_SHAPE,
             f"tensor {quote(first.name)} has shape {list(first.shape)}; llama.cpp expects {list(group[2])} "
             f"({reasons[group]}){more}",
             tensor=first.name,

@@ -14,12 +14,11 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Final
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header, StringArray, ValueType
 
 __all__ = ["check_control_characters"]
-
-META_CONTROL_CHARACTERS: Final = "meta.control_characters"
 
 # C0 (but tab, newline, carriage return), DEL and C1; checked apart so descriptions may hold them.
 _LINE_BREAKS: Final = "\t\n\r"
@@ -72,7 +71,7 @@ def check_control_characters(header: Header) -> Iterator[Finding]:
                 continue
             count, first = hit
             yield finding(
-                META_CONTROL_CHARACTERS,
+                Code.META_CONTROL_CHARACTERS,
                 f"{where} holds {count} control or invisible characters, the first {_char_name(text[first])} "
                 f"at index {first}",
                 offset=kv.offset,

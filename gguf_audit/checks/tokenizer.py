@@ -24,24 +24,13 @@ from gguf.constants import Keys, TokenType
 from gguf_audit.bounded import quote
 from gguf_audit.checks.facts import NO_VOCAB, SPECIAL_ID_KEYS, HeaderFacts
 from gguf_audit.checks.metadata import missing_key
-from gguf_audit.codes_security import endangers
+from gguf_audit.codes import Code, endangers
 from gguf_audit.findings import Finding, Severity, finding
 from gguf_audit.format.model import StringArray
 from gguf_audit.llama import llama_tables
 from gguf_audit.templates.conversations import standard_conversations
 
 __all__ = ["MAX_TOKEN_COMPARES", "check_template_tokens", "check_tokenizer", "check_tokenizer_keys"]
-
-TOKENIZER_ARRAY_LENGTH_MISMATCH: Final = "tokenizer.array_length_mismatch"
-TOKENIZER_WRONG_ARRAY_TYPE: Final = "tokenizer.wrong_array_type"
-TOKENIZER_SPECIAL_ID_OUT_OF_RANGE: Final = "tokenizer.special_id_out_of_range"
-TOKENIZER_BAD_TOKEN_TYPE: Final = "tokenizer.bad_token_type"
-TOKENIZER_UNKNOWN_MODEL: Final = "tokenizer.unknown_model"
-TOKENIZER_UNKNOWN_PRE: Final = "tokenizer.unknown_pre"
-TOKENIZER_MISSING_PRE: Final = "tokenizer.missing_pre"
-TOKENIZER_EOS_NOT_IN_TEMPLATE: Final = "tokenizer.eos_not_in_template"
-TOKENIZER_DOUBLE_BOS: Final = "tokenizer.double_bos"
-TOKENIZER_BAD_BYTE_TOKEN: Final = "tokenizer.bad_byte_token"
 
 
 def check_tokenizer_keys(f: HeaderFacts) -> Iterator[Finding]:
@@ -70,14 +59,14 @@ def check_tokenizer_keys(f: HeaderFacts) -> Iterator[Finding]:
         yield missing_key(Keys.Tokenizer.MERGES, f"a {model!r} tokenizer needs them ('cannot find tokenizer merges')")
     if model is not None and model not in tables.tokenizer_models:
         yield finding(
-            TOKENIZER_UNKNOWN_MODEL,
+            Code.TOKENIZER_UNKNOWN_MODEL,
             f"tokenizer.ggml.model is {quote(model)}, not one of llama.cpp {tables.build}'s tokenizers "
             f"({', '.join(sorted(tables.tokenizer_models))})",
         )
     # Only the BPE models read the pre-tokenizer name (gemma4 sets its own); SPM, WPM and UGM ignore it.
     if model in _BPE_MODELS and pre and pre not in tables.bpe_pre_tokenizers:
         yield finding(
-            TOKENIZER_UNKNOWN_PRE,
+            Code.TOKENIZER_UNKNOWN_PRE,
             f"tokenizer.ggml.pre is {quote(pre)}, not a pre-tokenizer llama.cpp {tables.build} knows: it throws "
             "'unknown pre-tokenizer type'",
         )
@@ -96,7 +85,7 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
     model = f.tokenizer_model
     if model in _BPE_MODELS and not h.get_str(Keys.Tokenizer.PRE):
         yield finding(
-            TOKENIZER_MISSING_PRE,
+            Code.TOKENIZER_MISSING_PRE,
             "the BPE tokenizer has no tokenizer.ggml.pre; llama.cpp falls back to the 'default' pre-tokenizer",
         )
     # Current llama-vocab.cpp throws 'invalid gguf type' for scores that are not an
@@ -107,7 +96,7 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
     scores = h.metadata.get(Keys.Tokenizer.SCORES)
     if scores is not None and scores.type_name not in ("array[float32]", "array[int32]"):
         yield finding(
-            TOKENIZER_WRONG_ARRAY_TYPE,
+            Code.TOKENIZER_WRONG_ARRAY_TYPE,
             f"tokenizer.ggml.scores is stored as {scores.type_name}; llama.cpp reads only array[float32] or "
             f"array[int32] {endangers('vocab_arrays')}",
             offset=scores.offset,
@@ -115,7 +104,7 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
     types = h.metadata.get(Keys.Tokenizer.TOKEN_TYPE)
     if types is not None and types.type_name != "array[int32]":
         yield finding(
-            TOKENIZER_WRONG_ARRAY_TYPE,
+            Code.TOKENIZER_WRONG_ARRAY_TYPE,
             f"tokenizer.ggml.token_type is stored as {types.type_name}; llama.cpp reads only array[int32] "
             f"{endangers('vocab_arrays')}",
             offset=types.offset,
@@ -125,7 +114,7 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
     for kv in (scores, types):
         if kv is not None and kv.length is not None and kv.length < n_tokens:
             yield finding(
-                TOKENIZER_ARRAY_LENGTH_MISMATCH,
+                Code.TOKENIZER_ARRAY_LENGTH_MISMATCH,
                 f"{kv.key} has {kv.length} entries but tokenizer.ggml.tokens has {n_tokens} "
                 f"{endangers('vocab_arrays')}",
                 offset=kv.offset,
@@ -136,7 +125,7 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
         value = h.get_int(key)
         if kv is not None and value is not None and not 0 <= value < n_tokens:
             yield finding(
-                TOKENIZER_SPECIAL_ID_OUT_OF_RANGE,
+                Code.TOKENIZER_SPECIAL_ID_OUT_OF_RANGE,
                 f"{key} is {value}, but the vocabulary has {n_tokens} tokens (ids 0 to {n_tokens - 1})",
                 offset=kv.offset,
                 severity=Severity.ERROR if role in _END_OF_GENERATION_ROLES else Severity.WARNING,
@@ -149,7 +138,7 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
         if n_bad:
             first = int(np.argmax(bad))
             yield finding(
-                TOKENIZER_BAD_TOKEN_TYPE,
+                Code.TOKENIZER_BAD_TOKEN_TYPE,
                 f"tokenizer.ggml.token_type has {n_bad} values outside 1 to 6, the first {int(values[first])} "
                 f"at token {first}",
                 offset=types.offset if types is not None else None,
@@ -177,7 +166,7 @@ def _check_byte_tokens(f: HeaderFacts) -> Iterator[Finding]:
         else "SPM reads two hex digits from it; a PLaMo-2 vocabulary would be written out of bounds"
     )
     yield finding(
-        TOKENIZER_BAD_BYTE_TOKEN,
+        Code.TOKENIZER_BAD_BYTE_TOKEN,
         f"{len(bad)} BYTE tokens are not '<0xNN>', the first {tokens[first][:40]!r} at token {first}, in {where} "
         f"{endangers('plamo2_byte')}",
         severity=Severity.ERROR if plamo2 else Severity.WARNING,
@@ -304,7 +293,7 @@ def check_template_tokens(f: HeaderFacts, renders: Mapping[str, str]) -> Iterato
     for key, text in renders.items():
         if bos is not None and _adds_bos(f) and text.startswith(bos[1]):
             yield finding(
-                TOKENIZER_DOUBLE_BOS,
+                Code.TOKENIZER_DOUBLE_BOS,
                 f"{key}: the rendered template starts with the BOS text {quote(bos[1])} and add_bos_token is true, "
                 "so tokenizing it with special tokens added gives two BOS tokens",
             )
@@ -326,14 +315,14 @@ def check_template_tokens(f: HeaderFacts, renders: Mapping[str, str]) -> Iterato
         if not hits:
             tail = region.strip()[-40:]
             yield finding(
-                TOKENIZER_EOS_NOT_IN_TEMPLATE,
+                Code.TOKENIZER_EOS_NOT_IN_TEMPLATE,
                 f"{key}: the assistant turn is not closed by {names}; the render ends {quote(tail)}",
             )
             continue
         _, _, tid, t = min(hits)
         if known:
             yield finding(
-                TOKENIZER_EOS_NOT_IN_TEMPLATE,
+                Code.TOKENIZER_EOS_NOT_IN_TEMPLATE,
                 f"{key}: the assistant turn ends with {quote(t)} (id {tid}), not {names}; llama.cpp stops on it by its "
                 "text, other runtimes may not",
                 severity=Severity.INFO,
@@ -342,7 +331,7 @@ def check_template_tokens(f: HeaderFacts, renders: Mapping[str, str]) -> Iterato
         if ttype is not None and ttype != TokenType.CONTROL:
             override = " (llama.cpp warns and overrides its type)" if t in _LLAMA_EOG_TEXTS else ""
             yield finding(
-                TOKENIZER_EOS_NOT_IN_TEMPLATE,
+                Code.TOKENIZER_EOS_NOT_IN_TEMPLATE,
                 f"{key}: the assistant turn ends with {quote(t)} (id {tid}), a {_type_name(ttype)} token, "
                 f"not a control token{override}",
             )

@@ -45,6 +45,7 @@ import numpy as np
 from gguf_audit.checks.facts import HeaderFacts
 from gguf_audit.checks.tokenizer import _LLAMA_EOG_TEXTS, _TokenLookup
 from gguf_audit.checks.upstream_template import check_templates
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, Severity, finding
 
 __all__ = ["UPSTREAM_FILES", "Upstream", "check_upstream"]
@@ -92,7 +93,7 @@ class Upstream:
 def check_upstream(facts: HeaderFacts, upstream: Upstream) -> Iterator[Finding]:
     """Yield every ``upstream.*`` finding of the file ``facts`` describes against ``upstream``."""
     for name, why in upstream.unreadable:
-        yield finding("upstream.unreadable", f"{_join(upstream.url, name)}: {why}")
+        yield finding(Code.UPSTREAM_UNREADABLE, f"{_join(upstream.url, name)}: {why}")
     if facts.continuation or not facts.model:
         return
     yield from check_templates(facts.header, upstream)
@@ -201,7 +202,7 @@ def _check_special_tokens(facts: HeaderFacts, upstream: Upstream) -> Iterator[Fi
     if eos is not None and eos_sources and eos not in stops:
         said = "; ".join(s.describe(vocab) if s.ids else f"{s.where} (not in the GGUF vocabulary)" for s in eos_sources)
         yield finding(
-            "upstream.eos_not_stop",
+            Code.UPSTREAM_EOS_NOT_STOP,
             f"tokenizer.ggml.eos_token_id {vocab.show(eos)} is not a stop token upstream: {said}",
             offset=offsets["eos"],
         )
@@ -211,14 +212,14 @@ def _check_special_tokens(facts: HeaderFacts, upstream: Upstream) -> Iterator[Fi
             if tid in eog or vocab.gguf_text(tid) in _LLAMA_EOG_TEXTS:
                 continue
             yield finding(
-                "upstream.stop_not_eog",
+                Code.UPSTREAM_STOP_NOT_EOG,
                 f"{source.where} {vocab.show(tid)} is a stop token upstream but does not end generation in the "
                 f"GGUF (its eos is {vocab.show(eos) if eos is not None else 'unset'}, eot "
                 f"{gguf['eot'] if gguf['eot'] is not None else 'unset'})",
                 offset=offsets["eos"],
             )
             eog.add(tid)  # once per id
-    for role, code in (("bos", "upstream.bos_mismatch"), ("pad", "upstream.pad_mismatch")):
+    for role, code in (("bos", Code.UPSTREAM_BOS_MISMATCH), ("pad", Code.UPSTREAM_PAD_MISMATCH)):
         ours = gguf[role]
         if ours is None:
             continue
@@ -236,7 +237,7 @@ def _check_special_tokens(facts: HeaderFacts, upstream: Upstream) -> Iterator[Fi
         ours_text, theirs = vocab.gguf_text(special), vocab.upstream_text.get(special)
         if ours_text is not None and theirs is not None and ours_text != theirs:
             yield finding(
-                "upstream.special_text",
+                Code.UPSTREAM_SPECIAL_TEXT,
                 f"tokenizer.ggml.{_ROLE_KEYS[role]} {special} is {ours_text!r} in the GGUF but {theirs!r} upstream "
                 f"(added tokens of tokenizer_config.json / tokenizer.json)",
                 offset=offsets[role],
@@ -315,7 +316,7 @@ def _check_hparams(facts: HeaderFacts, upstream: Upstream) -> Iterator[Finding]:
                 continue
         if ours != expected:
             yield finding(
-                "upstream.hparam_mismatch",
+                Code.UPSTREAM_HPARAM_MISMATCH,
                 f"{key} {ours} differs from config.json {theirs[0]} {expected}",
                 offset=_offset(facts, key),
             )
@@ -323,7 +324,7 @@ def _check_hparams(facts: HeaderFacts, upstream: Upstream) -> Iterator[Finding]:
     ours_ctx, theirs_ctx = facts.header.get_int(key), _int_of(cfg, _CONTEXT)
     if ours_ctx is not None and theirs_ctx is not None and ours_ctx != theirs_ctx[1]:
         yield finding(
-            "upstream.context_length",
+            Code.UPSTREAM_CONTEXT_LENGTH,
             f"{key} {ours_ctx} differs from config.json {theirs_ctx[0]} {theirs_ctx[1]}",
             offset=_offset(facts, key),
         )
@@ -349,7 +350,7 @@ def _check_rope(facts: HeaderFacts, cfg: Mapping[str, Any]) -> Iterator[Finding]
     if theta is not None and not _close(ours if ours is not None else LLAMA_DEFAULT_FREQ_BASE, theta):
         shown = f"{ours:g}" if ours is not None else f"absent (llama.cpp uses {LLAMA_DEFAULT_FREQ_BASE:g})"
         yield finding(
-            "upstream.rope_freq_base",
+            Code.UPSTREAM_ROPE_FREQ_BASE,
             f"{key} {shown} differs from config.json rope_theta {theta:g}",
             offset=_offset(facts, key),
         )
@@ -406,7 +407,7 @@ def _check_rope(facts: HeaderFacts, cfg: Mapping[str, Any]) -> Iterator[Finding]
 
 
 def _rope(facts: HeaderFacts, key: str, message: str) -> Finding:
-    return finding("upstream.rope_scaling", message, offset=_offset(facts, key))
+    return finding(Code.UPSTREAM_ROPE_SCALING, message, offset=_offset(facts, key))
 
 
 def _check_vocab_size(facts: HeaderFacts, cfg: Mapping[str, Any], upstream: Upstream) -> Iterator[Finding]:
@@ -419,9 +420,9 @@ def _check_vocab_size(facts: HeaderFacts, cfg: Mapping[str, Any], upstream: Upst
     spanned = spanned if isinstance(spanned, int) and not isinstance(spanned, bool) else None
     base = f"tokenizer.ggml.tokens has {n} tokens, config.json {theirs[0]} is {size}"
     if n > size:
-        yield finding("upstream.vocab_size", f"{base}: the GGUF has ids the upstream embedding lacks")
+        yield finding(Code.UPSTREAM_VOCAB_SIZE, f"{base}: the GGUF has ids the upstream embedding lacks")
     elif spanned is not None and n < spanned:
-        yield finding("upstream.vocab_size", f"{base} and tokenizer.json spans {spanned} ids: the GGUF lacks tokens")
+        yield finding(Code.UPSTREAM_VOCAB_SIZE, f"{base} and tokenizer.json spans {spanned} ids: the GGUF lacks tokens")
     else:
         why = f"tokenizer.json spans {spanned} ids" if spanned is not None else "no tokenizer.json to tell"
-        yield finding("upstream.vocab_size", f"{base}: padding rows only ({why})", severity=Severity.INFO)
+        yield finding(Code.UPSTREAM_VOCAB_SIZE, f"{base}: padding rows only ({why})", severity=Severity.INFO)

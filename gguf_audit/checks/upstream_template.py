@@ -21,6 +21,7 @@ import difflib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Final
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, Severity, finding
 from gguf_audit.format.model import Header
 
@@ -68,7 +69,7 @@ def check_templates(header: Header, upstream: Upstream) -> Iterator[Finding]:
         ours = header.get_str(key)
         if ours is None:
             yield finding(
-                "upstream.template_missing",
+                Code.UPSTREAM_TEMPLATE_MISSING,
                 f"{key} is absent but {source} has a template ({len(template)} characters)",
                 severity=None if name == "default" else Severity.INFO,
             )
@@ -79,13 +80,13 @@ def check_templates(header: Header, upstream: Upstream) -> Iterator[Finding]:
         offset = kv.offset if kv is not None else None
         if "".join(a.split()) == "".join(b.split()):
             yield finding(
-                "upstream.template_whitespace",
+                Code.UPSTREAM_TEMPLATE_WHITESPACE,
                 f"{key} differs from {source} in whitespace only: {diff_summary(a, b)}",
                 offset=offset,
             )
         else:
             yield finding(
-                "upstream.template_differs", f"{key} differs from {source}: {diff_summary(a, b)}", offset=offset
+                Code.UPSTREAM_TEMPLATE_DIFFERS, f"{key} differs from {source}: {diff_summary(a, b)}", offset=offset
             )
 
 

@@ -32,18 +32,13 @@ from gguf.constants import TokenType
 
 from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
 from gguf_audit.checks.hparams import refused_in_load_hparams
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import StringArray
 from gguf_audit.llama import llama_tables
 
 __all__ = ["check_vocab"]
 
-TOKENIZER_DUPLICATE_TOKEN: Final = "tokenizer.duplicate_token"
-TOKENIZER_WRONG_ARRAY_TYPE: Final = "tokenizer.wrong_array_type"
-TOKENIZER_BAD_CHARSMAP: Final = "tokenizer.bad_charsmap"
-TOKENIZER_WPM_BYTE_TOKEN: Final = "tokenizer.wpm_byte_token"
-TOKENIZER_SHORT_BYTE_TOKEN: Final = "tokenizer.short_byte_token"
-TOKENIZER_MISSING_BYTE_TOKENS: Final = "tokenizer.missing_byte_tokens"
 
 # What llm_tokenizer_plamo2 takes as a byte token: six bytes, '<0x', two hex digits, '>'.
 _PLAMO2_BYTE: Final = re.compile(rb"<0x([0-9A-Fa-f]{2})>")
@@ -76,14 +71,14 @@ def check_vocab(f: HeaderFacts) -> Iterator[Finding]:
     if tokens is not None and duplicate is not None:
         first, second = duplicate
         yield finding(
-            TOKENIZER_DUPLICATE_TOKEN,
+            Code.TOKENIZER_DUPLICATE_TOKEN,
             f"tokens {first} and {second} are both {tokens[first][:40]!r}: llama.cpp {llama_tables().build} aborts",
         )
         return
     suppress = f.header.metadata.get(_SUPPRESS_TOKENS)
     if suppress is not None and suppress.type_name != "array[int32]":
         yield finding(
-            TOKENIZER_WRONG_ARRAY_TYPE,
+            Code.TOKENIZER_WRONG_ARRAY_TYPE,
             f"{_SUPPRESS_TOKENS} is stored as {suppress.type_name}; llama.cpp {llama_tables().build} reads only "
             "array[int32] ('invalid gguf type')",
             offset=suppress.offset,
@@ -166,7 +161,7 @@ def _check_charsmap(f: HeaderFacts) -> Iterator[Finding]:
     build = llama_tables().build
     if kv.type_name not in ("array[int8]", "array[uint8]") or not isinstance(kv.value, np.ndarray):
         yield finding(
-            TOKENIZER_WRONG_ARRAY_TYPE,
+            Code.TOKENIZER_WRONG_ARRAY_TYPE,
             f"{_CHARSMAP} is stored as {kv.type_name}; llama.cpp {build} reads only array[int8] or array[uint8] "
             "('invalid gguf type')",
             offset=kv.offset,
@@ -180,7 +175,7 @@ def _check_charsmap(f: HeaderFacts) -> Iterator[Finding]:
         if blob + 4 < size:
             return
         why = f"{size} bytes, but its XCDA blob is {blob} bytes after the 4-byte size ('Index out of array bounds')"
-    yield finding(TOKENIZER_BAD_CHARSMAP, f"{_CHARSMAP} is {why}: llama.cpp {build} throws", offset=kv.offset)
+    yield finding(Code.TOKENIZER_BAD_CHARSMAP, f"{_CHARSMAP} is {why}: llama.cpp {build} throws", offset=kv.offset)
 
 
 def _check_byte_tokens(f: HeaderFacts, aborts_reached: bool) -> Iterator[Finding]:
@@ -193,7 +188,7 @@ def _check_byte_tokens(f: HeaderFacts, aborts_reached: bool) -> Iterator[Finding
     if f.tokenizer_model == "bert" and len(byte_ids) and aborts_reached:
         first = int(byte_ids[0])
         yield finding(
-            TOKENIZER_WPM_BYTE_TOKEN,
+            Code.TOKENIZER_WPM_BYTE_TOKEN,
             f"the WordPiece vocabulary has {len(byte_ids)} BYTE tokens, the first {tokens[first][:40]!r} at token "
             f"{first}: llama.cpp {build} aborts",
         )
@@ -203,7 +198,7 @@ def _check_byte_tokens(f: HeaderFacts, aborts_reached: bool) -> Iterator[Finding
         if len(short):
             first = int(short[0])
             yield finding(
-                TOKENIZER_SHORT_BYTE_TOKEN,
+                Code.TOKENIZER_SHORT_BYTE_TOKEN,
                 f"{len(short)} BYTE tokens are one or two bytes long, the first {tokens[first]!r} at token {first}: "
                 f"llama.cpp {build} throws 'basic_string::substr'",
             )
@@ -212,7 +207,7 @@ def _check_byte_tokens(f: HeaderFacts, aborts_reached: bool) -> Iterator[Finding
         if len(covered) < 256:
             missing = min(set(range(256)) - covered)
             yield finding(
-                TOKENIZER_MISSING_BYTE_TOKENS,
+                Code.TOKENIZER_MISSING_BYTE_TOKENS,
                 f"the PLaMo-2 vocabulary has BYTE tokens for {len(covered)} of the 256 bytes, none for "
                 f"<0x{missing:02X}>: llama.cpp {build} throws 'Byte token for <0x{missing}> is not set'",
             )

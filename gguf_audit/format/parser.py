@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 
 from gguf_audit.bounded import quote
+from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError
 from gguf_audit.format.estimate import estimate_header_bytes
 from gguf_audit.format.ggml_types import TypeStatus, ggml_type_info
@@ -51,10 +52,10 @@ def _detect(buf: bytes | memoryview, file_size: int | None) -> tuple[int, ByteOr
     if not GGUF_MAGIC.startswith(head[:4]):
         pointer = parse_pointer(buf, file_size)
         if pointer is not None:
-            raise FormatError("header.lfs_pointer", f"the file is {pointer.describe()}, not the GGUF it names", 0)
-        raise FormatError("header.bad_magic", f"the file starts with {head!r}, not b'GGUF'", 0)
+            raise FormatError(Code.HEADER_LFS_POINTER, f"the file is {pointer.describe()}, not the GGUF it names", 0)
+        raise FormatError(Code.HEADER_BAD_MAGIC, f"the file starts with {head!r}, not b'GGUF'", 0)
     if file_size is not None and file_size < 8 and have >= file_size:
-        raise FormatError("header.truncated", f"the file is only {file_size} bytes, too short for a GGUF header", 0)
+        raise FormatError(Code.HEADER_TRUNCATED, f"the file is only {file_size} bytes, too short for a GGUF header", 0)
     if have < 8:
         raise Short(8)
     little = struct.unpack_from("<I", buf, 4)[0]
@@ -67,7 +68,7 @@ def _detect(buf: bytes | memoryview, file_size: int | None) -> tuple[int, ByteOr
         version, order = little, "little"
     if version == 0 or version > 3:
         raise FormatError(
-            "header.unsupported_version",
+            Code.HEADER_UNSUPPORTED_VERSION,
             f"version {version} is not one of the GGUF versions 1 to 3",
             4,
         )
@@ -129,7 +130,7 @@ def _obsolete(
     else:
         detail = f"read as v1 it also fails at offset {failure.offset} ({failure.code})"
     return FormatError(
-        "header.obsolete_version",
+        Code.HEADER_OBSOLETE_VERSION,
         f"version 1 (32-bit counts and lengths) is no longer read by llama.cpp; {detail}",
         offset=4,
     )
@@ -211,7 +212,7 @@ def _read_tensor_info(r: Reader, index: int) -> RawTensor:
     n_dims = r.read_u32(f"the dimension count of tensor {quote(name)}")
     if n_dims > r.limits.max_dims:
         raise FormatError(
-            "tensor.bad_dims",
+            Code.TENSOR_BAD_DIMS,
             f"tensor {quote(name)} claims {n_dims} dimensions, past the limit of {r.limits.max_dims}",
             dims_at,
         )

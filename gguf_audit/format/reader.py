@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gguf_audit.bounded import quote
+from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import KV, ByteOrder, StringArray, Value, ValueType
@@ -100,7 +101,7 @@ class Reader:
             return
         if self.limit_end is not None and end > self.limit_end:
             raise FormatError(
-                "header.truncated",
+                Code.HEADER_TRUNCATED,
                 f"the file ends at {self.limit_end} bytes, inside {what} that needs bytes up to {end}",
                 min(self.pos, self.limit_end),
             )
@@ -115,14 +116,14 @@ class Reader:
         """
         if n > limit:
             raise FormatError(
-                "header.count_too_large",
+                Code.HEADER_COUNT_TOO_LARGE,
                 f"{what} is {n}, past the limit of {limit}{_huge(n)}",
                 at,
             )
         remaining = self.remaining(self.pos)
         if remaining is not None and n * min_item_bytes > remaining:
             raise FormatError(
-                "header.truncated",
+                Code.HEADER_TRUNCATED,
                 f"{what} is {n}, but {n} items need at least {n * min_item_bytes} bytes "
                 f"and the file ends {remaining} bytes later, at {self.limit_end}",
                 at,
@@ -148,14 +149,14 @@ class Reader:
         n = self.read_count(f"the length of {what}")
         if n > self.limits.max_string_bytes:
             raise FormatError(
-                "header.string_too_long",
+                Code.HEADER_STRING_TOO_LONG,
                 f"{what} claims {n} bytes, past the limit of {self.limits.max_string_bytes}{_huge(n)}",
                 at,
             )
         remaining = self.remaining(self.pos)
         if remaining is not None and n > remaining:
             raise FormatError(
-                "header.truncated",
+                Code.HEADER_TRUNCATED,
                 f"{what} claims {n} bytes, but the file ends {remaining} bytes later, at {self.limit_end}",
                 at,
             )
@@ -171,7 +172,7 @@ class Reader:
         except UnicodeDecodeError as exc:
             self.findings.append(
                 finding(
-                    "header.invalid_utf8",
+                    Code.HEADER_INVALID_UTF8,
                     f"{where} is not valid UTF-8 (byte {exc.start}: {raw[exc.start : exc.start + 4]!r})",
                     offset=start + exc.start,
                 )
@@ -192,14 +193,14 @@ class Reader:
             return self.read_text(what, what)
         if n > self.limits.max_string_bytes:
             raise FormatError(
-                "header.string_too_long",
+                Code.HEADER_STRING_TOO_LONG,
                 f"{what} claims {n} bytes, past the limit of {self.limits.max_string_bytes}{_huge(n)}",
                 at,
             )
         remaining = self.remaining(self.pos)
         if remaining is not None and n > remaining:
             raise FormatError(
-                "header.truncated",
+                Code.HEADER_TRUNCATED,
                 f"{what} claims {n} bytes, but the file ends {remaining} bytes later, at {self.limit_end}",
                 at,
             )
@@ -207,7 +208,7 @@ class Reader:
         self.need(self.pos + shown, what)
         head = bytes(self.buf[self.pos : self.pos + shown])
         raise FormatError(
-            "tensor.name_too_long",
+            Code.TENSOR_NAME_TOO_LONG,
             f"{what} is {n} bytes (starting {head!r}); ggml allows at most {max_bytes - 1}",
             at,
         )
@@ -220,7 +221,7 @@ class Reader:
         vtype = VALUE_TYPES.get(raw)
         if vtype is None:
             raise FormatError(
-                "header.bad_value_type",
+                Code.HEADER_BAD_VALUE_TYPE,
                 f"key {quote(key)} has value type {raw}, outside the GGUF types 0 to 12",
                 at,
             )
@@ -239,7 +240,7 @@ class Reader:
             if value > 1:
                 self.findings.append(
                     finding(
-                        "header.invalid_bool", f"bool {quote(key)} is stored as byte {value}, not 0 or 1", offset=at
+                        Code.HEADER_INVALID_BOOL, f"bool {quote(key)} is stored as byte {value}, not 0 or 1", offset=at
                     )
                 )
             return bool(value)
@@ -248,7 +249,7 @@ class Reader:
     def read_array(self, key: str, depth: int) -> tuple[ValueType, Value]:
         if depth > self.limits.max_depth:
             raise FormatError(
-                "header.too_deep",
+                Code.HEADER_TOO_DEEP,
                 f"key {quote(key)} nests arrays {depth} deep, past the limit of {self.limits.max_depth}",
                 self.pos,
             )
@@ -278,7 +279,7 @@ class Reader:
                 first = int(bad[0])
                 self.findings.append(
                     finding(
-                        "header.invalid_bool",
+                        Code.HEADER_INVALID_BOOL,
                         f"bool array {quote(key)} stores {bad.size} items as bytes other than 0 or 1 "
                         f"(item {first} is {int(values[first])})",
                         offset=start + first,
@@ -326,7 +327,7 @@ class Reader:
             if longest > self.limits.max_string_bytes:
                 item = int(np.argmax(ends - starts_np))
                 raise FormatError(
-                    "header.string_too_long",
+                    Code.HEADER_STRING_TOO_LONG,
                     f"item {item} of array {quote(key)} claims {longest} bytes, "
                     f"past the limit of {self.limits.max_string_bytes}",
                     int(starts_np[item]) - prefix,
@@ -345,14 +346,14 @@ class Reader:
             what = f"item {i - 1} of array {quote(key)}"
             if length > self.limits.max_string_bytes:
                 raise FormatError(
-                    "header.string_too_long",
+                    Code.HEADER_STRING_TOO_LONG,
                     f"{what} claims {length} bytes, past the limit of {self.limits.max_string_bytes}",
                     start - prefix,
                 )
             remaining = self.remaining(start)
             if remaining is not None and length > remaining:
                 raise FormatError(
-                    "header.truncated",
+                    Code.HEADER_TRUNCATED,
                     f"{what} claims {length} bytes, but the file ends {remaining} bytes later, at {self.limit_end}",
                     start - prefix,
                 )
@@ -401,7 +402,7 @@ class Reader:
             raw = bytes(buf[int(starts[i]) : int(ends[i])])
             self.findings.append(
                 finding(
-                    "header.invalid_utf8",
+                    Code.HEADER_INVALID_UTF8,
                     f"{len(bad)} items of array {quote(key)} are not valid UTF-8 (first: item {i}, {raw[:16]!r})",
                     offset=int(starts[i]),
                 )

@@ -10,23 +10,16 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+from gguf_audit.codes import Code
 from gguf_audit.errors import GGUFAuditError, SourceError
 
 __all__ = [
-    "RANGE_IGNORED",
-    "SIZE_MISMATCH",
     "RangeAnswerError",
     "SizeMismatchError",
     "classify_error",
     "describe_io_error",
     "source_error",
 ]
-
-RANGE_IGNORED: Final = "io.range_ignored"
-"""The code of a server that answers Range with the whole body, past what may be read of it."""
-
-SIZE_MISMATCH: Final = "io.size_mismatch"
-"""The code of a file whose size the listing and the answers do not agree on (after retries)."""
 
 
 class RangeAnswerError(GGUFAuditError, ConnectionError):
@@ -69,7 +62,7 @@ _TRANSIENT_NAMES: Final = frozenset(
 """aiohttp's and botocore's connection failures, by name (neither is imported here)."""
 
 
-def classify_error(exc: BaseException) -> tuple[str, bool]:
+def classify_error(exc: BaseException) -> tuple[Code, bool]:
     """The ``io.*`` code for an exception and whether retrying may help.
 
     The one table from exceptions to codes: every source maps through it.
@@ -77,26 +70,26 @@ def classify_error(exc: BaseException) -> tuple[str, bool]:
     if isinstance(exc, SourceError):
         return exc.code, False
     if isinstance(exc, SizeMismatchError):
-        return SIZE_MISMATCH, True
+        return Code.IO_SIZE_MISMATCH, True
     if isinstance(exc, FileNotFoundError | IsADirectoryError | NotADirectoryError):
-        return "io.not_found", False
+        return Code.IO_NOT_FOUND, False
     if isinstance(exc, PermissionError):
-        return "io.permission_denied", False
+        return Code.IO_PERMISSION_DENIED, False
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return "io.timeout", True
+        return Code.IO_TIMEOUT, True
     status = getattr(exc, "status", None) or getattr(exc, "code", None)
     if isinstance(status, int):
         if status == 404:
-            return "io.not_found", False
+            return Code.IO_NOT_FOUND, False
         if status in (401, 403):
-            return "io.permission_denied", False
-        return "io.error", status in _TRANSIENT_STATUS
+            return Code.IO_PERMISSION_DENIED, False
+        return Code.IO_ERROR, status in _TRANSIENT_STATUS
     name = type(exc).__name__
     if "Timeout" in name:
-        return "io.timeout", True
+        return Code.IO_TIMEOUT, True
     if isinstance(exc, ConnectionError) or name in _TRANSIENT_NAMES:
-        return "io.error", True
-    return "io.error", False
+        return Code.IO_ERROR, True
+    return Code.IO_ERROR, False
 
 
 def describe_io_error(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
@@ -62,7 +63,7 @@ def read_header(
         if target > config.max_header_bytes:
             if result.needed_bytes > config.max_header_bytes:
                 raise FormatError(
-                    "header.too_large",
+                    Code.HEADER_TOO_LARGE,
                     f"the header needs more than {config.max_header_bytes} bytes "
                     f"(at least {result.needed_bytes}); raise max_header_bytes to read it",
                     len(buf),

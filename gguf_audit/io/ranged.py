@@ -17,8 +17,9 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Final, NamedTuple
 
+from gguf_audit.codes import Code
 from gguf_audit.errors import SourceError
-from gguf_audit.io.errors import RANGE_IGNORED, RangeAnswerError
+from gguf_audit.io.errors import RangeAnswerError
 
 __all__ = ["ContentRange", "check_body", "check_partial", "parse_content_range", "read_upto", "whole_body_end"]
 
@@ -80,7 +81,7 @@ def whole_body_end(start: int, end: int, total: int | None, limit: int) -> int:
     if stop > limit:
         size = "of unknown length" if total is None else f"of {total} bytes"
         raise SourceError(
-            RANGE_IGNORED,
+            Code.IO_RANGE_IGNORED,
             f"the server ignores Range: asked bytes={start}-{end - 1}, it answered 200 with the whole body "
             f"({size}); reading to byte {stop} is past max_ignored_range_bytes ({limit})",
         )

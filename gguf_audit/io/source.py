@@ -22,6 +22,7 @@ import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
 
+from gguf_audit.codes import Code
 from gguf_audit.errors import SourceError
 from gguf_audit.io.errors import RangeAnswerError, SizeMismatchError, classify_error, describe_io_error
 from gguf_audit.io.gate import CpuGate
@@ -312,7 +313,7 @@ class HTTPSource(FsspecSource):
             paused = self.pauses.remaining(host)
             if paused > budget:
                 raise SourceError(
-                    "io.rate_limited",
+                    Code.IO_RATE_LIMITED,
                     f"{host} rate-limits reads for {paused:.0f} s more; this file already waited "
                     f"{self.stats.rate_limit_wait_s:.0f} s of max_rate_limit_wait_s "
                     f"({self.config.max_rate_limit_wait_s:.0f} s)",

@@ -114,7 +114,7 @@ def _rule(info: CodeInfo) -> dict[str, Any]:
             "llamaCpp": verdict,
             "llamaCppBuild": LLAMA_CPP_BUILD,
             "llamaCppRefuses": info.refused,
-            "tags": [info.code.split(".")[0]],
+            "tags": [info.code.area],
         },
     }
 
@@ -167,7 +167,7 @@ def sarif_run(
 ) -> dict[str, Any]:
     """One SARIF run: every registered code as a rule, ``results``, and the files read as artifacts."""
     infos = sorted(CODES.values(), key=lambda c: c.code)
-    rule_index = {info.code: i for i, info in enumerate(infos)}
+    rule_index = {str(info.code): i for i, info in enumerate(infos)}
     run: dict[str, Any] = {
         "tool": {
             "driver": {

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from gguf_audit.checks.hub_gguf import HubGGUF
+from gguf_audit.codes import Code
 from gguf_audit.redact import redact_url
 
 __all__ = ["ListedFile"]
@@ -39,7 +40,7 @@ class ListedFile:
     sha256: str | None = None
     revision: str | None = None
     """The commit the file was listed at (``hf://``: the sha its revision pointed at); reads are pinned to it."""
-    error_code: str | None = None
+    error_code: Code | None = None
     """Set when the listing itself failed for this entry (a repository that could not be listed): the
     ``io.*`` code the file's row gets instead of an audit, with :attr:`error_message`."""
     error_message: str | None = None

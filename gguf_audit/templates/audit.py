@@ -38,6 +38,7 @@ from typing import Final
 
 from jinja2 import TemplateSyntaxError
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header, StringArray
 from gguf_audit.templates.inspect.cost import template_cost_reasons
@@ -57,12 +58,6 @@ from gguf_audit.templates.sandbox.runner import TemplateWorkerError, limit_messa
 
 __all__ = [
     "DEFAULT_TEMPLATE_CACHE",
-    "TEMPLATE_MISSING",
-    "TEMPLATE_RENDER_ERROR",
-    "TEMPLATE_RESOURCE_LIMIT",
-    "TEMPLATE_SYNTAX_ERROR",
-    "TEMPLATE_TOO_MANY",
-    "TEMPLATE_UNSAFE",
     "FileTemplates",
     "TemplateAudit",
     "TemplateCache",
@@ -74,12 +69,6 @@ __all__ = [
 ]
 
 # refused=False for all: llama.cpp loads a file whatever its template says.
-TEMPLATE_SYNTAX_ERROR: Final = "template.syntax_error"
-TEMPLATE_UNSAFE: Final = "template.unsafe"
-TEMPLATE_RESOURCE_LIMIT: Final = "template.resource_limit"
-TEMPLATE_RENDER_ERROR: Final = "template.render_error"
-TEMPLATE_MISSING: Final = "template.missing"
-TEMPLATE_TOO_MANY: Final = "template.too_many"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,17 +123,17 @@ def _interpret(key: str, result: Mapping[str, object], limits: TemplateLimits, u
     if not unsafe_known and isinstance(refused, list) and refused:
         # The static rule missed it but the sandbox caught it: still an escape attempt.
         names = ", ".join(list(dict.fromkeys(str(r) for r in refused))[:3])
-        found.append(finding(TEMPLATE_UNSAFE, f"{key}: the sandbox refused access to {names} during the render"))
+        found.append(finding(Code.TEMPLATE_UNSAFE, f"{key}: the sandbox refused access to {names} during the render"))
     if isinstance(blocked, list) and blocked:
         events = ", ".join(str(e) for e in blocked[:3])
-        found.append(finding(TEMPLATE_UNSAFE, f"{key}: the render attempted {events}, which the child refuses"))
+        found.append(finding(Code.TEMPLATE_UNSAFE, f"{key}: the render attempted {events}, which the child refuses"))
     rendered: str | None = None
     if status == "ok":
         text = result.get("rendered")
         rendered = text if isinstance(text, str) else None
     elif status == "limit":
         limit = result.get("limit")
-        found.append(finding(TEMPLATE_RESOURCE_LIMIT, limit_message(key, str(limit), limits, conv)))
+        found.append(finding(Code.TEMPLATE_RESOURCE_LIMIT, limit_message(key, str(limit), limits, conv)))
         conv = None
     elif status == "error":
         attempts = result.get("attempts")
@@ -155,10 +144,10 @@ def _interpret(key: str, result: Mapping[str, object], limits: TemplateLimits, u
         # list.append is a SecurityError too, but a plain render error.)
         if not (error.startswith("SecurityError") and (unsafe_known or sandbox_refused)):
             message = f"{key}: fails to render even a single user/assistant turn: {error}"
-            found.append(finding(TEMPLATE_RENDER_ERROR, message))
+            found.append(finding(Code.TEMPLATE_RENDER_ERROR, message))
         conv = None
     elif status == "compile_error":
-        found.append(finding(TEMPLATE_RENDER_ERROR, f"{key}: does not compile: {result.get('error')}"))
+        found.append(finding(Code.TEMPLATE_RENDER_ERROR, f"{key}: does not compile: {result.get('error')}"))
         conv = None
     elif status == "budget":
         conv = None
@@ -181,23 +170,25 @@ def _static(key: str, source: str, budget: int) -> tuple[list[Finding], bool]:
     """Parse and inspect; return the findings and whether the template may be rendered."""
     if len(source) > MAX_TEMPLATE_CHARS:
         message = f"{key}: the template is {len(source)} characters, over the {MAX_TEMPLATE_CHARS}-character limit"
-        return [finding(TEMPLATE_RESOURCE_LIMIT, message)], False
+        return [finding(Code.TEMPLATE_RESOURCE_LIMIT, message)], False
     if len(source) > budget:
         message = f"{key}: not inspected: the file's chat templates pass {MAX_TOTAL_TEMPLATE_CHARS} characters in all"
-        return [finding(TEMPLATE_RESOURCE_LIMIT, message)], False
+        return [finding(Code.TEMPLATE_RESOURCE_LIMIT, message)], False
     try:
         tree = parse_template_source(source)
         reasons = inspect_template_source(source, tree)
         costs = template_cost_reasons(tree)
     except TemplateSyntaxError as exc:
-        return [finding(TEMPLATE_SYNTAX_ERROR, f"{key}: line {exc.lineno}: {exc.message}")], False
+        return [finding(Code.TEMPLATE_SYNTAX_ERROR, f"{key}: line {exc.lineno}: {exc.message}")], False
     except TemplateInspectionError as exc:
-        return [finding(TEMPLATE_RESOURCE_LIMIT, f"{key}: {exc}")], False
+        return [finding(Code.TEMPLATE_RESOURCE_LIMIT, f"{key}: {exc}")], False
     except RecursionError:
-        return [finding(TEMPLATE_RESOURCE_LIMIT, f"{key}: the template nests too deeply to count its loops")], False
-    found = [finding(TEMPLATE_UNSAFE, f"{key}: {reason}") for reason in reasons]
+        return [
+            finding(Code.TEMPLATE_RESOURCE_LIMIT, f"{key}: the template nests too deeply to count its loops")
+        ], False
+    found = [finding(Code.TEMPLATE_UNSAFE, f"{key}: {reason}") for reason in reasons]
     # Still rendered: the render of the standard conversation is what the tokenizer checks read.
-    return found + [finding(TEMPLATE_RESOURCE_LIMIT, f"{key}: {reason}") for reason in costs], True
+    return found + [finding(Code.TEMPLATE_RESOURCE_LIMIT, f"{key}: {reason}") for reason in costs], True
 
 
 def audit_templates(
@@ -221,7 +212,7 @@ def audit_templates(
     it). Raises :class:`TemplateWorkerError` when that process cannot run.
     """
     if not templates:
-        return (), (finding(TEMPLATE_MISSING, "the file has no tokenizer.chat_template"),)
+        return (), (finding(Code.TEMPLATE_MISSING, "the file has no tokenizer.chat_template"),)
     all_keys = list(templates)
     judged = {key: templates[key] for key in all_keys[: limits.max_templates]}
     static: dict[str, tuple[list[Finding], bool]] = {}
@@ -242,11 +233,11 @@ def audit_templates(
         text: str | None = None
         conversation: str | None = None
         if can_render and source in rendered:
-            unsafe_known = any(f.code == TEMPLATE_UNSAFE for f in found)
+            unsafe_known = any(f.code == Code.TEMPLATE_UNSAFE for f in found)
             result = _interpret(key, rendered[source], limits, unsafe_known)
-            if any(f.code == TEMPLATE_RESOURCE_LIMIT for f in result.findings):
+            if any(f.code == Code.TEMPLATE_RESOURCE_LIMIT for f in result.findings):
                 # the render met the limit itself: its finding names the conversation, the static one adds nothing
-                found = [f for f in found if f.code != TEMPLATE_RESOURCE_LIMIT]
+                found = [f for f in found if f.code != Code.TEMPLATE_RESOURCE_LIMIT]
             found = found + list(result.findings)
             text, conversation = result.rendered, result.conversation
         audits.append(
@@ -287,7 +278,7 @@ def _budget_finding(
         f"the file carries {len(templates)} chat templates ({chars} characters in all); gguf-audit judges at "
         f"most {limits.max_templates} and renders at most {limits.max_renders} per file: " + "; ".join(parts)
     )
-    return finding(TEMPLATE_TOO_MANY, message)
+    return finding(Code.TEMPLATE_TOO_MANY, message)
 
 
 # --- each template set once, across files and threads ---------------------------

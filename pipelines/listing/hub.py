@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
 from gguf_audit.checks.hub_gguf import HubGGUF, parse_hub_gguf
+from gguf_audit.codes import Code
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.io.hub import HubURL, hub_endpoint, hub_token, parse_hf_url, quiet_hub_client
 from gguf_audit.io.limits import parse_rate_limit
@@ -56,19 +57,19 @@ def _status(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def _code(exc: BaseException) -> str:
+def _code(exc: BaseException) -> Code:
     status = _status(exc)
     name = type(exc).__name__
     if status == 404 or name in ("RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError"):
         # The Hub answers 401 for a repository it will not show an anonymous caller (private, or gone).
-        return "io.permission_denied" if status == 401 else "io.not_found"
+        return Code.IO_PERMISSION_DENIED if status == 401 else Code.IO_NOT_FOUND
     if status in (401, 403) or name == "GatedRepoError":
-        return "io.permission_denied"
+        return Code.IO_PERMISSION_DENIED
     if status == 429:
-        return "io.rate_limited"
+        return Code.IO_RATE_LIMITED
     if isinstance(exc, TimeoutError) or "Timeout" in name:
-        return "io.timeout"
-    return "io.error"
+        return Code.IO_TIMEOUT
+    return Code.IO_ERROR
 
 
 def _message(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ from gguf_audit.pipelines.scan.compare_task import (
     CompareResult,
     compare_batch,
 )
-from gguf_audit.pipelines.scan.deadline import FILE_DEADLINE, FILE_DEADLINE_SECONDS, deadline_message, wait_for_files
+from gguf_audit.pipelines.scan.deadline import FILE_DEADLINE_SECONDS, deadline_message, wait_for_files
 from gguf_audit.pipelines.scan.execute import (
     FILE_TABLES,
     WORKER_POOLS,
@@ -62,7 +62,6 @@ __all__ = [
     "COMPARE_TABLES",
     "DRIVER_TABLES",
     "FACT_COLUMNS",
-    "FILE_DEADLINE",
     "FILE_DEADLINE_SECONDS",
     "FILE_TABLES",
     "MAX_SPLITS",

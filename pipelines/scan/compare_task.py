@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gguf_audit.checks.lineage import Pair
+from gguf_audit.codes import Code
 from gguf_audit.compare import (
     CompareBudget,
     Comparison,
@@ -88,7 +89,7 @@ def _failed(pair: Pair, exc: BaseException) -> Finding:
     if isinstance(exc, SourceError):
         return finding(exc.code, redact_text(f"comparing against {pair.reference_url}: {exc.message}"))
     message = f"comparing against {pair.reference_url}: {describe_exception(exc)}"
-    return finding("internal.unexpected", redact_text(message))
+    return finding(Code.INTERNAL_UNEXPECTED, redact_text(message))
 
 
 def _open(batch: CompareBatch, options: CompareOptions) -> OpenReference:

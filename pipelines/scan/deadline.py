@@ -14,10 +14,7 @@ from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Final, TypeVar
 
-__all__ = ["FILE_DEADLINE", "FILE_DEADLINE_SECONDS", "deadline_message", "wait_for_files"]
-
-#: The finding code of a file whose audit passed the deadline.
-FILE_DEADLINE: Final = "run.file_deadline"
+__all__ = ["FILE_DEADLINE_SECONDS", "deadline_message", "wait_for_files"]
 
 #: Wall-clock seconds one file may take from its submission: a header read of
 #: at most two requests, a sampled budget of 32, the templates' 30 s render

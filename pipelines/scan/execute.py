@@ -34,6 +34,7 @@ import pyarrow as pa
 from gguf_audit.audit import AuditConfig, FileAudit, audit_file
 from gguf_audit.checks.hub_gguf import check_hub_gguf
 from gguf_audit.checks.shards import ShardFacts, shard_facts
+from gguf_audit.codes import Code
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import finding
 from gguf_audit.format.shard_names import parse_shard_name
@@ -42,7 +43,7 @@ from gguf_audit.io.source import IOStats
 from gguf_audit.io.upstream import UpstreamCache
 from gguf_audit.pipelines.listing.discover import options_for
 from gguf_audit.pipelines.scan.batches import Batch
-from gguf_audit.pipelines.scan.deadline import FILE_DEADLINE, deadline_message, wait_for_files
+from gguf_audit.pipelines.scan.deadline import deadline_message, wait_for_files
 from gguf_audit.pipelines.scan.tally import Tally, facts_of
 from gguf_audit.pipelines.store.parts import PartFile, RunParts
 from gguf_audit.redact import install_handler_redaction, install_log_redaction, redact_text
@@ -143,7 +144,7 @@ WORKER_POOLS: Final = AuditPools()
 """The worker process's pools: every batch the process runs shares them."""
 
 
-def _failed_audit(listed: ListedFile, code: str, message: str, io_stats: IOStats | None = None) -> FileAudit:
+def _failed_audit(listed: ListedFile, code: Code, message: str, io_stats: IOStats | None = None) -> FileAudit:
     return FileAudit(
         url=listed.url,
         size=listed.size,
@@ -179,7 +180,7 @@ def _audit_one(
                 audit = dataclasses.replace(audit, findings=[*audit.findings, *extra])
         return audit
     except Exception as exc:  # noqa: BLE001 - audit_file never raises; this guards the guard
-        return _failed_audit(listed, "internal.unexpected", describe_exception(exc))
+        return _failed_audit(listed, Code.INTERNAL_UNEXPECTED, describe_exception(exc))
 
 
 def _tables_of(item: AuditedFile, run_id: str, gate: CpuGate | None = None) -> AuditTables:
@@ -195,7 +196,7 @@ def _build_tables(item: AuditedFile, run_id: str) -> AuditTables:
     try:
         return audits_to_tables([item], run_id=run_id)
     except Exception as exc:  # noqa: BLE001 - one file's bad rows must not lose the batch
-        failed = _failed_audit(item.listed, "internal.unexpected", describe_exception(exc), item.audit.io)
+        failed = _failed_audit(item.listed, Code.INTERNAL_UNEXPECTED, describe_exception(exc), item.audit.io)
         return audits_to_tables([AuditedFile(failed, item.listed, item.model_id)], run_id=run_id)
 
 
@@ -251,7 +252,7 @@ def write_file_rows(
         raise
 
 
-def lost_result(batch: Batch, options: TaskOptions, code: str, message: str) -> BatchResult:
+def lost_result(batch: Batch, options: TaskOptions, code: Code, message: str) -> BatchResult:
     """The rows of a batch none of whose files could be audited: each file gets one ``code`` problem."""
     message = redact_text(message)
     audits = [_failed_audit(listed, code, message) for listed in batch.files]
@@ -280,7 +281,9 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
             del started[future]
             # A file past the per-file deadline gets its row now; its audit is left running.
             audit = (
-                future.result() if future in done else _failed_audit(batch.files[i], FILE_DEADLINE, deadline_message())
+                future.result()
+                if future in done
+                else _failed_audit(batch.files[i], Code.RUN_FILE_DEADLINE, deadline_message())
             )
             item = AuditedFile(audit, batch.files[i], batch.model_ids[i])
             rows.add(_tables_of(item, options.run_id, gate), audit)
@@ -309,4 +312,4 @@ def audit_batch(batch: Batch, options: TaskOptions) -> BatchResult:
         raise  # the output cannot be written: the driver decides
     except Exception as exc:  # noqa: BLE001 - the task boundary: every file still gets its row
         rows.parts.abort()
-        return lost_result(batch, options, "internal.unexpected", f"batch failed: {describe_exception(exc)}")
+        return lost_result(batch, options, Code.INTERNAL_UNEXPECTED, f"batch failed: {describe_exception(exc)}")

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.config import ScanConfig
@@ -212,7 +213,7 @@ def _run_batches(
                     futures.add(submit(half, splits + 1))
             else:
                 message = f"the workers auditing this file died ({type(exc).__name__}: {exc})"
-                on_result(lost_result(batch, options, "run.worker_lost", message))
+                on_result(lost_result(batch, options, Code.RUN_WORKER_LOST, message))
             continue
         finally:
             future.release()

@@ -11,7 +11,7 @@ from tiny_model import V, codes, only, tiny
 
 from gguf_audit.audit import AuditConfig, FileAudit, audit_file
 from gguf_audit.checks.data import check_samples
-from gguf_audit.codes_security import ADVISORIES
+from gguf_audit.codes import ADVISORIES
 from gguf_audit.decode.sampled import decode_sample
 from gguf_audit.findings import CODES, Finding, LlamaCpp, Severity
 from gguf_audit.format.model import Header

@@ -8,7 +8,6 @@ from typing import Any
 from corpus import corpus_dir
 
 from gguf_audit.checks.lineage import (
-    NO_FULL_PRECISION,
     combine_digests,
     families,
     is_full_precision,
@@ -16,6 +15,7 @@ from gguf_audit.checks.lineage import (
     model_lineage,
     tensor_set_digest,
 )
+from gguf_audit.codes import Code
 from gguf_audit.format.model import Header
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import open_source
@@ -78,7 +78,7 @@ def test_a_quantized_family_without_full_precision_gets_one_finding() -> None:
     main = next(f for f in grouped if len(f.models) == 3)
     verdict = judge_family(main)
     [f] = verdict.findings
-    assert f.code == NO_FULL_PRECISION and str(f.severity) == "info"
+    assert f.code == Code.LINEAGE_NO_FULL_PRECISION and str(f.severity) == "info"
     assert "3 quantized model(s) (IQ2_XXS, Q4_0, Q8_0)" in f.message and verdict.pairs == ()
     assert main.anchor == "IQ2_XXS"
     # A safetensors file beside a member is a source: no finding, nothing to compare.

@@ -6,8 +6,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import CODES, finding
-from gguf_audit.pipelines.scan.deadline import FILE_DEADLINE, deadline_message, wait_for_files
+from gguf_audit.pipelines.scan.deadline import deadline_message, wait_for_files
 
 
 def test_a_file_past_its_deadline_is_expired_and_a_done_one_is_not() -> None:
@@ -29,5 +30,5 @@ def test_a_file_past_its_deadline_is_expired_and_a_done_one_is_not() -> None:
 
 
 def test_the_deadline_finding_is_registered() -> None:
-    f = finding(FILE_DEADLINE, deadline_message(900))
-    assert "900 s" in f.message and CODES[FILE_DEADLINE].refused is None
+    f = finding(Code.RUN_FILE_DEADLINE, deadline_message(900))
+    assert "900 s" in f.message and CODES[Code.RUN_FILE_DEADLINE].refused is None

@@ -13,9 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from gguf_audit.audit import AuditConfig
+from gguf_audit.codes import Code
 from gguf_audit.pipelines.scan import execute as execute_module
 from gguf_audit.pipelines.scan.batches import make_batches
-from gguf_audit.pipelines.scan.deadline import FILE_DEADLINE, wait_for_files
+from gguf_audit.pipelines.scan.deadline import wait_for_files
 from gguf_audit.pipelines.scan.execute import WORKER_POOLS, BatchResult, TaskOptions, audit_batch
 from gguf_audit.pipelines.store import parts as parts_module
 from gguf_audit.pipelines.store.parts import STATISTICS_COLUMNS
@@ -128,6 +129,6 @@ def test_a_file_whose_server_stalls_gets_a_deadline_row_and_its_batch_goes_on(
         finally:
             release.set()  # the stalled read ends and its pool thread with it
     codes = {r["url"]: r["codes"] for r in _rows(out, result, "files").to_pylist()}
-    assert codes == {listed[0].url: [], listed[1].url: [FILE_DEADLINE]}
+    assert codes == {listed[0].url: [], listed[1].url: [Code.RUN_FILE_DEADLINE]}
     assert took < 20  # the deadline, not the read's own timeout, ended the wait
-    assert {r["code"] for r in _rows(out, result, "problems").to_pylist()} == {FILE_DEADLINE}
+    assert {r["code"] for r in _rows(out, result, "problems").to_pylist()} == {Code.RUN_FILE_DEADLINE}

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sarif_schema import validate_sarif
 
-from gguf_audit import codes as registry
 from gguf_audit.audit import audit_file
 from gguf_audit.checks.shards import ShardSetVerdict
 from gguf_audit.cli import codes_markdown, main
-from gguf_audit.codes import CODES, LLAMA_CPP_BUILD, CodeInfo, LlamaCpp, Severity
+from gguf_audit.codes import CODES, LLAMA_CPP_BUILD, Code, LlamaCpp
 from gguf_audit.findings import finding, llama_cpp_of_codes
 from gguf_audit.report.json import audit_to_json
 from gguf_audit.report.sarif import results_of_findings, sarif_log, sarif_run
@@ -21,17 +19,12 @@ from gguf_audit.report.text import render_text
 from gguf_audit.tables.models import summarise_model
 from gguf_audit.testing.builder import build_gguf, tiny_llama_like
 
-ABORTS = "test.aborts"
-
 
 @pytest.fixture
-def aborting_code() -> Iterator[str]:
-    """A code whose verdict is ``aborts``, registered for one test (the real ones come with their checks)."""
-    registry._registry[ABORTS] = CodeInfo(ABORTS, Severity.ERROR, LlamaCpp.ABORTS, "A test finding that aborts.")
-    try:
-        yield ABORTS
-    finally:
-        del registry._registry[ABORTS]
+def aborting_code() -> Code:
+    """A registered code whose verdict is ``aborts`` (a shape ggml_new_tensor asserts on)."""
+    assert CODES[Code.TENSOR_SHAPE_ABORTS].llama_cpp is LlamaCpp.ABORTS
+    return Code.TENSOR_SHAPE_ABORTS
 
 
 @pytest.fixture
@@ -61,7 +54,7 @@ def test_inspect_names_the_verdict_and_the_build(
     assert result["properties"] == {"llamaCpp": "refuses", "llamaCppBuild": LLAMA_CPP_BUILD}
 
 
-def test_a_file_that_aborts_says_so_everywhere(model: Path, aborting_code: str) -> None:
+def test_a_file_that_aborts_says_so_everywhere(model: Path, aborting_code: Code) -> None:
     audit = audit_file(str(model))
     assert (audit.loadable, audit.llama_cpp) == (True, LlamaCpp.LOADS)
     audit.findings.append(finding(aborting_code, "a value llama.cpp asserts on"))
@@ -78,7 +71,7 @@ def test_a_file_that_aborts_says_so_everywhere(model: Path, aborting_code: str) 
     assert rule["properties"]["llamaCpp"] == "aborts" and rule["properties"]["llamaCppRefuses"] is True
 
 
-def test_codes_show_each_verdict_generated(aborting_code: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_codes_show_each_verdict_generated(aborting_code: Code, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["codes", "--json"]) == 0
     rows = {r["code"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows[aborting_code]["llama_cpp"] == "aborts"
@@ -95,7 +88,7 @@ def test_codes_show_each_verdict_generated(aborting_code: str, capsys: pytest.Ca
     assert any(" unknown " in line for line in text)  # a code the audit cannot judge
 
 
-def test_a_models_verdict_is_the_worst_of_its_files(aborting_code: str) -> None:
+def test_a_models_verdict_is_the_worst_of_its_files(aborting_code: Code) -> None:
     def file(url: str, codes: list[str], loadable: bool | None) -> dict[str, object]:
         return {"url": url, "status": "ok", "loadable": loadable, "size": 1, "n_tensors": 1, "codes": codes}
 

@@ -10,17 +10,9 @@ import pytest
 from corpus import truth, truth_files
 from template_helpers import FAST, KEY, TEMPLATES, by_key, named_key, template_findings
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import CODES, Severity
-from gguf_audit.templates.audit import (
-    TEMPLATE_MISSING,
-    TEMPLATE_RENDER_ERROR,
-    TEMPLATE_RESOURCE_LIMIT,
-    TEMPLATE_SYNTAX_ERROR,
-    TEMPLATE_UNSAFE,
-    TemplateAudit,
-    audit_templates,
-    template_ends_turn,
-)
+from gguf_audit.templates.audit import TemplateAudit, audit_templates, template_ends_turn
 from gguf_audit.templates.inspect.inspector import inspect_template_source
 from gguf_audit.templates.limits import TAIL_CHARS
 
@@ -29,11 +21,11 @@ from gguf_audit.templates.limits import TAIL_CHARS
 
 def test_codes_are_registered_with_their_severities() -> None:
     expected = {
-        TEMPLATE_SYNTAX_ERROR: Severity.ERROR,
-        TEMPLATE_UNSAFE: Severity.ERROR,
-        TEMPLATE_RESOURCE_LIMIT: Severity.ERROR,
-        TEMPLATE_RENDER_ERROR: Severity.WARNING,
-        TEMPLATE_MISSING: Severity.INFO,
+        Code.TEMPLATE_SYNTAX_ERROR: Severity.ERROR,
+        Code.TEMPLATE_UNSAFE: Severity.ERROR,
+        Code.TEMPLATE_RESOURCE_LIMIT: Severity.ERROR,
+        Code.TEMPLATE_RENDER_ERROR: Severity.WARNING,
+        Code.TEMPLATE_MISSING: Severity.INFO,
     }
     for code, severity in expected.items():
         info = CODES[code]
@@ -46,7 +38,7 @@ def test_codes_are_registered_with_their_severities() -> None:
 def test_no_template_is_a_file_level_finding() -> None:
     audits, file_findings = audit_templates({})
     assert audits == ()
-    assert [f.code for f in file_findings] == [TEMPLATE_MISSING]
+    assert [f.code for f in file_findings] == [Code.TEMPLATE_MISSING]
     assert file_findings[0].severity == Severity.INFO
 
 
@@ -278,14 +270,14 @@ def unsafe_audits() -> dict[str, TemplateAudit]:
 def test_hostile_template_is_unsafe(unsafe_audits: dict[str, TemplateAudit], name: str) -> None:
     assert inspect_template_source(UNSAFE[name]) != []
     audit = unsafe_audits[named_key(name)]
-    unsafe = [f for f in audit.findings if f.code == TEMPLATE_UNSAFE]
+    unsafe = [f for f in audit.findings if f.code == Code.TEMPLATE_UNSAFE]
     assert unsafe
     for f in unsafe:
         assert f.severity == Severity.ERROR
         assert f.message.startswith(f"{named_key(name)}: ")
         assert "\n" not in f.message
     # The sandbox refusing the escape is the unsafe finding, not a second one.
-    assert not any(f.code == TEMPLATE_RENDER_ERROR and "SecurityError" in f.message for f in audit.findings)
+    assert not any(f.code == Code.TEMPLATE_RENDER_ERROR and "SecurityError" in f.message for f in audit.findings)
 
 
 @pytest.mark.parametrize(
@@ -302,7 +294,7 @@ def test_hostile_template_is_unsafe(unsafe_audits: dict[str, TemplateAudit], nam
     ],
 )
 def test_unsafe_message_names_the_value(unsafe_audits: dict[str, TemplateAudit], name: str, named: str) -> None:
-    messages = [f.message for f in unsafe_audits[named_key(name)].findings if f.code == TEMPLATE_UNSAFE]
+    messages = [f.message for f in unsafe_audits[named_key(name)].findings if f.code == Code.TEMPLATE_UNSAFE]
     assert any(named in m and "line 1" in m for m in messages), messages
 
 

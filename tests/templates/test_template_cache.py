@@ -11,13 +11,9 @@ from pathlib import Path
 import pytest
 
 from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.codes import Code
 from gguf_audit.format import Header, ValueType, parse_header
-from gguf_audit.templates.audit import (
-    TEMPLATE_SYNTAX_ERROR,
-    FileTemplates,
-    TemplateCache,
-    audit_header_templates,
-)
+from gguf_audit.templates.audit import FileTemplates, TemplateCache, audit_header_templates
 from gguf_audit.templates.limits import TemplateLimits
 from gguf_audit.templates.sandbox import runner
 from gguf_audit.testing.builder import build_gguf, kv_array, kv_str, kv_u32
@@ -170,7 +166,7 @@ def _broken(name: str) -> dict[str, str]:
 def test_least_recently_used_set_is_evicted(spawns: _Spawns) -> None:
     cache = TemplateCache(max_entries=2, limits=FAST)
     a = cache.audit(_broken("a"))
-    assert [f.code for f in a[0][0].findings] == [TEMPLATE_SYNTAX_ERROR]
+    assert [f.code for f in a[0][0].findings] == [Code.TEMPLATE_SYNTAX_ERROR]
     cache.audit(_broken("b"))
     assert cache.audit(_broken("a")) is a  # a is now the most recent
     cache.audit(_broken("c"))  # evicts b

@@ -15,8 +15,9 @@ import pytest
 from corpus import corpus_dir
 
 from gguf_audit.cli import main
+from gguf_audit.codes import Code
 from gguf_audit.format.model import ValueType
-from gguf_audit.templates.audit import TEMPLATE_RESOURCE_LIMIT, audit_templates
+from gguf_audit.templates.audit import audit_templates
 from gguf_audit.templates.inspect.cost import MAX_ITERATIONS, template_cost_reasons
 from gguf_audit.templates.inspect.inspector import parse_template_source
 from gguf_audit.templates.limits import TemplateLimits
@@ -76,7 +77,7 @@ def test_real_templates_are_not_flagged(path: Path) -> None:
 def test_the_static_finding_is_one_and_the_render_still_happens() -> None:
     audits, _ = audit_templates({"tokenizer.chat_template": GATED["magic_word"]}, limits=FAST)
     (audit,) = audits
-    limits = [f for f in audit.findings if f.code == TEMPLATE_RESOURCE_LIMIT]
+    limits = [f for f in audit.findings if f.code == Code.TEMPLATE_RESOURCE_LIMIT]
     assert len(limits) == 1 and "without rendering" in limits[0].message and "1.0e+08" in limits[0].message
     assert audit.rendered is not None and "<|user|>" in audit.rendered  # the tokenizer checks still get a render
     assert f"{MAX_ITERATIONS:.0e}" in limits[0].message
@@ -90,5 +91,5 @@ def test_inspect_reports_a_gated_loop(tmp_path: Path, name: str, capsys: pytest.
     main(["inspect", str(path), "--json"])
     report = json.loads(capsys.readouterr().out)
     codes = [p["code"] for p in report["problems"]]
-    assert codes.count(TEMPLATE_RESOURCE_LIMIT) == 1, report["problems"]
+    assert codes.count(Code.TEMPLATE_RESOURCE_LIMIT) == 1, report["problems"]
     assert not [c for c in codes if c.startswith("internal.")]

@@ -16,16 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from template_helpers import FAST, KEY, TEMPLATES, by_key, codes, named_key
 
+from gguf_audit.codes import Code
 from gguf_audit.findings import Severity
 from gguf_audit.templates import audit as tpl
-from gguf_audit.templates.audit import (
-    TEMPLATE_RENDER_ERROR,
-    TEMPLATE_RESOURCE_LIMIT,
-    TEMPLATE_SYNTAX_ERROR,
-    TEMPLATE_UNSAFE,
-    TemplateAudit,
-    audit_templates,
-)
+from gguf_audit.templates.audit import TemplateAudit, audit_templates
 from gguf_audit.templates.inspect.inspector import TemplateInspectionError, inspect_template_source
 from gguf_audit.templates.limits import MAX_TEMPLATE_CHARS, TAIL_CHARS, TemplateLimits
 from gguf_audit.templates.sandbox import runner
@@ -65,7 +59,7 @@ def dos_audits() -> tuple[dict[str, TemplateAudit], float]:
 def test_denial_of_service_hits_a_named_limit(dos_audits: tuple[dict[str, TemplateAudit], float], name: str) -> None:
     audits, _ = dos_audits
     audit = audits[named_key(name)]
-    limits = [f for f in audit.findings if f.code == TEMPLATE_RESOURCE_LIMIT]
+    limits = [f for f in audit.findings if f.code == Code.TEMPLATE_RESOURCE_LIMIT]
     assert len(limits) == 1, audit.findings
     assert any(word in limits[0].message for word in DOS[name][1]), limits[0].message
     assert limits[0].severity == Severity.ERROR
@@ -84,12 +78,12 @@ def test_deep_expression_is_a_resource_limit_not_a_crash() -> None:
     with pytest.raises(TemplateInspectionError):
         inspect_template_source(source)
     audits, _ = audit_templates({KEY: source}, limits=FAST)
-    assert codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert codes(audits[0]) == {Code.TEMPLATE_RESOURCE_LIMIT}
 
 
 def test_oversized_template_is_not_parsed() -> None:
     audits, _ = audit_templates({KEY: "x" * (MAX_TEMPLATE_CHARS + 1)}, limits=FAST)
-    assert codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert codes(audits[0]) == {Code.TEMPLATE_RESOURCE_LIMIT}
     assert str(MAX_TEMPLATE_CHARS) in audits[0].findings[0].message
 
 
@@ -102,7 +96,7 @@ def test_syntax_error_names_the_line() -> None:
         inspect_template_source(source)
     audits, _ = audit_templates({KEY: source}, limits=FAST)
     (audit,) = audits
-    assert [f.code for f in audit.findings] == [TEMPLATE_SYNTAX_ERROR]
+    assert [f.code for f in audit.findings] == [Code.TEMPLATE_SYNTAX_ERROR]
     assert audit.findings[0].message.startswith(f"{KEY}: line 3: ")
     assert audit.rendered is None
 
@@ -116,19 +110,19 @@ def test_render_error_only_when_even_the_simplest_conversation_fails() -> None:
     }
     audits = by_key(audit_templates(templates, limits=FAST)[0])
     always = audits[named_key("always")]
-    assert [f.code for f in always.findings] == [TEMPLATE_RENDER_ERROR]
+    assert [f.code for f in always.findings] == [Code.TEMPLATE_RENDER_ERROR]
     assert always.findings[0].severity == Severity.WARNING
     assert "no chat for you" in always.findings[0].message
     assert always.rendered is None
     assert audits[named_key("no_system")].findings == ()
     assert audits[named_key("no_system")].conversation == "no_system"
-    assert codes(audits[named_key("undefined_method")]) == {TEMPLATE_RENDER_ERROR}
+    assert codes(audits[named_key("undefined_method")]) == {Code.TEMPLATE_RENDER_ERROR}
 
 
 def test_mutating_a_list_is_a_render_error_not_unsafe() -> None:
     # transformers' immutable sandbox refuses list.append too: broken, not hostile.
     audits, _ = audit_templates({KEY: "{% set x = [] %}{{ x.append(1) }}"}, limits=FAST)
-    assert codes(audits[0]) == {TEMPLATE_RENDER_ERROR}
+    assert codes(audits[0]) == {Code.TEMPLATE_RENDER_ERROR}
 
 
 def test_digest_and_tail() -> None:
@@ -145,7 +139,7 @@ def test_output_limit_bounds_the_render() -> None:
     limits = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0, output_chars=1000)
     source = "{% for i in range(5000) %}x{% endfor %}"
     audits, _ = audit_templates({KEY: source}, limits=limits)
-    assert codes(audits[0]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert codes(audits[0]) == {Code.TEMPLATE_RESOURCE_LIMIT}
     assert "1000 characters" in audits[0].findings[0].message
 
 
@@ -193,7 +187,7 @@ def test_a_limit_the_child_catches_needs_no_restart(spawns: _SpawnCounter) -> No
     }
     audits = by_key(audit_templates(templates, limits=FAST)[0])
     assert spawns.calls == 1
-    assert codes(audits[named_key("spin")]) == {TEMPLATE_RESOURCE_LIMIT}
+    assert codes(audits[named_key("spin")]) == {Code.TEMPLATE_RESOURCE_LIMIT}
     assert audits[named_key("chatml")].findings == ()
 
 
@@ -216,7 +210,7 @@ def test_a_killed_child_is_restarted_for_the_rest(spawns: _SpawnCounter, monkeyp
     elapsed = time.monotonic() - start
     assert spawns.calls == 2
     (limit,) = audits[named_key("spin")].findings
-    assert limit.code == TEMPLATE_RESOURCE_LIMIT
+    assert limit.code == Code.TEMPLATE_RESOURCE_LIMIT
     assert "wall-clock" in limit.message
     assert audits[named_key("chatml")].findings == ()
     assert audits[named_key("chatml")].rendered is not None
@@ -264,7 +258,7 @@ def test_sandbox_refusal_during_render_is_unsafe() -> None:
     result = {"status": "error", "attempts": [{"error": "SecurityError: access to attribute '__class__'"}]}
     result["refused"] = ["'__class__' of 'str'"]
     found = tpl._interpret(KEY, result, FAST, unsafe_known=False)
-    assert [f.code for f in found.findings] == [TEMPLATE_UNSAFE]
+    assert [f.code for f in found.findings] == [Code.TEMPLATE_UNSAFE]
     assert "'__class__' of 'str'" in found.findings[0].message
 
 

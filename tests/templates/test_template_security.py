@@ -14,16 +14,10 @@ import jinja2
 import pytest
 
 from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.codes import Code
 from gguf_audit.findings import CODES, Severity
 from gguf_audit.format.model import ValueType
-from gguf_audit.templates.audit import (
-    TEMPLATE_RESOURCE_LIMIT,
-    TEMPLATE_TOO_MANY,
-    TEMPLATE_UNSAFE,
-    TemplateAudit,
-    TemplateCache,
-    audit_templates,
-)
+from gguf_audit.templates.audit import TemplateAudit, TemplateCache, audit_templates
 from gguf_audit.templates.conversations import PROBE_TEXTS, probe_conversations
 from gguf_audit.templates.inspect.inspector import inspect_template_source
 from gguf_audit.templates.limits import TemplateLimits
@@ -98,7 +92,7 @@ def test_payload_runs_without_the_sandbox_and_is_unsafe(
     jinja2.Environment().from_string(_payload(name, target)).render(**context)
     assert target.exists(), "the payload must really run a command when rendered without the sandbox"
     assert inspect_template_source(_payload(name, target)) != []
-    unsafe = [f for f in exec_audits[name].findings if f.code == TEMPLATE_UNSAFE]
+    unsafe = [f for f in exec_audits[name].findings if f.code == Code.TEMPLATE_UNSAFE]
     assert unsafe and all(f.severity is Severity.ERROR for f in unsafe)
 
 
@@ -119,7 +113,7 @@ def test_the_probes_reach_what_the_standard_conversations_do_not() -> None:
     )
     assert inspect_template_source(source) == []
     audits, _ = audit_templates({KEY: source}, limits=FAST)
-    messages = [f.message for f in audits[0].findings if f.code == TEMPLATE_UNSAFE]
+    messages = [f.message for f in audits[0].findings if f.code == Code.TEMPLATE_UNSAFE]
     assert any("sandbox refused access to '__init__'" in m for m in messages), audits[0].findings
 
 
@@ -155,7 +149,7 @@ def test_gated_denial_of_service_hits_a_limit(name: str) -> None:
     plain = jinja2.Environment().from_string(DOS[name])
     assert len(plain.render(messages=[{"role": "user", "content": "hi"}], add_generation_prompt=False)) < 100
     audits, _ = audit_templates({KEY: DOS[name]}, limits=FAST)
-    limits = [f for f in audits[0].findings if f.code == TEMPLATE_RESOURCE_LIMIT]
+    limits = [f for f in audits[0].findings if f.code == Code.TEMPLATE_RESOURCE_LIMIT]
     assert len(limits) == 1, audits[0].findings
     assert "conversation" in limits[0].message
 
@@ -217,14 +211,14 @@ def test_benign_filters_stay_clean(name: str) -> None:
 
 
 def test_too_many_templates_is_one_file_finding() -> None:
-    assert CODES[TEMPLATE_TOO_MANY].severity is Severity.WARNING and CODES[TEMPLATE_TOO_MANY].refused is False
+    assert CODES[Code.TEMPLATE_TOO_MANY].severity is Severity.WARNING and CODES[Code.TEMPLATE_TOO_MANY].refused is False
     limits = TemplateLimits(cpu_seconds=1.0, wall_seconds=3.0, max_templates=4, max_renders=2)
     templates = {f"{KEY}.t{i}": f"{{{{ messages[0].content }}}} {i}" for i in range(7)}
     audits, file_findings = audit_templates(templates, limits=limits)
     assert [a.key for a in audits] == [f"{KEY}.t{i}" for i in range(4)]
     assert sum(a.rendered is not None for a in audits) == 2
     (over,) = file_findings
-    assert over.code == TEMPLATE_TOO_MANY
+    assert over.code == Code.TEMPLATE_TOO_MANY
     assert "7 chat templates" in over.message and "templates past the first 4 not inspected: 3" in over.message
     assert "distinct templates past the first 2 not rendered: 2" in over.message
 
@@ -235,10 +229,10 @@ def test_file_render_budget_stops_the_renders() -> None:
     templates = {f"{KEY}.s{i}": slow.replace("NUM", str(i)) for i in range(4)}
     audits, file_findings = audit_templates(templates, limits=limits)
     (over,) = file_findings
-    assert over.code == TEMPLATE_TOO_MANY and "render budget" in over.message
+    assert over.code == Code.TEMPLATE_TOO_MANY and "render budget" in over.message
     # One resource limit each: what a render met, or for those the budget left unrendered, the static count.
     unrendered = [a for a in audits if a.rendered is None]
-    assert unrendered and all([f.code for f in a.findings] == [TEMPLATE_RESOURCE_LIMIT] for a in unrendered)
+    assert unrendered and all([f.code for f in a.findings] == [Code.TEMPLATE_RESOURCE_LIMIT] for a in unrendered)
     assert any("without rendering" in a.findings[0].message for a in unrendered)
 
 
@@ -267,7 +261,7 @@ def test_every_occurrence_array_item_and_named_variant_is_audited(tmp_path: Path
     assert "header.duplicate_key" in {f.code for f in audit.findings}
     keys = [a.key for a in audit.templates]
     assert keys == [KEY, f"{KEY} (occurrence 2)", f"{KEY}.tool_use[0]", f"{KEY}.tool_use[1]", f"{KEY}.rag"]
-    unsafe = {a.key for a in audit.templates if TEMPLATE_UNSAFE in _codes(a)}
+    unsafe = {a.key for a in audit.templates if Code.TEMPLATE_UNSAFE in _codes(a)}
     assert unsafe == {f"{KEY} (occurrence 2)", f"{KEY}.tool_use[1]", f"{KEY}.rag"}
-    messages = [f.message for f in audit.findings if f.code == TEMPLATE_UNSAFE]
+    messages = [f.message for f in audit.findings if f.code == Code.TEMPLATE_UNSAFE]
     assert any(m.startswith(f"{KEY}.tool_use[1]: ") for m in messages)
