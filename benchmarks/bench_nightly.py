@@ -145,7 +145,7 @@ def _night_main(args: argparse.Namespace) -> int:
     from gguf_audit.pipelines.config import ScanConfig
     from gguf_audit.pipelines.run import run_scan
 
-    config = ScanConfig(
+    config = ScanConfig().replace(
         roots=(args.root,),
         out=args.out,
         incremental=args.incremental,

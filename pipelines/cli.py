@@ -298,7 +298,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         config = _config_from_args(args)
     except ConfigError as exc:
         raise UsageError(f"scan: {exc}") from exc
-    if not config.roots and not config.manifests:
+    if not config.scan.roots and not config.scan.manifests:
         raise UsageError("scan: give at least one ROOT or --manifest (or roots in --config)")
     for path in (args.sarif, args.jsonl):
         if path:
@@ -324,14 +324,14 @@ def cmd_scan(args: argparse.Namespace) -> int:
     finally:
         progress.close()
         logger.removeHandler(handler)
-    print(redact_text(render_summary(result, config.fail_on)))
+    print(redact_text(render_summary(result, config.scan.fail_on)))
     print(
         redact_text(
-            _duckdb_block(result, options_for(config.out, config.out_storage_options or config.storage_options))
+            _duckdb_block(result, options_for(config.scan.out, config.out_storage_options or config.storage_options))
         )
     )
     _export(args, config, result.run_id)
-    return ExitStatus.PROBLEMS if result.reaches(config.fail_on) else ExitStatus.OK
+    return ExitStatus.PROBLEMS if result.reaches(config.scan.fail_on) else ExitStatus.OK
 
 
 def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> None:
@@ -341,7 +341,8 @@ def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> None:
     try:
         options = config.out_storage_options
         out = Output(
-            str(config.out), dict(options) if options is not None else options_for(config.out, config.storage_options)
+            str(config.scan.out),
+            dict(options) if options is not None else options_for(config.scan.out, config.storage_options),
         )
         for path in export_night(out, run_id, sarif=args.sarif, jsonl=args.jsonl):
             print(f"{'SARIF' if path == args.sarif else 'JSON Lines'} written to {shown_url(path)}")

@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "gguf_audit.codes_clip",
             "gguf_audit.codes_hparams",
             "gguf_audit.redact",
+            "gguf_audit.validate",
         ),
     ),
     ("format", ("gguf_audit.format",)),
