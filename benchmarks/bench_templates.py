@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.audit import AuditConfig, AuditResources, audit_file
 from gguf_audit.templates.audit import TEMPLATE_TOO_MANY, TemplateCache
 from gguf_audit.templates.limits import DEFAULT_LIMITS
 from gguf_audit.testing.builder import build_gguf, kv_str
@@ -40,7 +40,9 @@ def _file(directory: Path, name: str, body: str, count: int) -> Path:
 
 def _audit(path: Path) -> tuple[float, Counter[str], str]:
     begun = time.monotonic()
-    audit = audit_file(str(path), config=AuditConfig(semantics=False), template_cache=TemplateCache())
+    audit = audit_file(
+        str(path), config=AuditConfig(semantics=False), resources=AuditResources(template_cache=TemplateCache())
+    )
     elapsed = time.monotonic() - begun
     codes = Counter(f.code for f in audit.findings)
     too_many = next((f.message for f in audit.findings if f.code == TEMPLATE_TOO_MANY), "")

@@ -118,6 +118,8 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
 def _config_from_args(args: argparse.Namespace) -> ScanConfig:
     config = load_config(args.config) if args.config else ScanConfig()
     options: dict[str, Any] | None = None
+    if args.upstream is not None and not args.upstream.strip():
+        raise ConfigError(f"--upstream needs a directory or URL. Got {args.upstream!r}.")
     if args.storage_options:
         options = parse_storage_options_flag(args.storage_options)
     return config.replace(

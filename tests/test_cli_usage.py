@@ -108,3 +108,12 @@ def test_inspect_tells_a_store_that_fails_from_a_bad_file(tmp_path: Path, capsys
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUX" + bytes(60))
     assert main(["inspect", str(bad)]) == 1
+
+
+@pytest.mark.parametrize("command", ["inspect", "scan"])
+def test_an_empty_upstream_is_a_usage_error(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``UpstreamConfig`` refuses an empty location itself; the commands say which flag in one line."""
+    model = str(corpus_dir() / "models" / "tiny-llama-Q8_0.gguf")
+    assert main([command, model, "--upstream", " "]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--upstream needs a directory or URL. Got ' '.") and "\n" not in err
