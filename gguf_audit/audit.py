@@ -21,6 +21,7 @@ import fsspec
 from gguf_audit.checks.clip import is_projector
 from gguf_audit.checks.facts import header_facts
 from gguf_audit.checks.header import check_mapping, check_semantics, check_structural, isolated
+from gguf_audit.checks.hub_gguf import HubGGUF, check_hub_gguf
 from gguf_audit.checks.upstream import check_upstream
 from gguf_audit.decode.stats import SampleRow
 from gguf_audit.errors import FormatError, SourceError, describe_exception
@@ -101,6 +102,9 @@ class AuditTarget:
     """The URL the result shows (its ``url``, its messages) when it differs from the one read, e.g.
     :func:`gguf_audit.redact.redact_url` of a presigned URL; None shows the URL read. Either way,
     credentials in error texts are redacted."""
+    hub_gguf: HubGGUF | None = None
+    """What the Hub's ``gguf`` card of its repository says, from the listing: compared with the header
+    at no request (``hub.gguf_mismatch``); None compares nothing."""
 
     @property
     def shown(self) -> str:
@@ -260,6 +264,9 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
             findings.append(finding(code, f"{shown}: {type(exc).__name__}: {exc}"))
         else:
             findings.append(finding("internal.unexpected", describe_exception(exc)))
+    hub = target.hub_gguf
+    if header is not None and hub is not None:  # what the listing knows of the file, against its header
+        findings.extend(isolated("Hub card", lambda: check_hub_gguf(header, hub, shown)))
     size = source.size if source is not None and source.size is not None else target.size
     findings = _without_size_verdicts(findings, source, shown)
     findings = [_redacted(f, url, shown) for f in findings]

@@ -19,7 +19,6 @@ cannot be built keeps a ``files`` row saying why.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 import time
@@ -32,7 +31,6 @@ from typing import Any, Final
 import pyarrow as pa
 
 from gguf_audit.audit import AuditConfig, AuditResources, AuditTarget, FileAudit, audit_file
-from gguf_audit.checks.hub_gguf import check_hub_gguf
 from gguf_audit.checks.shards import ShardFacts, shard_facts
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import finding
@@ -159,7 +157,7 @@ def _audit_one(listed: ListedFile, options: TaskOptions, resources: AuditResourc
     if listed.error_code is not None:  # the listing already failed for it (an hf:// repository)
         return _failed_audit(listed, listed.error_code, listed.error_message or "the listing failed")
     try:
-        audit = audit_file(
+        return audit_file(
             AuditTarget(
                 listed.source_url,
                 storage_options=options_for(listed.source_url, options.storage_options),
@@ -167,16 +165,11 @@ def _audit_one(listed: ListedFile, options: TaskOptions, resources: AuditResourc
                 etag=listed.etag,
                 revision=listed.revision,
                 display_url=listed.url,
+                hub_gguf=listed.hub_gguf,
             ),
             config=options.audit,
             resources=resources,
         )
-        if listed.hub_gguf is not None and audit.header is not None:
-            # The Hub's card came with the listing: compared here, at no request.
-            extra = list(check_hub_gguf(audit.header, listed.hub_gguf, listed.url))
-            if extra:
-                audit = dataclasses.replace(audit, findings=[*audit.findings, *extra])
-        return audit
     except Exception as exc:  # noqa: BLE001 - audit_file never raises; this guards the guard
         return _failed_audit(listed, "internal.unexpected", describe_exception(exc))
 
