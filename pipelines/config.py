@@ -208,7 +208,7 @@ class ScanConfig:
             raise ConfigError(f"unknown scan settings: {', '.join(sorted(unknown))}. Got {sorted(unknown)!r}.")
         config = self
         for key, value in given.items():
-            config = KEYS[key].set(config, key, value, "setting")
+            config = KEYS[key].set(config, key, value, "")
         return config
 
     @property
@@ -290,14 +290,15 @@ class Key:
         return self.dump(self.get(config))
 
     def set(self, config: ScanConfig, key: str, value: Any, source: str) -> ScanConfig:
-        """``config`` with this key set to ``value``, or a :class:`ConfigError` naming the key and the value."""
+        """``config`` with this key set to ``value``, or a :class:`ConfigError` naming the key and the value
+        (after ``source``, the file it came from, when there is one)."""
         try:
             return _replaced(config, self.path, self.load(value))  # type: ignore[no-any-return]
         except (ValueError, TypeError) as exc:
             message = str(exc)
             named = ".".join(self.path)
             where = "" if message.startswith(f"{named} ") else f"[{self.table}] {key}: "
-            raise ConfigError(f"{source}: {where}{message}") from None
+            raise ConfigError(f"{source}: {where}{message}" if source else f"{where}{message}") from None
 
 
 def _k(table: str, *path: str, load: Callable[[Any], Any] = _same, dump: Callable[[Any], Any] = _same) -> Key:
