@@ -68,7 +68,7 @@ def _night_main(args: argparse.Namespace) -> int:
     from gguf_audit.pipelines.config import ScanConfig
     from gguf_audit.pipelines.scan.run import run_scan
 
-    config = ScanConfig(roots=(args.root,), out=args.out, samples=False, dashboard=False)
+    config = ScanConfig().replace(roots=(args.root,), out=args.out, samples=False, dashboard=False)
     with contextlib_cluster(args, LocalCluster, Client, logging.ERROR) as client:
         base = _rss_bytes()
         begun = time.perf_counter()

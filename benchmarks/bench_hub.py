@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from gguf_audit.audit import AuditConfig, FileAudit, audit_file
+from gguf_audit.audit import AuditConfig, AuditTarget, FileAudit, audit_file
 from gguf_audit.io.source import ReadConfig
 from gguf_audit.plan import SampleConfig
 from gguf_audit.testing.hub import LocalHub
@@ -95,7 +95,7 @@ def _upload(hub: LocalHub) -> list[HubFileRef]:
 
 def _audit(hub: LocalHub, ref: HubFileRef, config: AuditConfig) -> FileAudit:
     options = {"endpoint": hub.endpoint, "token": False}
-    return audit_file(ref.url, size=ref.size, storage_options=options, config=config, revision=ref.sha)
+    return audit_file(AuditTarget(ref.url, storage_options=options, size=ref.size, revision=ref.sha), config=config)
 
 
 def _needed(audits: Sequence[FileAudit]) -> int:

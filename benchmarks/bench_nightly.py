@@ -145,7 +145,7 @@ def _night_main(args: argparse.Namespace) -> int:
     from gguf_audit.pipelines.config import ScanConfig
     from gguf_audit.pipelines.scan.run import run_scan
 
-    config = ScanConfig(
+    config = ScanConfig().replace(
         roots=(args.root,),
         out=args.out,
         incremental=args.incremental,
@@ -226,7 +226,7 @@ def run_night(root: Path, out: Path, *, incremental: bool, workers: int, samples
 
 def cpu_by_phase(root: Path, n_files: int, samples: bool) -> dict[str, float]:
     """CPU seconds per file of each phase, calling them one by one as audit_file does."""
-    from gguf_audit.audit import AuditConfig, audit_file
+    from gguf_audit.audit import AuditConfig, AuditResources, audit_file
     from gguf_audit.checks.header import check_header
     from gguf_audit.io.header import read_header
     from gguf_audit.io.source import open_source
@@ -269,7 +269,7 @@ def cpu_by_phase(root: Path, n_files: int, samples: bool) -> dict[str, float]:
             t = cpu()
             sample_file(source, read, config=sample_config)
             phases["samples"] += cpu() - t
-        audits.append(audit_file(url, config=config, template_cache=cache))
+        audits.append(audit_file(url, config=config, resources=AuditResources(template_cache=cache)))
     listed = {f.url: f for f in listing.files}
     items = [AuditedFile(a, listed.get(a.url) or ListedFile(a.url), "m") for a in audits]
 
@@ -291,7 +291,7 @@ def cpu_by_phase(root: Path, n_files: int, samples: bool) -> dict[str, float]:
     phases["templates_first_file"] = first_template
     t = cpu()
     for url in urls:
-        audit_file(url, config=config, template_cache=cache)
+        audit_file(url, config=config, resources=AuditResources(template_cache=cache))
     phases["audit_file_total"] = (cpu() - t) / len(urls)
     return phases
 

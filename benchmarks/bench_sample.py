@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.audit import AuditConfig, AuditTarget, audit_file
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import ReadConfig, open_source
 from gguf_audit.plan import SampleConfig, plan_fetch, plan_samples, stratum_bounds, tensor_geometry
@@ -208,7 +208,7 @@ def found(server: RangeHTTPServer, dims: tuple[int, int, int, int, int], plant: 
     lo, hi = plant(model)
     server.put_virtual("m.gguf", model.size, model.read)
     try:
-        audit = audit_file(server.url_for("m.gguf"), size=model.full_size, config=AUDIT)
+        audit = audit_file(AuditTarget(server.url_for("m.gguf"), size=model.full_size), config=AUDIT)
     finally:
         server.remove("m.gguf")
     spoiled = {r.name for r in model.regions if r.start < hi and r.end > lo}

@@ -64,7 +64,7 @@ def _sequential(urls: list[str]) -> float:
 
 
 def _scan(client: Any, manifest: Path, out: Path) -> dict[str, float]:
-    config = ScanConfig(
+    config = ScanConfig().replace(
         manifests=(str(manifest),), out=str(out), initial_bytes=INITIAL_BYTES, threads=64, samples=False
     )
     result = run_scan(config, client=client)

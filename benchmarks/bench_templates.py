@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.audit import AuditConfig, AuditResources, audit_file
 from gguf_audit.codes import Code
 from gguf_audit.templates.audit import TemplateCache
 from gguf_audit.templates.limits import DEFAULT_LIMITS
@@ -41,7 +41,9 @@ def _file(directory: Path, name: str, body: str, count: int) -> Path:
 
 def _audit(path: Path) -> tuple[float, Counter[str], str]:
     begun = time.monotonic()
-    audit = audit_file(str(path), config=AuditConfig(semantics=False), template_cache=TemplateCache())
+    audit = audit_file(
+        str(path), config=AuditConfig(semantics=False), resources=AuditResources(template_cache=TemplateCache())
+    )
     elapsed = time.monotonic() - begun
     codes = Counter(f.code for f in audit.findings)
     too_many = next((f.message for f in audit.findings if f.code == Code.TEMPLATE_TOO_MANY), "")

@@ -43,13 +43,13 @@ class HTTPCase:
 def measure_http(files: Sequence[GeneratedFile], root: Path, repeats: int) -> list[HTTPCase]:
     # Imported here: fsspec and aiohttp would grow the memory children's
     # import footprint (they import this module) for nothing.
-    from gguf_audit.audit import audit_file
+    from gguf_audit.audit import AuditConfig, AuditTarget, audit_file
     from gguf_audit.testing.http import RangeHTTPServer
 
     cases: list[HTTPCase] = []
     with RangeHTTPServer(root=root) as server:
         # The first audit opens fsspec's HTTP filesystem and its session: not counted.
-        audit_file(server.url_for(files[0].path.name), size=files[0].file_size)
+        audit_file(AuditTarget(server.url_for(files[0].path.name), size=files[0].file_size), config=AuditConfig())
         for latency_s in LATENCIES_S:
             server.latency_s = latency_s
             for g in files:
@@ -60,7 +60,9 @@ def measure_http(files: Sequence[GeneratedFile], root: Path, repeats: int) -> li
                     for _ in range(repeats):
                         server.reset_stats()
                         begun = time.perf_counter()
-                        result = audit_file(url, size=g.file_size if size_listed else None)
+                        result = audit_file(
+                            AuditTarget(url, size=g.file_size if size_listed else None), config=AuditConfig()
+                        )
                         runs.append(time.perf_counter() - begun)
                         counts.append(len(server.requests))
                     requests = server.requests  # the last run's; counts has every run's

@@ -8,18 +8,20 @@ Only ``KeyboardInterrupt``, ``SystemExit`` and cancellation pass through.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 import fsspec
 
 from gguf_audit.checks.clip import is_projector
 from gguf_audit.checks.facts import header_facts
-from gguf_audit.checks.header import check_header
+from gguf_audit.checks.header import check_mapping, check_semantics, check_structural, isolated
+from gguf_audit.checks.hub_gguf import HubGGUF, check_hub_gguf
 from gguf_audit.checks.upstream import check_upstream
 from gguf_audit.codes import Code
 from gguf_audit.decode.stats import SampleRow
@@ -41,8 +43,17 @@ from gguf_audit.templates.audit import (
     TemplateCache,
     audit_header_templates,
 )
+from gguf_audit.validate import check_bool
 
-__all__ = ["AuditConfig", "FileAudit", "Status", "audit_file"]
+__all__ = [
+    "DEFAULT_AUDIT_CONFIG",
+    "AuditConfig",
+    "AuditResources",
+    "AuditTarget",
+    "FileAudit",
+    "Status",
+    "audit_file",
+]
 
 
 class Status(StrEnum):
@@ -66,8 +77,57 @@ class AuditConfig:
     upstream: UpstreamConfig | None = None
     """Compare with the upstream config.json and tokenizer files (``upstream.*``); None skips it."""
 
+    def __post_init__(self) -> None:
+        check_bool("AuditConfig.semantics", self.semantics)
+        check_bool("AuditConfig.templates", self.templates)
 
-DEFAULT_AUDIT_CONFIG = AuditConfig()
+
+DEFAULT_AUDIT_CONFIG: Final = AuditConfig()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditTarget:
+    """What one file is: where it is read from and what its listing already knows of it."""
+
+    url: str
+    """The URL (or local path) read."""
+    storage_options: Mapping[str, Any] | None = None
+    """The fsspec options its store is opened with (never credentials)."""
+    size: int | None = None
+    """Its size as listed; None learns it from the first read."""
+    etag: str | None = None
+    """Its ETag as listed, carried to the result."""
+    revision: str | None = None
+    """Pins an ``hf://`` file to the commit sha its listing saw."""
+    display_url: str | None = None
+    """The URL the result shows (its ``url``, its messages) when it differs from the one read, e.g.
+    :func:`gguf_audit.redact.redact_url` of a presigned URL; None shows the URL read. Either way,
+    credentials in error texts are redacted."""
+    hub_gguf: HubGGUF | None = None
+    """What the Hub's ``gguf`` card of its repository says, from the listing: compared with the header
+    at no request (``hub.gguf_mismatch``); None compares nothing."""
+
+    @property
+    def shown(self) -> str:
+        return self.url if self.display_url is None else self.display_url
+
+
+@dataclass(frozen=True, slots=True)
+class AuditResources:
+    """What the process lends a file's audit: shared by every file (and thread) that is given them."""
+
+    fs: fsspec.AbstractFileSystem | None = None
+    """An open filesystem to read with; None opens one from the target's URL and storage options."""
+    gate: CpuGate | None = None
+    """Hold one of the process's CPU slots while parsing, checking and decoding, giving it back around
+    every read (see :class:`~gguf_audit.io.gate.CpuGate`); None runs ungated."""
+    template_cache: TemplateCache = DEFAULT_TEMPLATE_CACHE
+    """Audits each distinct set of chat templates once."""
+    upstream_cache: UpstreamCache | None = None
+    """Reads each upstream place once for the files that share it (a batch's); None reads per file."""
+
+
+DEFAULT_AUDIT_RESOURCES: Final = AuditResources()
 
 SIZE_VERDICTS = frozenset({Code.DATA_TRUNCATED, Code.DATA_TRAILING_BYTES, Code.HEADER_TRUNCATED})
 """Findings that rest on the file's size: never given on a size the store's answers disagree about."""
@@ -132,64 +192,26 @@ class FileAudit:
 
 
 def audit_file(
-    url: str,
+    target: AuditTarget | str | os.PathLike[str],
     *,
-    size: int | None = None,
-    etag: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    fs: fsspec.AbstractFileSystem | None = None,
-    config: AuditConfig = DEFAULT_AUDIT_CONFIG,
-    template_cache: TemplateCache = DEFAULT_TEMPLATE_CACHE,
-    upstream_cache: UpstreamCache | None = None,
-    revision: str | None = None,
-    gate: CpuGate | None = None,
-    display_url: str | None = None,
-) -> FileAudit:
-    """Read ``url``'s header, judge it, and return every finding. Never raises.
-
-    ``revision`` pins an ``hf://`` file to the commit sha its listing saw.
-
-    ``display_url`` is the URL the result shows (its ``url``, its messages) when
-    it differs from the one read, e.g. :func:`gguf_audit.redact.redact_url` of a
-    presigned URL; by default the URL read. Either way, credentials in error
-    texts are redacted.
-
-    ``template_cache`` audits each distinct set of chat templates once (shared
-    by every thread that audits files with it); ``upstream_cache`` reads each
-    upstream place once for the files that share it (a batch's). With ``gate``, the audit holds
-    one of the process's CPU slots while it parses, checks and decodes, and
-    gives it back around every read (see :class:`~gguf_audit.io.gate.CpuGate`).
-    """
-    with gate.held() if gate is not None else nullcontext():
-        return _audit_file(
-            url,
-            size,
-            etag,
-            storage_options,
-            fs,
-            config,
-            template_cache,
-            gate,
-            upstream_cache=upstream_cache,
-            revision=revision,
-            display_url=display_url,
-        )
-
-
-def _audit_file(
-    url: str,
-    size: int | None,
-    etag: str | None,
-    storage_options: Mapping[str, Any] | None,
-    fs: fsspec.AbstractFileSystem | None,
     config: AuditConfig,
-    template_cache: TemplateCache,
-    gate: CpuGate | None,
-    *,
-    upstream_cache: UpstreamCache | None,
-    revision: str | None,
-    display_url: str | None,
+    resources: AuditResources | None = None,
 ) -> FileAudit:
+    """Read ``target``'s header, judge it as ``config`` says, and return every finding. Never raises.
+
+    ``target`` is what the file is (a bare URL or path is a target with nothing
+    else known); ``resources`` what the process lends it (a filesystem, the CPU
+    gate, the template and upstream caches), by default nothing shared but the
+    process's template cache.
+    """
+    if not isinstance(target, AuditTarget):
+        target = AuditTarget(os.fspath(target))
+    lent = DEFAULT_AUDIT_RESOURCES if resources is None else resources
+    with lent.gate.held() if lent.gate is not None else nullcontext():
+        return _audit_file(target, config, lent)
+
+
+def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) -> FileAudit:
     begun = time.perf_counter()
     stats = IOStats()
     header: Header | None = None
@@ -200,34 +222,37 @@ def _audit_file(
     sampled: SampleRead | None = None
     upstream_url: str | None = None
     source = None
-    shown = url if display_url is None else display_url
+    url, shown = target.url, target.shown
     try:
         source = open_source(
-            url, storage_options=storage_options, size=size, fs=fs, config=config.read, revision=revision, gate=gate
+            url,
+            storage_options=target.storage_options,
+            size=target.size,
+            fs=lent.fs,
+            config=config.read,
+            revision=target.revision,
+            gate=lent.gate,
         )
         stats = source.stats
         read = read_header(source, config=config.read, limits=config.limits)
         header = read.header
-        chat: list[TemplateAudit] = []
-
-        def chat_templates() -> tuple[list[Finding], dict[str, str] | None]:
-            audits, found, renders = _check_templates(read.header, config, template_cache)
-            chat.extend(audits)
-            return found, renders
-
-        checks = list(
-            check_header(header, file_size=source.size, url=shown, semantics=config.semantics, templates=chat_templates)
-        )
+        # The order of the report, and of llama.cpp's loader: the structure first; then the chat templates
+        # (rendered in a sandboxed child, so run here, not in the pure checks), whose renders the semantic
+        # checks use for the tokens a turn ends with; then the semantics; the mapping of the weights last.
+        structural = check_structural(header, source.size)
+        templates, template_findings, renders = _check_templates(header, config, lent.template_cache)
+        semantic = list(check_semantics(header, url=shown, template_renders=renders)) if config.semantics else []
+        mapping = check_mapping(header, [*structural, *semantic])
+        checks = [*structural, *template_findings, *semantic, *mapping]
         if any(f.code in SIZE_VERDICTS for f in checks):
             source.confirm_size()  # a size one answer told: asked again before a verdict rests on it
         findings.extend(checks)
-        templates = chat
         if config.samples is not None:
             sampled = sample_file(source, read, config=config.samples).read
             findings.extend(sampled.findings)
             rows, fingerprint = list(sampled.rows), sampled.fingerprint
         if config.upstream is not None:
-            upstream_url = _check_upstream(url, header, config, storage_options, stats, upstream_cache, findings)
+            upstream_url = _check_upstream(target, header, config, stats, lent.upstream_cache, findings)
             upstream_url = redact_url(upstream_url) if upstream_url is not None else None
     except FormatError as exc:
         confirmed = _size_confirmed(source, shown) if exc.code in SIZE_VERDICTS else None
@@ -240,8 +265,10 @@ def _audit_file(
             findings.append(finding(code, f"{shown}: {type(exc).__name__}: {exc}"))
         else:
             findings.append(finding(Code.INTERNAL_UNEXPECTED, describe_exception(exc)))
-    if source is not None and source.size is not None:
-        size = source.size
+    hub = target.hub_gguf
+    if header is not None and hub is not None:  # what the listing knows of the file, against its header
+        findings.extend(isolated("Hub card", lambda: check_hub_gguf(header, hub, shown)))
+    size = source.size if source is not None and source.size is not None else target.size
     findings = _without_size_verdicts(findings, source, shown)
     findings = [_redacted(f, url, shown) for f in findings]
     return FileAudit(
@@ -251,7 +278,7 @@ def _audit_file(
         findings=findings,
         io=stats,
         seconds=time.perf_counter() - begun,
-        etag=etag,
+        etag=target.etag,
         samples=rows,
         fingerprint=fingerprint,
         templates=templates,
@@ -303,20 +330,25 @@ def _redacted(found: Finding, url: str, shown: str) -> Finding:
 
 
 def _check_upstream(
-    url: str,
+    target: AuditTarget,
     header: Header,
     config: AuditConfig,
-    storage_options: Mapping[str, Any] | None,
     stats: IOStats,
     cache: UpstreamCache | None,
     findings: list[Finding],
 ) -> str | None:
     """Compare a model's metadata-carrying file with its upstream; where that was, or None."""
-    facts = header_facts(header, url)
+    facts = header_facts(header, target.url)
     if facts.continuation or not facts.model or config.upstream is None:
         return None
     upstream = locate_upstream(
-        url, header, config=config.upstream, stats=stats, storage_options=storage_options, read=config.read, cache=cache
+        target.url,
+        header,
+        config=config.upstream,
+        stats=stats,
+        storage_options=target.storage_options,
+        read=config.read,
+        cache=cache,
     )
     if upstream is None:
         return None
@@ -327,19 +359,27 @@ def _check_upstream(
 def _check_templates(
     header: Header, config: AuditConfig, template_cache: TemplateCache
 ) -> tuple[list[TemplateAudit], list[Finding], dict[str, str] | None]:
-    """The chat-template audits, their findings and each template's render (None when not audited)."""
+    """The chat-template audits, their findings and each template's render (None when not audited).
+
+    On its own like each check (:func:`~gguf_audit.checks.header.isolated`): a failure gives
+    ``internal.unexpected`` naming it, and the other checks still run."""
     audits: list[TemplateAudit] = []
-    findings: list[Finding] = []
-    renders: dict[str, str] | None = None
-    # A projector (mmproj) has no chat template: its language model holds it.
-    if config.templates and not _is_later_shard(header) and not is_projector(header):
-        file_audits, file_findings = audit_header_templates(header, cache=template_cache)
-        audits = list(file_audits)
-        findings.extend(file_findings)
-        for audit in audits:
-            findings.extend(audit.findings)
-        renders = {a.key: a.rendered for a in audits if a.rendered is not None}
-    return audits, findings, renders
+    renders: list[dict[str, str]] = []
+
+    def step() -> list[Finding]:
+        found: list[Finding] = []
+        # A projector (mmproj) has no chat template: its language model holds it.
+        if config.templates and not _is_later_shard(header) and not is_projector(header):
+            file_audits, file_findings = audit_header_templates(header, cache=template_cache)
+            audits.extend(file_audits)
+            found.extend(file_findings)
+            for audit in audits:
+                found.extend(audit.findings)
+            renders.append({a.key: a.rendered for a in audits if a.rendered is not None})
+        return found
+
+    findings = isolated("chat template", step)
+    return audits, findings, renders[0] if renders else None
 
 
 def _is_later_shard(header: Header) -> bool:

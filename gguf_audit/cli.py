@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from typing import Any, Final
 
 from gguf_audit import __version__
-from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, audit_file
+from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, AuditTarget, audit_file
 from gguf_audit.compare import CompareUsageError, compare_files
 from gguf_audit.errors import (
     FormatError,
@@ -123,7 +123,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
     config = _with_upstream(config, args, options)
     url = _readable(args.url)
-    audit = audit_file(url, display_url=redact_url(url), storage_options=options, config=config)
+    audit = audit_file(AuditTarget(url, storage_options=options, display_url=redact_url(url)), config=config)
     fmt = "json" if args.json else args.format
     if fmt in ("json", "jsonl"):
         out = audit_to_json(audit, full_arrays=args.full_arrays, samples=args.samples)
@@ -145,8 +145,12 @@ def _with_upstream(config: AuditConfig, args: argparse.Namespace, options: Mappi
     """``--upstream LOCATION`` compares with that place only (refused when it holds no upstream files);
     ``--upstream-auto`` looks beside the file, then where its header points. Neither: no upstream requests."""
     if args.upstream is not None:
+        try:
+            upstream = UpstreamConfig(location=args.upstream)
+        except ValueError:
+            raise _UsageError(f"--upstream needs a directory or URL. Got {args.upstream!r}.") from None
         require_upstream(args.upstream, storage_options=options)
-        return dataclasses.replace(config, upstream=UpstreamConfig(location=args.upstream))
+        return dataclasses.replace(config, upstream=upstream)
     if args.upstream_auto:
         return dataclasses.replace(config, upstream=UpstreamConfig())
     return config

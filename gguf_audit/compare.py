@@ -45,9 +45,11 @@ from gguf_audit.plan import DEFAULT_SAMPLE_CONFIG, ByteRange, SamplePlan, merge_
 from gguf_audit.plan.explicit import spread_indices
 from gguf_audit.plan.model import tensor_geometry
 from gguf_audit.samples import read_samples
+from gguf_audit.validate import check_int
 
 __all__ = [
     "COMPARE_BLOCKS_PER_TENSOR",
+    "DEFAULT_COMPARE_BUDGET",
     "CompareBudget",
     "CompareUsageError",
     "Comparison",
@@ -226,6 +228,13 @@ class CompareBudget:
     max_tensors: int = 8
     max_requests: int = DEFAULT_SAMPLE_CONFIG.max_requests
     budget_bytes: int = DEFAULT_SAMPLE_CONFIG.budget_bytes
+
+    def __post_init__(self) -> None:
+        for name in ("max_tensors", "max_requests", "budget_bytes"):
+            check_int(f"CompareBudget.{name}", getattr(self, name), 1)
+
+
+DEFAULT_COMPARE_BUDGET: Final = CompareBudget()
 
 
 def _chosen_tensors(header: Header, reference: Reference, common: Sequence[str], limit: int) -> list[str]:

@@ -108,3 +108,31 @@ def test_inspect_tells_a_store_that_fails_from_a_bad_file(tmp_path: Path, capsys
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUX" + bytes(60))
     assert main(["inspect", str(bad)]) == 1
+
+
+@pytest.mark.parametrize("command", ["inspect", "scan"])
+def test_an_empty_upstream_is_a_usage_error(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``UpstreamConfig`` refuses an empty location itself; the commands say which flag in one line."""
+    model = str(corpus_dir() / "models" / "tiny-llama-Q8_0.gguf")
+    assert main([command, model, "--upstream", " "]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--upstream needs a directory or URL. Got ' '.") and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--threads", "0"], "scan: io.threads must be an int >= 1. Got 0."),
+        (
+            ["--sample-requests", "0"],
+            "scan: [checks] sample_requests: SampleConfig.max_requests must be an int >= 1. Got 0.",
+        ),
+        (["--lease-wait", "-1"], "scan: scan.lease_wait_s must be a number >= 0.0. Got -1.0."),
+    ],
+)
+def test_a_scan_flag_is_checked_by_the_field_it_sets(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["scan", str(tmp_path), "--out", str(tmp_path / "out"), *flags]) == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == f"gguf-audit: {message}"
+    assert not (tmp_path / "out").exists()

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "gguf_audit.findings",
             "gguf_audit.codes",
             "gguf_audit.redact",
+            "gguf_audit.validate",
         ),
     ),
     ("format", ("gguf_audit.format",)),

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from gguf_audit.audit import AuditConfig, FileAudit, audit_file
+from gguf_audit.audit import AuditConfig, AuditTarget, FileAudit, audit_file
 from gguf_audit.io.source import ReadConfig
 from gguf_audit.plan import SampleConfig, stratum_bounds
 from gguf_audit.testing.http import RangeHTTPServer
@@ -33,7 +33,9 @@ def _audit(server: RangeHTTPServer, plant: Callable[[SyntheticGGUF], None], *, l
     plant(model)
     server.put_virtual("m.gguf", model.size, model.read)
     try:
-        return audit_file(server.url_for("m.gguf"), size=model.full_size if listed_full else None, config=CONFIG)
+        return audit_file(
+            AuditTarget(server.url_for("m.gguf"), size=model.full_size if listed_full else None), config=CONFIG
+        )
     finally:
         server.remove("m.gguf")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from corpus import corpus_dir, gguf_files, truth
 
-from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.audit import AuditConfig, AuditTarget, audit_file
 from gguf_audit.cli import main
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
@@ -100,7 +100,7 @@ def test_corpus_files_have_no_data_problem(path: Path) -> None:
 
 def test_sampling_off_keeps_the_header_only_audit() -> None:
     path = str(corpus_dir() / "models/tiny-llama-Q4_K_M.gguf")
-    plain = audit_file(path)
+    plain = audit_file(path, config=AuditConfig())
     sampled = audit_file(path, config=SAMPLING)
     assert plain.samples == [] and plain.fingerprint is None
     assert plain.findings == sampled.findings
@@ -166,7 +166,9 @@ def test_sampling_over_s3_reads_the_same_bytes(s3_corpus: MotoS3Server) -> None:
     local = audit_file(str(corpus_dir() / rel), config=SAMPLING)
     s3_corpus.reset_stats()
     size = (corpus_dir() / rel).stat().st_size
-    remote = audit_file(f"s3://corpus/{rel}", size=size, storage_options=s3_corpus.storage_options(), config=SAMPLING)
+    remote = audit_file(
+        AuditTarget(f"s3://corpus/{rel}", storage_options=s3_corpus.storage_options(), size=size), config=SAMPLING
+    )
     assert remote.fingerprint == local.fingerprint and remote.samples == local.samples
     gets = [r for r in s3_corpus.requests if r.method == "GET"]
     assert len(gets) == remote.io.requests and all(r.range for r in gets)

@@ -1,10 +1,11 @@
-"""The one composer of the header checks: structure, then semantics, in the order a file's audit reports them.
+"""The header checks in the order a file's audit reports them: structure, then semantics, then the mapping.
 
-:func:`check_header` is what :func:`gguf_audit.audit.audit_file` calls on a decoded
-header: the structural checks (:mod:`~gguf_audit.checks.structure`), then the
-chat-template audit the caller brings (it renders in a child process, so it is
-not part of this layer), then the semantic checks. :func:`check_semantics` alone is what a
-header says about its model, against what llama.cpp expects of it:
+:func:`gguf_audit.audit.audit_file` runs the steps itself, the chat-template
+audit between the first two (it renders in a child process, so it is not part
+of this layer): :func:`check_structural`, the templates, :func:`check_semantics`
+with their renders, then :func:`check_mapping`. :func:`check_header` is the
+same without the templates, for callers that have none. :func:`check_semantics`
+alone is what a header says about its model, against what llama.cpp expects of it:
 
 - ``general.*`` strings free of control and invisible characters (every file);
 - for a multimodal projector (mmproj, ``clip``), clip.cpp's header checks
@@ -16,13 +17,12 @@ header says about its model, against what llama.cpp expects of it:
   the tensors (for a known architecture, not vocab-only), the tokenizer, the
   tokens the rendered templates end turns with, and the declared file type.
 
-Cross-shard checks are in :mod:`gguf_audit.checks.shards`.
+Cross-shard checks are in :mod:`~gguf_audit.checks.shards`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TypeAlias
 
 from gguf_audit.checks.clip import check_clip, check_packed_multimodal, is_projector
 from gguf_audit.checks.facts import HeaderFacts, header_facts
@@ -39,11 +39,7 @@ from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header
 
-__all__ = ["TemplateStep", "check_header", "check_semantics", "isolated"]
-
-TemplateStep: TypeAlias = Callable[[], tuple[Iterable[Finding], Mapping[str, str] | None]]
-"""The caller's chat-template audit: its findings, and each template's render of the
-standard conversation (None when nothing was rendered)."""
+__all__ = ["check_header", "check_mapping", "check_semantics", "check_structural", "isolated"]
 
 
 def check_header(
@@ -52,38 +48,33 @@ def check_header(
     file_size: int | None,
     url: str | None = None,
     semantics: bool = True,
-    templates: TemplateStep | None = None,
+    template_renders: Mapping[str, str] | None = None,
 ) -> Iterator[Finding]:
-    """Yield every finding of ``header`` in a file of ``file_size`` bytes.
+    """Yield every finding of ``header`` in a file of ``file_size`` bytes but the chat templates'.
 
-    The structural findings first; then ``templates`` is run (the chat-template
-    audit renders in a child process, so the caller brings it) and its findings
-    follow; then, unless ``semantics`` is false, the semantic ones, with its renders
-    (see :func:`check_semantics` for ``url`` and ``template_renders``). Each step
-    runs on its own (:func:`isolated`): one that fails gives ``internal.unexpected``
-    naming it, and the others still run.
+    The structural findings first, then, unless ``semantics`` is false, the
+    semantic ones (see :func:`check_semantics` for ``url`` and ``template_renders``),
+    then the mapping's. Each step runs on its own (:func:`isolated`): one that
+    fails gives ``internal.unexpected`` naming it, and the others still run.
     """
-    refused = False
-    for found in isolated("structure", lambda: check_structure(header, file_size)):
-        refused = refused or bool(found.refused)
-        yield found
-    renders: Mapping[str, str] | None = None
-    if templates is not None:
-        step: list[Mapping[str, str] | None] = [None]
+    structural = check_structural(header, file_size)
+    yield from structural
+    semantic = list(check_semantics(header, url=url, template_renders=template_renders)) if semantics else []
+    yield from semantic
+    yield from check_mapping(header, [*structural, *semantic])
 
-        def template_step() -> Iterable[Finding]:
-            found, step[0] = templates()
-            return found
 
-        yield from isolated("chat template", template_step)
-        renders = step[0]
-    if semantics:
-        for found in check_semantics(header, url=url, template_renders=renders):
-            refused = refused or bool(found.refused)
-            yield found
-    if not refused:
-        # Mapping the weights is the loader's last step: reached only when nothing refused before.
-        yield from check_mapped_buffer(header)
+def check_structural(header: Header, file_size: int | None) -> list[Finding]:
+    """The structural findings of ``header`` in a file of ``file_size`` bytes (on its own: :func:`isolated`)."""
+    return isolated("structure", lambda: check_structure(header, file_size))
+
+
+def check_mapping(header: Header, earlier: Iterable[Finding]) -> list[Finding]:
+    """Mapping the weights, the loader's last step: checked only when none of the ``earlier``
+    structural and semantic findings refused the file before it."""
+    if any(f.refused for f in earlier):
+        return []
+    return isolated("mapping", lambda: check_mapped_buffer(header))
 
 
 def check_semantics(

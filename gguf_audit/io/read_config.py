@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gguf_audit.errors import SourceError
+from gguf_audit.validate import check_int, check_number
 
 __all__ = ["DEFAULT_READ_CONFIG", "ByteSource", "IOStats", "ReadConfig"]
 
@@ -50,9 +51,11 @@ class ReadConfig:
 
     def __post_init__(self) -> None:
         for name in ("initial_bytes", "max_header_bytes", "max_per_host", "max_per_s3_host", "max_ignored_range_bytes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"ReadConfig.{name} must be an int >= 1. Got {value!r}.")
+            check_int(f"ReadConfig.{name}", getattr(self, name), 1)
+        check_int("ReadConfig.retries", self.retries, 0)
+        check_number("ReadConfig.backoff_s", self.backoff_s, 0.0)
+        check_number("ReadConfig.timeout_s", self.timeout_s, 0.0, above=True)
+        check_number("ReadConfig.max_rate_limit_wait_s", self.max_rate_limit_wait_s, 0.0)
 
 
 DEFAULT_READ_CONFIG = ReadConfig()

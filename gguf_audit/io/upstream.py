@@ -41,8 +41,10 @@ from gguf_audit.checks.upstream import UPSTREAM_FILES, Upstream
 from gguf_audit.errors import UsageError
 from gguf_audit.format.model import Header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, IOStats, ReadConfig, _with_timeouts
+from gguf_audit.validate import check_bool, check_int, check_optional_str
 
 __all__ = [
+    "DEFAULT_UPSTREAM_CONFIG",
     "UpstreamCache",
     "UpstreamConfig",
     "candidate_locations",
@@ -69,6 +71,15 @@ class UpstreamConfig:
     """Follow ``general.base_model.N.repo_url`` and ``general.source.*`` when nothing is beside the file."""
     max_json_bytes: int = 8 << 20
     max_tokenizer_bytes: int = 50 << 20
+
+    def __post_init__(self) -> None:
+        check_optional_str("UpstreamConfig.location", self.location)
+        check_bool("UpstreamConfig.follow_links", self.follow_links)
+        check_int("UpstreamConfig.max_json_bytes", self.max_json_bytes, 1)
+        check_int("UpstreamConfig.max_tokenizer_bytes", self.max_tokenizer_bytes, 1)
+
+
+DEFAULT_UPSTREAM_CONFIG: Final = UpstreamConfig()
 
 
 class UpstreamCache:
@@ -175,7 +186,7 @@ def _protocol(url: str) -> str:
 def read_upstream(
     location: str,
     *,
-    config: UpstreamConfig = UpstreamConfig(),
+    config: UpstreamConfig = DEFAULT_UPSTREAM_CONFIG,
     stats: IOStats | None = None,
     storage_options: Mapping[str, Any] | None = None,
     read: ReadConfig = DEFAULT_READ_CONFIG,

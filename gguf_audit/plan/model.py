@@ -22,6 +22,7 @@ from typing import Final, NamedTuple
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.ggml_types import TypeStatus
 from gguf_audit.format.model import Header, TensorInfo
+from gguf_audit.validate import check_int
 
 __all__ = [
     "DEFAULT_SAMPLE_CONFIG",
@@ -63,11 +64,6 @@ class ByteRange(NamedTuple):
         return self.end - self.start
 
 
-def _parse_count(name: str, value: object, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"SampleConfig.{name} must be an int >= {minimum}. Got {value!r}.")
-
-
 @dataclass(frozen=True, slots=True)
 class SampleConfig:
     """What sampling one file may cost: range requests and bytes, and how wide each read is."""
@@ -92,10 +88,10 @@ class SampleConfig:
     """Varies the window positions; the same seed reads the same bytes."""
 
     def __post_init__(self) -> None:
-        _parse_count("max_requests", self.max_requests, 1)
-        _parse_count("budget_bytes", self.budget_bytes, 1)
-        _parse_count("window_blocks", self.window_blocks, 2)
-        _parse_count("max_gap_bytes", self.max_gap_bytes, 0)
+        check_int("SampleConfig.max_requests", self.max_requests, 1)
+        check_int("SampleConfig.budget_bytes", self.budget_bytes, 1)
+        check_int("SampleConfig.window_blocks", self.window_blocks, 2)
+        check_int("SampleConfig.max_gap_bytes", self.max_gap_bytes, 0)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ValueError(f"SampleConfig.seed must be an int. Got {self.seed!r}.")
 

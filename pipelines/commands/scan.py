@@ -119,6 +119,8 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
 def _config_from_args(args: argparse.Namespace) -> ScanConfig:
     config = load_config(args.config) if args.config else ScanConfig()
     options: dict[str, Any] | None = None
+    if args.upstream is not None and not args.upstream.strip():
+        raise ConfigError(f"--upstream needs a directory or URL. Got {args.upstream!r}.")
     if args.storage_options:
         options = parse_storage_options_flag(args.storage_options)
     return config.replace(
@@ -301,7 +303,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         raise UsageError(f"scan: {exc}") from exc
     if args.upstream:
         require_upstream(args.upstream)  # a typo or an empty folder is refused before anything is listed
-    if not config.roots and not config.manifests:
+    if not config.scan.roots and not config.scan.manifests:
         raise UsageError("scan: give at least one ROOT or --manifest (or roots in --config)")
     for path in (args.sarif, args.jsonl):
         if path:
@@ -327,14 +329,14 @@ def cmd_scan(args: argparse.Namespace) -> int:
     finally:
         progress.close()
         logger.removeHandler(handler)
-    print(redact_text(render_summary(result, config.fail_on)))
+    print(redact_text(render_summary(result, config.scan.fail_on)))
     print(
         redact_text(
-            _duckdb_block(result, options_for(config.out, config.out_storage_options or config.storage_options))
+            _duckdb_block(result, options_for(config.scan.out, config.out_storage_options or config.storage_options))
         )
     )
     _export(args, config, result.run_id)
-    return ExitStatus.PROBLEMS if result.reaches(config.fail_on) else ExitStatus.OK
+    return ExitStatus.PROBLEMS if result.reaches(config.scan.fail_on) else ExitStatus.OK
 
 
 def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> None:
@@ -344,7 +346,8 @@ def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> None:
     try:
         options = config.out_storage_options
         out = Output(
-            str(config.out), dict(options) if options is not None else options_for(config.out, config.storage_options)
+            str(config.scan.out),
+            dict(options) if options is not None else options_for(config.scan.out, config.storage_options),
         )
         for path in export_night(out, run_id, sarif=args.sarif, jsonl=args.jsonl):
             print(f"{'SARIF' if path == args.sarif else 'JSON Lines'} written to {shown_url(path)}")

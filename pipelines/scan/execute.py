@@ -19,7 +19,6 @@ cannot be built keeps a ``files`` row saying why.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 import time
@@ -31,8 +30,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from gguf_audit.audit import AuditConfig, FileAudit, audit_file
-from gguf_audit.checks.hub_gguf import check_hub_gguf
+from gguf_audit.audit import AuditConfig, AuditResources, AuditTarget, FileAudit, audit_file
 from gguf_audit.checks.shards import ShardFacts, shard_facts
 from gguf_audit.codes import Code
 from gguf_audit.errors import describe_exception
@@ -156,29 +154,23 @@ def _failed_audit(listed: ListedFile, code: Code, message: str, io_stats: IOStat
     )
 
 
-def _audit_one(
-    listed: ListedFile, options: TaskOptions, upstream: UpstreamCache | None = None, gate: CpuGate | None = None
-) -> FileAudit:
+def _audit_one(listed: ListedFile, options: TaskOptions, resources: AuditResources | None = None) -> FileAudit:
     if listed.error_code is not None:  # the listing already failed for it (an hf:// repository)
         return _failed_audit(listed, listed.error_code, listed.error_message or "the listing failed")
     try:
-        audit = audit_file(
-            listed.source_url,
-            display_url=listed.url,
-            size=listed.size,
-            etag=listed.etag,
-            storage_options=options_for(listed.source_url, options.storage_options),
+        return audit_file(
+            AuditTarget(
+                listed.source_url,
+                storage_options=options_for(listed.source_url, options.storage_options),
+                size=listed.size,
+                etag=listed.etag,
+                revision=listed.revision,
+                display_url=listed.url,
+                hub_gguf=listed.hub_gguf,
+            ),
             config=options.audit,
-            upstream_cache=upstream,
-            revision=listed.revision,
-            gate=gate,
+            resources=resources,
         )
-        if listed.hub_gguf is not None and audit.header is not None:
-            # The Hub's card came with the listing: compared here, at no request.
-            extra = list(check_hub_gguf(audit.header, listed.hub_gguf, listed.url))
-            if extra:
-                audit = dataclasses.replace(audit, findings=[*audit.findings, *extra])
-        return audit
     except Exception as exc:  # noqa: BLE001 - audit_file never raises; this guards the guard
         return _failed_audit(listed, Code.INTERNAL_UNEXPECTED, describe_exception(exc))
 
@@ -262,8 +254,9 @@ def lost_result(batch: Batch, options: TaskOptions, code: Code, message: str) ->
 def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
     """Audit the batch's files on the shared pool, writing each file's rows as soon as its audit is done."""
     pool = WORKER_POOLS.pool(options.threads)
-    upstream = UpstreamCache()  # a batch reads each directory's upstream once
     gate = WORKER_POOLS.gate(options.cpu_slots)
+    # What the worker lends each file: its CPU gate, and an upstream cache so a batch reads each directory's once.
+    resources = AuditResources(gate=gate, upstream_cache=UpstreamCache())
     pending: dict[Future[FileAudit], int] = {}
     started: dict[Future[FileAudit], float] = {}
     files = list(enumerate(batch.files))
@@ -272,7 +265,7 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
     while next_file < len(files) or pending:
         while next_file < len(files) and len(pending) < options.threads:
             i, listed = files[next_file]
-            future_of = pool.submit(_audit_one, listed, options, upstream, gate)
+            future_of = pool.submit(_audit_one, listed, options, resources)
             pending[future_of], started[future_of] = i, time.monotonic()
             next_file += 1
         done, expired = wait_for_files(started)

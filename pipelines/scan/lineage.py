@@ -55,7 +55,6 @@ from gguf_audit.checks.lineage import (
     model_lineage,
 )
 from gguf_audit.checks.mmproj_pairing import pair_rows
-from gguf_audit.compare import CompareBudget
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
 from gguf_audit.format.shard_names import parse_shard_name
@@ -203,7 +202,7 @@ def judge_lineage(
     if rejudge:
         _uncount(out, carried, rejudge, collector)
     carried_ids = set(carried.column("model_id").to_pylist()) - rejudge
-    pairs = [p for v in verdicts for p in v.pairs if p.model_id not in carried_ids] if config.compare else []
+    pairs = [p for v in verdicts for p in v.pairs if p.model_id not in carried_ids] if config.checks.compare else []
     return Lineage(verdicts, cells, rejudge, pairs, found=_projector_pairs(members, carried_ids))
 
 
@@ -297,9 +296,9 @@ def compare_options(
         read_urls=dict(read_urls or {}),
         run_id=run_id,
         storage_options=dict(config.storage_options),
-        read=config.read_config,
-        budget=CompareBudget(config.compare_tensors, config.sample_requests, config.sample_budget_bytes),
-        threads=config.threads,
+        read=config.io.read,
+        budget=config.checks.compare_budget,
+        threads=config.io.threads,
         out=out.url,
         out_storage_options=out.fsspec_options,
     )

@@ -107,12 +107,12 @@ def base_run(out: Output, config: ScanConfig) -> tuple[str | None, str | None]:
         recorded = json.loads(row["config"] or "{}")
     except json.JSONDecodeError:
         recorded = {}
-    before = {k: recorded.get(k) for k in config.checks()}
+    before = {k: recorded.get(k) for k in config.verdict_settings()}
     verdicts = row.get("verdicts_version")
-    if verdicts != VERDICTS_VERSION or before != config.checks():
+    if verdicts != VERDICTS_VERSION or before != config.verdict_settings():
         return None, (
             f"incremental: the last run {run_id} was judged with checks {before} (verdicts version {verdicts}); "
-            f"this one uses {config.checks()} (verdicts version {VERDICTS_VERSION}): every file is read"
+            f"this one uses {config.verdict_settings()} (verdicts version {VERDICTS_VERSION}): every file is read"
         )
     return run_id, None
 

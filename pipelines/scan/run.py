@@ -103,36 +103,36 @@ def _check_scheduler(address: str | None) -> None:
 
 @contextlib.contextmanager
 def _cluster(config: ScanConfig, client: Any) -> Iterator[tuple[Any, str, str | None, int]]:
-    """A dask client: the caller's, one for ``config.scheduler``, or a LocalCluster for this run."""
+    """A dask client: the caller's, one for ``config.cluster.scheduler``, or a LocalCluster for this run."""
     distributed = _distributed()
     Client, LocalCluster = distributed.Client, distributed.LocalCluster
 
     if client is not None:
         yield client, str(client.scheduler.address), _dashboard(client), len(client.nthreads())
         return
-    if config.scheduler:
+    if config.cluster.scheduler:
         try:
-            owned = Client(config.scheduler, timeout=f"{SCHEDULER_CONNECT_S}s")
+            owned = Client(config.cluster.scheduler, timeout=f"{SCHEDULER_CONNECT_S}s")
         except (OSError, TimeoutError) as exc:
-            raise RunError(f"cannot reach the dask scheduler at {config.scheduler!r}: {exc}") from exc
+            raise RunError(f"cannot reach the dask scheduler at {config.cluster.scheduler!r}: {exc}") from exc
         with owned:
             try:
                 owned.wait_for_workers(1, timeout=WORKER_WAIT_S)
             except TimeoutError as exc:
                 raise RunError(
-                    f"no dask worker joined the scheduler at {config.scheduler!r} within {WORKER_WAIT_S:.0f} s"
+                    f"no dask worker joined the scheduler at {config.cluster.scheduler!r} within {WORKER_WAIT_S:.0f} s"
                 ) from exc
             problems = worker_problems(owned)
             if problems:
                 more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
                 raise RunError(f"{problems[0]}{more}; nothing was submitted")
-            yield owned, config.scheduler, _dashboard(owned), len(owned.nthreads())
+            yield owned, config.cluster.scheduler, _dashboard(owned), len(owned.nthreads())
         return
-    n_workers = config.workers or max(1, os.cpu_count() or 1)
+    n_workers = config.cluster.workers or max(1, os.cpu_count() or 1)
     try:
         cluster = LocalCluster(
             n_workers=n_workers,
-            threads_per_worker=config.threads_per_worker,
+            threads_per_worker=config.cluster.threads_per_worker,
             processes=True,
             host="127.0.0.1",
             # Port 0 always: distributed binds its HTTP endpoint even without a dashboard,
@@ -144,7 +144,7 @@ def _cluster(config: ScanConfig, client: Any) -> Iterator[tuple[Any, str, str | 
         raise RunError(f"cannot start a local dask cluster: {exc}") from exc
     with cluster, Client(cluster) as owned:
         # The dashboard's pages need bokeh; without it the address serves nothing worth showing.
-        shown = config.dashboard and importlib.util.find_spec("bokeh") is not None
+        shown = config.cluster.dashboard and importlib.util.find_spec("bokeh") is not None
         yield owned, "local", _dashboard(owned) if shown else None, n_workers
 
 
@@ -228,7 +228,7 @@ def _run_batches(
 def _out_options(config: ScanConfig) -> dict[str, Any]:
     if config.out_storage_options is not None:
         return dict(config.out_storage_options)
-    return options_for(config.out, config.storage_options)
+    return options_for(config.scan.out, config.storage_options)
 
 
 def run_scan(
@@ -250,17 +250,17 @@ def run_scan(
     started = datetime.now(UTC)
     begun = time.perf_counter()
     run_id = new_run_id(started)
-    if not config.roots and not config.manifests:
+    if not config.scan.roots and not config.scan.manifests:
         raise RunError("nothing to scan: give at least one root or manifest")
     if client is None:
-        _check_scheduler(config.scheduler)
+        _check_scheduler(config.cluster.scheduler)
     try:
-        out = Output(config.out, _out_options(config))
+        out = Output(config.scan.out, _out_options(config))
     except (OSError, ValueError, ImportError) as exc:
-        raise OutputError(f"cannot open the output: {type(exc).__name__}: {exc}. Got {config.out!r}.") from exc
+        raise OutputError(f"cannot open the output: {type(exc).__name__}: {exc}. Got {config.scan.out!r}.") from exc
     out.preflight()
     # The lease first: recover() may then roll back only the runs of a writer whose lease expired.
-    out.acquire(f"scan {run_id}", wait_s=config.lease_wait_s, expiry_s=config.lease_expiry_s)
+    out.acquire(f"scan {run_id}", wait_s=config.scan.lease_wait_s, expiry_s=config.scan.lease_expiry_s)
     try:
         return _leased_scan(config, out, run_id, started, begun, client, observer)
     finally:
@@ -279,20 +279,22 @@ def _leased_scan(
     """:func:`run_scan` once the output's lease is held."""
     recovered = out.recover()
     for r in recovered:
-        log.warning("output %s: %s run %s", config.out, r.action, r.run_id)
+        log.warning("output %s: %s run %s", config.scan.out, r.action, r.run_id)
 
     listing = discover(
-        config.roots,
-        manifests=config.manifests,
-        include=config.include,
-        exclude=config.exclude,
+        config.scan.roots,
+        manifests=config.scan.manifests,
+        include=config.scan.include,
+        exclude=config.scan.exclude,
         storage_options=config.storage_options,
     )
     if not listing.files:
-        raise RunError(f"no files matched {list(config.include)} under {list(config.roots) + list(config.manifests)}")
+        raise RunError(
+            f"no files matched {list(config.scan.include)} under {[*config.scan.roots, *config.scan.manifests]}"
+        )
     groups = group_models([f.url for f in listing.files])
 
-    base_run_id, reuse_note = base_run(out, config) if config.incremental else (None, None)
+    base_run_id, reuse_note = base_run(out, config) if config.scan.incremental else (None, None)
     plan = plan_reuse(out, base_run_id, listing)
     observer.listed(listing, len(plan.reuse))
 
@@ -310,15 +312,15 @@ def _leased_scan(
                 observer.cluster(scheduler, dashboard, n_workers)
                 audit_begun = time.perf_counter()
                 threads_per_worker = _threads_per_worker(dask_client, config)
-                size = config.batch_size or auto_batch_size(
-                    len(plan.read), max(1, n_workers * threads_per_worker), config.threads, threads_per_worker
+                size = config.io.batch_size or auto_batch_size(
+                    len(plan.read), max(1, n_workers * threads_per_worker), config.io.threads, threads_per_worker
                 )
                 batches = make_batches(plan.read, night.model_ids, size)
                 options = TaskOptions(
                     run_id,
                     dict(config.storage_options),
                     config.audit_config,
-                    config.threads,
+                    config.io.threads,
                     out=out.url,
                     out_storage_options=out.fsspec_options,
                     # One file doing CPU work at a time per worker process: its threads share one GIL,
@@ -369,7 +371,7 @@ def _leased_scan(
         tally = collector.tally
         result = ScanResult(
             run_id=run_id,
-            out=config.out,
+            out=config.scan.out,
             base_run_id=base_run_id,
             n_files=len(night.urls),
             n_read=len(plan.read),
@@ -419,5 +421,5 @@ def _threads_per_worker(client: Any, config: ScanConfig) -> int:
     try:
         counts = [int(n) for n in client.nthreads().values()]  # every worker (scheduler_info lists a few)
     except Exception:  # noqa: BLE001 - only sizes batches
-        return config.threads_per_worker
-    return max(1, round(sum(counts) / len(counts))) if counts else config.threads_per_worker
+        return config.cluster.threads_per_worker
+    return max(1, round(sum(counts) / len(counts))) if counts else config.cluster.threads_per_worker

@@ -10,9 +10,10 @@ import pytest
 from corpus import corpus_dir
 from tiny_model import LLAMA2_RENDER, Q, V, best_ms, codes, corpus_files, parse, tiny, write
 
-from gguf_audit.checks.header import check_header, check_semantics
+from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.checks.header import check_header, check_semantics, check_structural
 from gguf_audit.checks.structure import check_structure
-from gguf_audit.findings import CODES, Finding, Severity, finding
+from gguf_audit.findings import CODES, Finding, Severity
 
 SEMANTIC_CODES = {
     "meta.missing_key": (Severity.ERROR, True),
@@ -115,25 +116,24 @@ def test_largest_corpus_vocabulary_is_checked_fast() -> None:
     assert best_ms(lambda: list(check_semantics(header, url=str(path)))) < 50
 
 
-# --- check_header: the composer audit_file calls --------------------------------------
+# --- the steps audit_file runs: structure, templates, semantics, mapping ----------------
 
 
-def test_check_header_runs_structure_then_templates_then_semantics(tmp_path: Path) -> None:
-    path = tmp_path / "model.gguf"
-    write(tiny(), path)
+def test_audit_runs_structure_then_templates_then_semantics(tmp_path: Path) -> None:
+    """audit_file's findings are the structural ones, then the chat templates', then the semantic ones
+    computed with the templates' renders (a BOS the template adds twice needs them)."""
+    path = tmp_path / "tiny-llama-Q4_K_M.gguf"
+    path.write_bytes((corpus_dir() / "models/tiny-llama-Q4_K_M.gguf").read_bytes() + bytes(32))
+    audit = audit_file(path, config=AuditConfig())
     header = parse(path)
-    calls: list[list[str]] = []
-    yielded: list[str] = []
-
-    def templates() -> tuple[list[Finding], dict[str, str]]:
-        calls.append(list(yielded))
-        return [finding("template.missing", "the file has no tokenizer.chat_template")], {"t": LLAMA2_RENDER}
-
-    for f in check_header(header, file_size=None, url=str(path), templates=templates):
-        yielded.append(f.code)
-    # The template audit runs once, after every structural finding, and its renders reach the tokenizer checks.
-    assert calls == [["io.size_unknown"]]
-    assert yielded == ["io.size_unknown", "template.missing", "tokenizer.double_bos"]
+    structural = check_structural(header, path.stat().st_size)
+    template = [f for t in audit.templates for f in t.findings]
+    renders = {t.key: t.rendered for t in audit.templates if t.rendered is not None}
+    semantic = list(check_semantics(header, url=str(path), template_renders=renders))
+    assert codes(structural) == ["data.trailing_bytes"] and renders
+    assert "tokenizer.double_bos" in codes(semantic)
+    assert "tokenizer.double_bos" not in codes(check_semantics(header, url=str(path)))
+    assert codes(audit.findings) == codes([*structural, *template, *semantic])
 
 
 def test_check_header_is_structure_and_semantics(tmp_path: Path) -> None:
@@ -147,9 +147,7 @@ def test_check_header_is_structure_and_semantics(tmp_path: Path) -> None:
     assert codes(structural) == ["data.trailing_bytes"]
     assert codes(semantic) == ["meta.block_count_mismatch", "meta.file_type_mismatch"]
     assert list(check_header(header, file_size=size, url=str(path))) == structural + semantic
-    # semantics=False (the audit's config flag) leaves the structural findings and the templates' only.
+    # semantics=False (the audit's config flag) leaves the structural findings only.
     assert list(check_header(header, file_size=size, url=str(path), semantics=False)) == structural
-    only_templates = list(
-        check_header(header, file_size=size, semantics=False, templates=lambda: ([semantic[0]], {"t": LLAMA2_RENDER}))
-    )
-    assert only_templates == [*structural, semantic[0]]
+    with_renders = list(check_header(header, file_size=size, url=str(path), template_renders={"t": LLAMA2_RENDER}))
+    assert codes(with_renders) == [*codes(structural), codes(semantic)[0], "tokenizer.double_bos", codes(semantic)[1]]

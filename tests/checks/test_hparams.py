@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from tiny_model import Model, V, parse, tiny, write
 
-from gguf_audit.audit import audit_file
+from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.checks.header import check_semantics
 from gguf_audit.codes import CODES, LlamaCpp
 from gguf_audit.findings import Finding, llama_cpp_verdict
@@ -217,7 +217,7 @@ def test_a_seeded_sweep_agrees_with_the_oracle(tmp_path: Path, oracle: Oracle) -
         write(_sweep_model(rng), paths[-1])
     wrong = {}
     for path, answer in zip(paths, oracle.ask(paths), strict=True):
-        audit = audit_file(str(path))
+        audit = audit_file(str(path), config=AuditConfig())
         if llama_cpp_verdict(audit.findings) is not _ORACLE_VERDICT[answer.verdict]:
             wrong[path.name] = (answer.verdict, answer.message[-100:], sorted({f.code for f in audit.findings}))
     assert wrong == {}

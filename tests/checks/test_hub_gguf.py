@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from corpus import corpus_dir
 
-from gguf_audit.checks.hub_gguf import check_hub_gguf, parse_hub_gguf
+from gguf_audit.audit import AuditConfig, AuditTarget, audit_file
+from gguf_audit.checks.hub_gguf import HubGGUF, check_hub_gguf, parse_hub_gguf
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.testing.hub_gguf import gguf_card
@@ -36,3 +37,15 @@ def test_a_shard_holds_part_of_the_parameters() -> None:
     header = _header("split/tiny-llama-Q4_K_M-00002-of-00004.gguf")
     hub = parse_hub_gguf({"total": 10**9})
     assert hub is not None and list(check_hub_gguf(header, hub, "u")) == []
+
+
+def test_the_card_travels_with_the_target() -> None:
+    """A listing fact is part of what the file is: audit_file compares it, after the file's own checks."""
+    path = corpus_dir() / "models/tiny-llama-Q8_0.gguf"
+    config = AuditConfig(templates=False)
+    plain = audit_file(path, config=config)
+    wrong = audit_file(
+        AuditTarget(str(path), display_url="hf://o/r/m.gguf", hub_gguf=HubGGUF(architecture="qwen2")), config=config
+    )
+    assert [f.code for f in wrong.findings] == [*(f.code for f in plain.findings), "hub.gguf_mismatch"]
+    assert wrong.findings[-1].message.startswith("hf://o/r/m.gguf: the Hub's gguf card says architecture 'qwen2'")

@@ -145,12 +145,12 @@ def test_an_ill_typed_bos_id_keeps_the_template_findings(tmp_path: Path, type_na
     hostile = replace_kv(_source(), "tokenizer.chat_template", ValueType.STRING, _HOSTILE)
     clean = tmp_path / "hostile.gguf"
     clean.write_bytes(hostile)
-    expected = [f for f in audit_file(str(clean)).findings if f.code == "template.unsafe"]
+    expected = [f for f in audit_file(str(clean), config=AuditConfig()).findings if f.code == "template.unsafe"]
     assert len(expected) >= 4
     _, vtype, value = next(v for v in EXAMPLE_VALUES if v[0] == type_name)
     path = tmp_path / "retyped.gguf"
     path.write_bytes(replace_kv(hostile, "tokenizer.ggml.bos_token_id", vtype, value))
-    audit = audit_file(str(path))
+    audit = audit_file(str(path), config=AuditConfig())
     codes = [f.code for f in audit.findings]
     assert not [c for c in codes if c.startswith("internal.")], audit.findings
     assert [f for f in audit.findings if f.code == "template.unsafe"] == expected
@@ -194,7 +194,7 @@ def test_retyped_keys_get_the_verdict_llama_cpp_gives(tmp_path: Path) -> None:
     wrong = []
     for (key, vtype, value), path in zip(_ORACLE_CASES, paths, strict=True):
         theirs = _ORACLE_VERDICT[answers[path.name].verdict]
-        ours = llama_cpp_verdict(audit_file(str(path)).findings)
+        ours = llama_cpp_verdict(audit_file(str(path), config=AuditConfig()).findings)
         if ours is not theirs:
             wrong.append(f"{key} = {value!r} ({vtype}): ours {ours}, llama.cpp {theirs} ({answers[path.name].message})")
     assert wrong == []

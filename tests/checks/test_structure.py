@@ -35,9 +35,8 @@ Q4_0, Q8_0, F32 = 2, 8, 0
 STRUCTURAL = AuditConfig(semantics=False, templates=False)
 
 
-def audit_file(url: str, **kwargs: object) -> FileAudit:
-    kwargs.setdefault("config", STRUCTURAL)
-    return _audit_file(url, **kwargs)  # type: ignore[arg-type]
+def audit_file(url: str, *, config: AuditConfig = STRUCTURAL) -> FileAudit:
+    return _audit_file(url, config=config)
 
 
 def _audit(tmp_path: Path, data: bytes, name: str = "m.gguf") -> FileAudit:
@@ -386,7 +385,7 @@ def test_a_bug_of_ours_is_a_row_too(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     # Fault injection at the boundary: the point is that audit_file turns any
     # exception into a row.
-    monkeypatch.setattr(audit_module, "check_header", broken)
+    monkeypatch.setattr(audit_module, "check_structural", broken)
     path = tmp_path / "m.gguf"
     path.write_bytes(_build())
     audit = audit_file(str(path))

@@ -182,7 +182,7 @@ def test_a_zero_head_count_kv_or_feed_forward_length_is_a_wrong_shape(tmp_path: 
     conformance fuzzer's retyped mutants found it)."""
     from tiny_model import write
 
-    from gguf_audit.audit import audit_file
+    from gguf_audit.audit import AuditConfig, audit_file
     from gguf_audit.testing.oracle import find_oracle
 
     cases = {
@@ -191,7 +191,7 @@ def test_a_zero_head_count_kv_or_feed_forward_length_is_a_wrong_shape(tmp_path: 
     }
     paths = [write(m, tmp_path / f"{name}.gguf")[0] for name, m in cases.items()]
     for path in paths:
-        audit = audit_file(str(path))
+        audit = audit_file(str(path), config=AuditConfig())
         assert "tensor.wrong_shape" in [f.code for f in audit.findings] and audit.loadable is False, path.name
     oracle = find_oracle()
     if oracle is not None:

@@ -22,7 +22,7 @@ from tiny_model import (
     write,
 )
 
-from gguf_audit.audit import audit_file
+from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.checks.header import check_semantics
 from gguf_audit.findings import Finding, Severity
 from gguf_audit.format.model import Header, ValueType
@@ -214,6 +214,6 @@ def test_unknown_tokenizer_and_pre_tokenizer(tmp_path: Path) -> None:
             loadable = False
         path = tmp_path / f"{code}.gguf"
         path.write_bytes(build_gguf(changed, tensors))
-        audit = audit_file(str(path))
+        audit = audit_file(str(path), config=AuditConfig())
         assert code in [f.code for f in audit.findings]
         assert audit.loadable is loadable

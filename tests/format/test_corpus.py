@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from corpus import gguf_files, truth
 
-from gguf_audit.audit import audit_file
+from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.checks.structure import check_structure
 from gguf_audit.findings import Severity
 from gguf_audit.format.model import KV, Header, StringArray, ValueType
@@ -110,14 +110,14 @@ def test_big_endian_twin_reads_the_same() -> None:
     assert [(t.name, t.shape, t.type_id, t.offset, t.n_bytes) for t in big.tensors] == [
         (t.name, t.shape, t.type_id, t.offset, t.n_bytes) for t in little.tensors
     ]
-    audit = audit_file(str(big_path))
+    audit = audit_file(str(big_path), config=AuditConfig())
     assert audit.loadable is False
     assert [f.code for f in audit.findings if f.severity is not Severity.INFO] == ["header.big_endian"]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_audit_reads_only_the_header(path: Path) -> None:
-    audit = audit_file(str(path))
+    audit = audit_file(str(path), config=AuditConfig())
     assert audit.header is not None
     assert audit.loadable is (audit.header.byte_order == "little")
     # At most the first request's read-ahead plus what the estimate asked for.

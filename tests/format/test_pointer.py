@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from corpus import corpus_dir
 
-from gguf_audit.audit import audit_file
+from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.errors import FormatError
 from gguf_audit.findings import CODES, LlamaCpp
 from gguf_audit.format import parse_header
@@ -78,7 +78,7 @@ def test_audit_of_a_pointer_saved_as_gguf(tmp_path: Path) -> None:
     real = (corpus_dir() / "models" / "tiny-llama-Q4_K_M.gguf").read_bytes()
     digest = hashlib.sha256(real).hexdigest()
     path.write_bytes(f"version https://git-lfs.github.com/spec/v1\noid sha256:{digest}\nsize {len(real)}\n".encode())
-    result = audit_file(str(path))
+    result = audit_file(str(path), config=AuditConfig())
     assert [f.code for f in result.findings] == ["header.lfs_pointer"]
     assert digest in result.findings[0].message and str(len(real)) in result.findings[0].message
     assert result.loadable is False

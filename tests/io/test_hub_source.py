@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from corpus import corpus_dir
 
-from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.audit import AuditConfig, AuditTarget, audit_file
 from gguf_audit.cli import main
 from gguf_audit.io.hub import HubURL, hub_token, parse_hf_url
 from gguf_audit.io.limits import parse_rate_limit
@@ -82,11 +82,13 @@ def test_pinned_revision_reads_exactly_the_asked_bytes() -> None:
         hub.reset_stats()
         size = hub.file("org/m", "m.gguf", first).size
         audit = audit_file(
-            "hf://org/m/m.gguf",
-            size=size,
-            storage_options={"endpoint": hub.endpoint, "token": False},
+            AuditTarget(
+                "hf://org/m/m.gguf",
+                storage_options={"endpoint": hub.endpoint, "token": False},
+                size=size,
+                revision=first,
+            ),
             config=HUB_SAMPLED,
-            revision=first,
         )
         assert audit.header is not None and _file_type(audit.header) == 7  # Q8_0, not main's Q4_0
         assert audit.url == "hf://org/m/m.gguf"
@@ -109,10 +111,14 @@ def test_token_from_the_environment_reads_a_private_repository(monkeypatch: pyte
         options = {"endpoint": hub.endpoint}
         monkeypatch.delenv("HF_TOKEN", raising=False)
         monkeypatch.setenv("HF_HOME", str(Path("/nonexistent-hf-home")))
-        anonymous = audit_file("hf://alice/secret/m.gguf", storage_options=options, revision=sha)
+        anonymous = audit_file(
+            AuditTarget("hf://alice/secret/m.gguf", storage_options=options, revision=sha), config=AuditConfig()
+        )
         assert [f.code for f in anonymous.findings] == ["io.permission_denied"]
         monkeypatch.setenv("HF_TOKEN", "alice-token")
-        audit = audit_file("hf://alice/secret/m.gguf", storage_options=options, revision=sha)
+        audit = audit_file(
+            AuditTarget("hf://alice/secret/m.gguf", storage_options=options, revision=sha), config=AuditConfig()
+        )
         assert audit.header is not None and audit.status != "unreadable"
         assert "alice-token" not in repr(audit)
 
@@ -122,13 +128,15 @@ def test_a_missing_file_or_repository_is_a_finding() -> None:
         hub.add_org("org")
         hub.create_repo("org/m")
         options = {"endpoint": hub.endpoint, "token": False}
-        missing = audit_file("hf://org/m/absent.gguf", storage_options=options)
-        gone = audit_file("hf://org/gone/m.gguf", storage_options=options)
+        missing = audit_file(AuditTarget("hf://org/m/absent.gguf", storage_options=options), config=AuditConfig())
+        gone = audit_file(AuditTarget("hf://org/gone/m.gguf", storage_options=options), config=AuditConfig())
         assert [f.code for f in missing.findings] == ["io.not_found"]
         assert [f.code for f in gone.findings] == ["io.permission_denied"]  # the Hub's 401 to an anonymous caller
         # Not a file URL, or not a model repository: rows with a code, never internal.unexpected.
         for url in ("hf://org/m", "hf://datasets/org/d/x.gguf"):
-            assert [f.code for f in audit_file(url, storage_options=options).findings] == ["io.not_found"]
+            assert [
+                f.code for f in audit_file(AuditTarget(url, storage_options=options), config=AuditConfig()).findings
+            ] == ["io.not_found"]
 
 
 def test_a_429_is_waited_out_and_counted() -> None:
@@ -138,7 +146,8 @@ def test_a_429_is_waited_out_and_counted() -> None:
         sha = hub.add_files("org/m", {"m.gguf": _model("tiny-llama-Q4_0.gguf")})
         hub.fail_next_with_429(2, reset_s=1, resource="resolvers")
         audit = audit_file(
-            "hf://org/m/m.gguf", storage_options={"endpoint": hub.endpoint, "token": False}, revision=sha
+            AuditTarget("hf://org/m/m.gguf", storage_options={"endpoint": hub.endpoint, "token": False}, revision=sha),
+            config=AuditConfig(),
         )
         assert audit.header is not None and not any(f.code.startswith("io.") for f in audit.findings)
         assert audit.io.rate_limited == 2
@@ -154,7 +163,8 @@ def test_a_rate_limit_past_the_budget_is_a_warning_row() -> None:
         hub.fail_next_with_429(1, reset_s=30, resource="resolvers")
         config = AuditConfig(read=ReadConfig(max_rate_limit_wait_s=1.0))
         audit = audit_file(
-            "hf://org/m/m.gguf", storage_options={"endpoint": hub.endpoint, "token": False}, revision=sha, config=config
+            AuditTarget("hf://org/m/m.gguf", storage_options={"endpoint": hub.endpoint, "token": False}, revision=sha),
+            config=config,
         )
         assert [(f.code, str(f.severity)) for f in audit.findings] == [("io.rate_limited", "warning")]
         assert audit.io.rate_limited == 1 and hub.resolve_requests == 1
@@ -167,9 +177,7 @@ def test_lfs_redirect_to_a_cdn_keeps_the_range() -> None:
         sha = hub.add_files("org/m", {"m.gguf": _model("tiny-llama-Q4_K_M.gguf")})
         hub.reset_stats()
         audit = audit_file(
-            "hf://org/m/m.gguf",
-            storage_options={"endpoint": hub.endpoint, "token": False},
-            revision=sha,
+            AuditTarget("hf://org/m/m.gguf", storage_options={"endpoint": hub.endpoint, "token": False}, revision=sha),
             config=SAMPLED,
         )
         assert audit.header is not None and audit.samples
@@ -212,7 +220,8 @@ def test_an_expired_or_refused_cdn_url_is_resolved_again() -> None:
         hub.presigner.ttl_s = -10.0
         hub.presigner.rotate()  # the URL this process keeps for the file is refused too
         audit = audit_file(
-            "hf://org/m/m.gguf", storage_options={"endpoint": hub.endpoint, "token": False}, revision=sha
+            AuditTarget("hf://org/m/m.gguf", storage_options={"endpoint": hub.endpoint, "token": False}, revision=sha),
+            config=AuditConfig(),
         )
         assert [f.code for f in audit.findings] == ["io.permission_denied"]
 
@@ -227,7 +236,10 @@ def test_no_requests_left_pauses_before_the_next_request() -> None:
         hub.rate_limit(2, window_s=1)
         options = {"endpoint": hub.endpoint, "token": False}
         audits = [
-            audit_file(f"hf://org/m/{name}", size=len(d), storage_options=options, revision=sha, config=HEADER_ONLY)
+            audit_file(
+                AuditTarget(f"hf://org/m/{name}", storage_options=options, size=len(d), revision=sha),
+                config=HEADER_ONLY,
+            )
             for name, d in data.items()
         ]
         assert all(a.header is not None for a in audits)

@@ -12,7 +12,7 @@ import json
 import pytest
 from corpus import corpus_dir
 
-from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.audit import AuditConfig, AuditTarget, audit_file
 from gguf_audit.cli import main
 from gguf_audit.findings import is_loadable
 from gguf_audit.io.source import ReadConfig
@@ -30,7 +30,7 @@ def _size() -> int:
 def test_one_lie_against_the_listing_is_asked_again(http: RangeHTTPServer) -> None:
     size = _size()
     http.lying_total, http.lie_next = size // 2, 1
-    audit = audit_file(http.url_for(REL), size=size, config=FAST)
+    audit = audit_file(AuditTarget(http.url_for(REL), size=size), config=FAST)
     assert [f.code for f in audit.findings] == []
     assert audit.size == size and audit.io.requests == 2  # the lying answer, then the honest retry
 
@@ -38,7 +38,7 @@ def test_one_lie_against_the_listing_is_asked_again(http: RangeHTTPServer) -> No
 def test_a_lie_that_persists_is_a_size_mismatch_naming_both(http: RangeHTTPServer) -> None:
     size = _size()
     http.lying_total, http.lie_next = size - 1000, 100
-    audit = audit_file(http.url_for(REL), size=size, config=FAST)
+    audit = audit_file(AuditTarget(http.url_for(REL), size=size), config=FAST)
     assert [f.code for f in audit.findings] == ["io.size_mismatch"]
     message = audit.findings[0].message
     assert f"the listing says the file has {size} bytes, an answer says {size - 1000}" in message

@@ -15,7 +15,7 @@ import fsspec
 import pytest
 from corpus import S3_FILES, corpus_dir
 
-from gguf_audit.audit import AuditConfig, FileAudit
+from gguf_audit.audit import AuditConfig, AuditTarget, FileAudit
 from gguf_audit.audit import audit_file as _audit_file
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
@@ -26,10 +26,10 @@ from gguf_audit.testing.s3 import MotoS3Server
 Backend = Callable[[str], tuple[str, dict[str, Any]]]
 
 
-def audit_file(url: str, *, config: AuditConfig | None = None, **kwargs: Any) -> FileAudit:
+def audit_file(target: AuditTarget | str, *, config: AuditConfig | None = None) -> FileAudit:
     """The structural audit only: these tests are about what reading costs."""
     base = config or AuditConfig()
-    return _audit_file(url, config=replace(base, semantics=False, templates=False), **kwargs)
+    return _audit_file(target, config=replace(base, semantics=False, templates=False))
 
 
 def _local_header(rel: str) -> Header:
@@ -62,7 +62,7 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 @pytest.mark.parametrize("rel", S3_FILES)
 def test_every_backend_reads_the_same_header(backend: Backend, rel: str) -> None:
     url, options = backend(rel)
-    audit = audit_file(url, storage_options=options)
+    audit = audit_file(AuditTarget(url, storage_options=options))
     expected = _local_header(rel)
     assert audit.findings == []
     assert audit.header is not None
@@ -103,7 +103,7 @@ def test_http_big_header_costs_two_requests(http: RangeHTTPServer) -> None:
 def test_http_listed_size_is_used(http: RangeHTTPServer) -> None:
     rel = "split/tiny-llama-Q4_K_M-00004-of-00004.gguf"
     size = (corpus_dir() / rel).stat().st_size
-    audit = audit_file(http.url_for(rel), size=size)
+    audit = audit_file(AuditTarget(http.url_for(rel), size=size))
     assert audit.findings == []
     assert http.requests[0].range == f"bytes=0-{size - 1}"
 
@@ -155,7 +155,7 @@ def test_slow_server_times_out(http: RangeHTTPServer) -> None:
 
 def test_missing_over_http_and_s3(http: RangeHTTPServer, s3_corpus: MotoS3Server) -> None:
     assert [f.code for f in audit_file(http.url_for("nope.gguf")).findings] == ["io.not_found"]
-    audit = audit_file("s3://corpus/nope.gguf", storage_options=s3_corpus.storage_options())
+    audit = audit_file(AuditTarget("s3://corpus/nope.gguf", storage_options=s3_corpus.storage_options()))
     assert [f.code for f in audit.findings] == ["io.not_found"]
 
 
@@ -163,7 +163,7 @@ def test_s3_with_listed_size_makes_one_request(s3_corpus: MotoS3Server) -> None:
     rel = "models/tiny-llama-Q4_K_M.gguf"
     s3_corpus.reset_stats()
     size = (corpus_dir() / rel).stat().st_size
-    audit = audit_file(f"s3://corpus/{rel}", size=size, storage_options=s3_corpus.storage_options())
+    audit = audit_file(AuditTarget(f"s3://corpus/{rel}", storage_options=s3_corpus.storage_options(), size=size))
     assert audit.findings == []
     assert audit.io.requests == 1
     gets = [r for r in s3_corpus.requests if r.method == "GET"]
@@ -173,7 +173,7 @@ def test_s3_with_listed_size_makes_one_request(s3_corpus: MotoS3Server) -> None:
 def test_s3_learns_the_size_from_the_first_response(s3_corpus: MotoS3Server) -> None:
     rel = "models/tiny-llama-Q4_K_M.gguf"
     s3_corpus.reset_stats()
-    audit = audit_file(f"s3://corpus/{rel}", storage_options=s3_corpus.storage_options())
+    audit = audit_file(AuditTarget(f"s3://corpus/{rel}", storage_options=s3_corpus.storage_options()))
     assert audit.findings == [] and audit.size == (corpus_dir() / rel).stat().st_size
     # No HEAD to size it: the ranged GET's Content-Range told the size.
     assert [r.method for r in s3_corpus.requests] == ["GET"]
@@ -182,7 +182,7 @@ def test_s3_learns_the_size_from_the_first_response(s3_corpus: MotoS3Server) -> 
 
 def test_empty_object_on_s3(s3_corpus: MotoS3Server) -> None:
     s3_corpus.put("corpus", "empty/zero.gguf", b"")
-    audit = audit_file("s3://corpus/empty/zero.gguf", storage_options=s3_corpus.storage_options())
+    audit = audit_file(AuditTarget("s3://corpus/empty/zero.gguf", storage_options=s3_corpus.storage_options()))
     assert [f.code for f in audit.findings] == ["header.truncated"]
     assert audit.size == 0
 
@@ -190,7 +190,7 @@ def test_empty_object_on_s3(s3_corpus: MotoS3Server) -> None:
 def test_truncated_upload_on_s3(s3_corpus: MotoS3Server) -> None:
     data = (corpus_dir() / "models/tiny-llama-Q8_0.gguf").read_bytes()
     s3_corpus.put("corpus", "cut/tiny.gguf", data[: len(data) // 2])
-    audit = audit_file("s3://corpus/cut/tiny.gguf", storage_options=s3_corpus.storage_options())
+    audit = audit_file(AuditTarget("s3://corpus/cut/tiny.gguf", storage_options=s3_corpus.storage_options()))
     assert [f.code for f in audit.findings] == ["data.truncated"]
     assert audit.loadable is False
     # The truncation rests on the first answer's size: one more byte asked confirms it (a lying total would not).
@@ -206,6 +206,6 @@ def test_storage_options_reach_the_filesystem(s3_corpus: MotoS3Server) -> None:
     options = s3_corpus.storage_options()
     options["client_kwargs"] = {**options["client_kwargs"], "endpoint_url": f"http://127.0.0.1:{dead_port}"}
     config = AuditConfig(read=ReadConfig(retries=1, backoff_s=0.01, timeout_s=2))
-    audit: FileAudit = audit_file(f"s3://corpus/{S3_FILES[0]}", storage_options=options, config=config)
+    audit: FileAudit = audit_file(AuditTarget(f"s3://corpus/{S3_FILES[0]}", storage_options=options), config=config)
     assert [f.code for f in audit.findings] == ["io.error"]
     assert audit.header is None

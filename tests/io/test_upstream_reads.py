@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gguf_audit.audit import AuditConfig, FileAudit, audit_file
+from gguf_audit.audit import AuditConfig, AuditResources, FileAudit, audit_file
 from gguf_audit.cli import main
 from gguf_audit.io.upstream import UpstreamCache, UpstreamConfig
 from gguf_audit.testing.builder import KV, build_gguf, kv_str, kv_u32, tiny_llama_like
@@ -158,8 +158,8 @@ def test_a_shared_cache_reads_a_directory_upstream_once(server: RangeHTTPServer)
     for name, data in {"a.gguf": _model(), "b.gguf": _model(), **_files()}.items():
         server.put(f"repo/{name}", data)
     cache = UpstreamCache()
-    first = audit_file(server.url_for("repo/a.gguf"), config=UPSTREAM, upstream_cache=cache)
-    second = audit_file(server.url_for("repo/b.gguf"), config=UPSTREAM, upstream_cache=cache)
+    first = audit_file(server.url_for("repo/a.gguf"), config=UPSTREAM, resources=AuditResources(upstream_cache=cache))
+    second = audit_file(server.url_for("repo/b.gguf"), config=UPSTREAM, resources=AuditResources(upstream_cache=cache))
     gets = [r.path for r in server.requests if r.method == "GET"]
     assert gets.count("/repo/config.json") == 1 and gets.count("/repo/tokenizer_config.json") == 1
     assert first.upstream_url == second.upstream_url == server.url_for("repo").rstrip("/")

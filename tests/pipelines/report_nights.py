@@ -71,7 +71,7 @@ def scan_three_nights(client: Any, root: Path, sample: dict[str, bytes]) -> Nigh
         (collection / rel).write_bytes(data)
 
     def night() -> str:
-        config = ScanConfig(roots=(str(collection),), out=str(out), incremental=True, samples=False)
+        config = ScanConfig().replace(roots=(str(collection),), out=str(out), incremental=True, samples=False)
         return run_scan(config, client=client).run_id
 
     one = night()

@@ -101,7 +101,7 @@ def _url(root: Path, rel: str) -> str:
 def test_families_compare_rows_and_provenance(client: Any, lineage_collection: Path, tmp_path: Path) -> None:
     root = lineage_collection
     out = tmp_path / "audit-out"
-    config = ScanConfig(roots=(str(root),), out=str(out), compare_tensors=4)
+    config = ScanConfig().replace(roots=(str(root),), out=str(out), compare_tensors=4)
     first = run_scan(config, client=client)
 
     files = {r["url"]: r for r in read_dataset(out, "files").to_pylist()}
@@ -205,7 +205,7 @@ def test_families_compare_rows_and_provenance(client: Any, lineage_collection: P
 def test_compare_can_be_turned_off(client: Any, lineage_collection: Path, tmp_path: Path) -> None:
     out = tmp_path / "audit-out"
     result = run_scan(
-        ScanConfig(roots=(str(lineage_collection / "family"),), out=str(out), compare=False, samples=False),
+        ScanConfig().replace(roots=(str(lineage_collection / "family"),), out=str(out), compare=False, samples=False),
         client=client,
     )
     assert read_dataset(out, "compare").num_rows == 0 and "compare.layout_suspect" not in result.problem_codes
@@ -227,7 +227,7 @@ def test_a_shard_set_is_one_member_and_is_judged_again_when_its_family_gains_a_s
     for shard in shards:
         shutil.copy(shard, root)
     out = tmp_path / "audit-out"
-    config = ScanConfig(roots=(str(root),), out=str(out), compare_tensors=2, incremental=True)
+    config = ScanConfig().replace(roots=(str(root),), out=str(out), compare_tensors=2, incremental=True)
     first = run_scan(config, client=client)
     split_id = _url(root, "tiny-llama-Q4_K_M")
     assert _judged(first.problem_codes) == {"lineage.no_full_precision": 1}
@@ -260,11 +260,11 @@ def test_the_compare_settings_from_config_and_flags(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text("[checks]\ncompare = false\ncompare_tensors = 3\n")
     config = _config_from_args(parser.parse_args(["--config", str(path), "/data"]))
-    assert (config.compare, config.compare_tensors) == (False, 3)
-    assert config.checks()["compare"] is False  # a night compared otherwise is not built on
-    assert _config_from_args(parser.parse_args(["--config", str(path), "/data", "--compare"])).compare is True
-    assert _config_from_args(parser.parse_args(["/data", "--no-compare"])).compare is False
-    assert ScanConfig().compare is True and ScanConfig().compare_tensors == 8
+    assert (config.checks.compare, config.checks.compare_tensors) == (False, 3)
+    assert config.verdict_settings()["compare"] is False  # a night compared otherwise is not built on
+    assert _config_from_args(parser.parse_args(["--config", str(path), "/data", "--compare"])).checks.compare is True
+    assert _config_from_args(parser.parse_args(["/data", "--no-compare"])).checks.compare is False
+    assert ScanConfig().checks.compare is True and ScanConfig().checks.compare_tensors == 8
     path.write_text("[checks]\ncompare_tensors = 0\n")
     with pytest.raises(ConfigError, match="compare_tensors"):
         load_config(path)
@@ -292,7 +292,7 @@ def test_a_night_that_reads_nothing_compares_against_the_next_reference(client: 
     for quant in ("F32", "F16", "Q8_0"):
         shutil.copy(MODELS / f"tiny-llama-{quant}.gguf", root)
     out = tmp_path / "audit-out"
-    config = ScanConfig(roots=(str(root),), out=str(out), compare_tensors=2, incremental=True)
+    config = ScanConfig().replace(roots=(str(root),), out=str(out), compare_tensors=2, incremental=True)
     first = run_scan(config, client=client)
     output = Output(str(out))
     assert {r["reference_url"] for r in picture_table(output, "compare", first.run_id).to_pylist()} == {

@@ -48,7 +48,7 @@ def test_a_projector_is_paired_with_the_model_beside_it(client: Any, tmp_path: P
     (root / "repo" / "mmproj-F16.gguf").write_bytes(_mmproj(2560))
     (root / "alone" / "mmproj-F16.gguf").write_bytes(_mmproj(2560))
     out = tmp_path / "audit-out"
-    result = run_scan(ScanConfig(roots=(str(root),), out=str(out), compare=False), client=client)
+    result = run_scan(ScanConfig().replace(roots=(str(root),), out=str(out), compare=False), client=client)
 
     paired, alone = f"file://{root}/repo/mmproj-F16.gguf", f"file://{root}/alone/mmproj-F16.gguf"
     files = {r["url"]: r for r in read_dataset(out, "files").to_pylist()}

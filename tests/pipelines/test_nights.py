@@ -55,7 +55,7 @@ def test_a_reread_reference_keeps_each_sibling_s_verdict_and_the_next_night_read
     client: Any, family: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    config = ScanConfig(roots=(str(family),), out=str(out), incremental=True, compare_tensors=4)
+    config = ScanConfig().replace(roots=(str(family),), out=str(out), incremental=True, compare_tensors=4)
     first = run_scan(config, client=client)
     before = _verdicts(_models(out, first.run_id))
     assert before["tiny-llama-Q4_K_M"][:2] == ("error", False)
@@ -87,9 +87,11 @@ def test_a_reread_reference_keeps_each_sibling_s_verdict_and_the_next_night_read
 def test_the_compare_phase_reads_the_reference_once_and_is_counted_per_file(
     client: Any, family: Path, tmp_path: Path
 ) -> None:
-    plain = run_scan(ScanConfig(roots=(str(family),), out=str(tmp_path / "plain"), compare=False), client=client)
+    plain = run_scan(
+        ScanConfig().replace(roots=(str(family),), out=str(tmp_path / "plain"), compare=False), client=client
+    )
     out = tmp_path / "out"
-    full = run_scan(ScanConfig(roots=(str(family),), out=str(out)), client=client)
+    full = run_scan(ScanConfig().replace(roots=(str(family),), out=str(out)), client=client)
     assert full.requests <= 1.5 * plain.requests
     files = _files(out, full.run_id)
     audit = sum(f["requests"] for f in files.values())
@@ -119,7 +121,7 @@ def test_the_same_nights_on_moto_s3(client: Any, moto: MotoS3Server, family: Pat
     for path in sorted(family.iterdir()):
         moto.put(bucket, f"family/{path.name}", path.read_bytes())
     out = tmp_path / "out"
-    config = ScanConfig(
+    config = ScanConfig().replace(
         roots=(f"s3://{bucket}/family",),
         out=str(out),
         storage_options={"s3": s3_options(moto)},

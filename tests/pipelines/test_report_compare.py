@@ -21,7 +21,7 @@ def test_quantization_error_per_type(client: Any, tmp_path: Path) -> None:
     for quant in ("F32", "Q8_0", "Q4_K_M"):
         shutil.copy(corpus_dir() / "models" / f"tiny-llama-{quant}.gguf", family)
     out = tmp_path / "out"
-    result = run_scan(ScanConfig(roots=(str(tmp_path / "collection"),), out=str(out)), client=client)
+    result = run_scan(ScanConfig().replace(roots=(str(tmp_path / "collection"),), out=str(out)), client=client)
     rows = Output(str(out)).read("compare", [result.run_id]).to_pylist()
     assert rows, "the scan compared the quantized files with the F32 one"
 

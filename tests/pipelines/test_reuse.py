@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import fsspec
 
-from gguf_audit.audit import FileAudit, audit_file
+from gguf_audit.audit import AuditConfig, FileAudit, audit_file
 from gguf_audit.checks.shards import shard_facts
 from gguf_audit.pipelines.scan.reuse import reuse_rows
 from gguf_audit.tables.listed import ListedFile
@@ -18,7 +18,7 @@ from gguf_audit.testing.builder import KV, Tensor, build_gguf, kv_i32, kv_str, k
 def _audit(path: str, data: bytes) -> FileAudit:
     fs = fsspec.filesystem("memory")
     fs.pipe_file(path, data)
-    return audit_file(f"memory://{path}")
+    return audit_file(f"memory://{path}", config=AuditConfig())
 
 
 def test_reuse_rows_and_facts_from_tables() -> None:

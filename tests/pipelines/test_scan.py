@@ -44,7 +44,7 @@ def _duck(sql: str) -> list[tuple[Any, ...]]:
 
 
 def _s3_config(moto: MotoS3Server, bucket: str, out: Path, **kw: Any) -> ScanConfig:
-    return ScanConfig(
+    return ScanConfig().replace(
         roots=(f"s3://{bucket}/models",),
         out=str(out),
         storage_options={"s3": s3_options(moto)},
@@ -156,7 +156,7 @@ def test_s3_collection(client: Any, moto: MotoS3Server, bucket: str, tmp_path: P
 def test_tables_on_s3(client: Any, moto: MotoS3Server, bucket: str, local_collection: Path) -> None:
     """--out on S3: workers write the data files there, deltalake commits with conditional puts."""
     out = f"s3://{bucket}/audit"
-    config = ScanConfig(roots=(str(local_collection),), out=out, out_storage_options=s3_options(moto))
+    config = ScanConfig().replace(roots=(str(local_collection),), out=out, out_storage_options=s3_options(moto))
     first = run_scan(config, client=client)
     second = run_scan(config.replace(incremental=True), client=client)
     assert (second.base_run_id, second.n_reused) == (first.run_id, SAMPLE_COUNT)
@@ -270,7 +270,8 @@ def test_http_manifest(client: Any, tmp_path: Path, sample: dict[str, bytes]) ->
         manifest.write_text("\n".join(lines))
         out = tmp_path / "out"
         result = run_scan(
-            ScanConfig(manifests=(str(manifest),), out=str(out), retries=0, threads=8, samples=False), client=client
+            ScanConfig().replace(manifests=(str(manifest),), out=str(out), retries=0, threads=8, samples=False),
+            client=client,
         )
         assert result.n_files == SAMPLE_COUNT + 1
         gets = [r for r in srv.requests if r.method == "GET"]
@@ -295,7 +296,7 @@ def test_http_manifest_csv_incremental(client: Any, tmp_path: Path, sample: dict
         manifest = tmp_path / "manifest.csv"
         rows = ["url,size,etag", *(f"{srv.url_for(n)},{len(sample[n])},v1-{n}" for n in names)]
         manifest.write_text("\n".join(rows) + "\n")
-        config = ScanConfig(manifests=(str(manifest),), out=str(tmp_path / "out"), incremental=True)
+        config = ScanConfig().replace(manifests=(str(manifest),), out=str(tmp_path / "out"), incremental=True)
         first = run_scan(config, client=client)
         srv.reset_stats()
         second = run_scan(config, client=client)
@@ -309,7 +310,8 @@ def test_batches_of_any_size_give_one_row_per_file(
 ) -> None:
     out = tmp_path / "out"
     result = run_scan(
-        ScanConfig(roots=(str(local_collection),), out=str(out), batch_size=batch_size, threads=2), client=client
+        ScanConfig().replace(roots=(str(local_collection),), out=str(out), batch_size=batch_size, threads=2),
+        client=client,
     )
     files = read_dataset(out, "files")
     assert files.num_rows == len(set(files.column("url").to_pylist())) == SAMPLE_COUNT == result.rows_checked
@@ -318,11 +320,11 @@ def test_batches_of_any_size_give_one_row_per_file(
 
 def test_samples_and_checks_changes(client: Any, local_collection: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    plain = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), samples=False), client=client)
+    plain = run_scan(ScanConfig().replace(roots=(str(local_collection),), out=str(out), samples=False), client=client)
     assert read_dataset(out, "samples").num_rows == 0
 
     # Turning sampling on changes the checks: an incremental run cannot reuse the header-only rows.
-    config = ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True, samples=True)
+    config = ScanConfig().replace(roots=(str(local_collection),), out=str(out), incremental=True, samples=True)
     sampled = run_scan(config, client=client)
     assert (sampled.base_run_id, sampled.n_read) == (None, SAMPLE_COUNT)
     assert sampled.reuse_note is not None and plain.run_id in sampled.reuse_note
@@ -352,11 +354,13 @@ def test_a_shard_set_with_one_changed_shard_is_judged_from_stored_facts(
 ) -> None:
     """One shard read again, its sibling not: the set is judged with the sibling's stored split keys and tensors."""
     out = tmp_path / "out"
-    first = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    first = run_scan(ScanConfig().replace(roots=(str(local_collection),), out=str(out)), client=client)
     good = "sharded/misnumbered-00001-of-00002.gguf"
     time.sleep(0.01)
     (local_collection / good).write_bytes(sample[good])  # the same bytes, a new mtime: read again
-    second = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True), client=client)
+    second = run_scan(
+        ScanConfig().replace(roots=(str(local_collection),), out=str(out), incremental=True), client=client
+    )
     assert (second.n_read, second.n_models_judged) == (1, 1)
     output = Output(str(out))
     models = {m["model_id"].rsplit("/", 1)[1]: m for m in output.read("models", [second.run_id]).to_pylist()}
@@ -387,10 +391,10 @@ def test_the_documented_queries_run(
 ) -> None:
     """Every DuckDB query and the polars example in docs/tables.md run on two real nights."""
     out = tmp_path / "audit-out"
-    run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    run_scan(ScanConfig().replace(roots=(str(local_collection),), out=str(out)), client=client)
     # The truncated download is completed: the second night reads it again and reuses the rest.
     (local_collection / "downloads" / "tiny-llama-Q4_K_M.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"])
-    run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True), client=client)
+    run_scan(ScanConfig().replace(roots=(str(local_collection),), out=str(out), incremental=True), client=client)
     docs = (Path(__file__).resolve().parents[2] / "docs" / "tables.md").read_text()
     [sql] = re.findall(r"```sql\n(-- the latest night.*?)```", docs, re.S)
     statements = [s.strip() for s in sql.replace("audit-out", str(out)).split(";") if s.strip()]
@@ -450,7 +454,7 @@ def test_transient_errors_are_retried_and_lasting_ones_get_rows(
         refused = "http://127.0.0.1:9/nothing-listens-here.gguf"  # connection refused, every attempt
         manifest.write_text("\n".join([*(srv.url_for(f"m/{i}.gguf") for i in range(4)), refused]) + "\n")
         out = tmp_path / "out"
-        config = ScanConfig(
+        config = ScanConfig().replace(
             manifests=(str(manifest),), out=str(out), retries=3, backoff_s=0.01, threads=1, batch_size=5, samples=False
         )
         result = run_scan(config, client=client)

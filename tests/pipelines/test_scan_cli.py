@@ -142,7 +142,14 @@ def test_flags_override_the_config(tmp_path: Path) -> None:
         "[cluster]\nworkers = 3\n[io]\nthreads = 16\n[storage_options.s3]\nanon = true\n"
     )
     config = _config_from_args(_args("--config", str(path)))
-    assert (config.roots, config.out, config.incremental, config.fail_on, config.workers, config.threads) == (
+    assert (
+        config.scan.roots,
+        config.scan.out,
+        config.scan.incremental,
+        config.scan.fail_on,
+        config.cluster.workers,
+        config.io.threads,
+    ) == (
         ("s3://a/",),
         "s3://o/",
         True,
@@ -153,7 +160,14 @@ def test_flags_override_the_config(tmp_path: Path) -> None:
     config = _config_from_args(
         _args("--config", str(path), "/data", "--out", "o", "--no-incremental", "--fail-on", "error", "--workers", "1")
     )
-    assert (config.roots, config.out, config.incremental, config.fail_on, config.workers, config.threads) == (
+    assert (
+        config.scan.roots,
+        config.scan.out,
+        config.scan.incremental,
+        config.scan.fail_on,
+        config.cluster.workers,
+        config.io.threads,
+    ) == (
         ("/data",),
         "o",
         False,
@@ -202,7 +216,7 @@ def test_a_file_llama_cpp_refuses_fails_the_night_even_with_only_warnings(client
     root.mkdir()
     kvs, tensors = tiny_llama_like()
     (root / "be.gguf").write_bytes(build_gguf(kvs, tensors, big_endian=True))
-    config = ScanConfig(roots=(str(root),), out=str(tmp_path / "out"), samples=False, compare=False)
+    config = ScanConfig().replace(roots=(str(root),), out=str(tmp_path / "out"), samples=False, compare=False)
     result = run_scan(config, client=client)
     assert result.severities.get("error", 0) == 0  # no finding is an error...
     assert result.n_unloadable == 1  # ...but the file will not load
@@ -223,7 +237,9 @@ def test_a_manifest_scan_learns_the_collection_size_from_its_reads(
     with RangeHTTPServer(files=files) as srv:
         manifest = tmp_path / "urls.txt"
         manifest.write_text("".join(srv.url_for(n) + "\n" for n in files))
-        config = ScanConfig(manifests=(str(manifest),), out=str(tmp_path / "out"), samples=False, compare=False)
+        config = ScanConfig().replace(
+            manifests=(str(manifest),), out=str(tmp_path / "out"), samples=False, compare=False
+        )
         result = run_scan(config, client=client)
     total = sum(len(d) for d in files.values())
     assert result.collection_bytes == total

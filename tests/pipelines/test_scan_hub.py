@@ -55,7 +55,7 @@ def hub() -> Iterator[LocalHub]:
 
 
 def _config(hub: LocalHub, roots: tuple[str, ...], out: Path, **kw: Any) -> ScanConfig:
-    return ScanConfig(
+    return ScanConfig().replace(
         roots=roots,
         out=str(out),
         storage_options={"hf": {"endpoint": hub.endpoint, "token": False}},
@@ -156,7 +156,7 @@ def test_the_hf_mirror_config_as_written(client: Any, hub: LocalHub, tmp_path: P
         out=str(tmp_path / "out"),
         storage_options={"hf": {"endpoint": hub.endpoint, "token": False}},
     )
-    assert not config.samples and config.incremental
+    assert not config.checks.samples and config.scan.incremental
     result = run_scan(config, client=client)
     files = _files(tmp_path / "out", result.run_id)
     assert len(files) == 10

@@ -82,7 +82,7 @@ def test_worker_killed_mid_run(client: Any, tmp_path: Path, sample: dict[str, by
                     killed.append(pid)
 
         out = tmp_path / "out"
-        config = ScanConfig(manifests=(str(manifest),), out=str(out), batch_size=6, threads=3, retries=0)
+        config = ScanConfig().replace(manifests=(str(manifest),), out=str(out), batch_size=6, threads=3, retries=0)
         result = run_scan(config, client=client, observer=KillOne())
     assert killed
     table = read_dataset(out, "files")
@@ -220,7 +220,7 @@ def test_driver_killed_mid_run_leaves_nothing(client: Any, tmp_path: Path, sampl
         finally:
             con.close()
         # And the run can simply be run again; retention removes what the killed one left.
-        result = run_scan(ScanConfig(manifests=(str(manifest),), out=str(out)), client=client)
+        result = run_scan(ScanConfig().replace(manifests=(str(manifest),), out=str(out)), client=client)
     files_rows = read_dataset(out, "files")
     assert set(files_rows.column("run_id").to_pylist()) == {result.run_id} and files_rows.num_rows == 40
     orphans = {f for f in _data_files(out) if result.run_id not in f}
@@ -291,7 +291,7 @@ def _night_rows(out: Path) -> dict[str, dict[str, int]]:
 def test_driver_killed_in_its_commit(client: Any, tmp_path: Path, local_collection: Path, at: str) -> None:
     """Killed before, during and after its commit: each table holds the night whole or not at all."""
     out = tmp_path / "out"
-    first = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    first = run_scan(ScanConfig().replace(roots=(str(local_collection),), out=str(out)), client=client)
     whole = _night_rows(out)[first.run_id]
     before = _versions(out)
     proc = _hooked_scan(tmp_path, client, local_collection, out, at, "die")
@@ -316,7 +316,9 @@ def test_driver_killed_in_its_commit(client: Any, tmp_path: Path, local_collecti
     assert output.last_committed_run() == (killed if at == "after:runs" else first.run_id)
 
     # The next scan settles it first, then runs whole.
-    again = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out), incremental=True), client=client)
+    again = run_scan(
+        ScanConfig().replace(roots=(str(local_collection),), out=str(out), incremental=True), client=client
+    )
     action = "cleaned" if at == "after:runs" else "rolled back"
     assert [(r.run_id, r.action) for r in again.recovered] == [(killed, action)]
     nights = _night_rows(out)
@@ -337,7 +339,7 @@ SELECT (SELECT run_id FROM night), (SELECT n_files FROM night), (SELECT count(*)
 
 def test_readers_during_a_commit_see_whole_nights(client: Any, tmp_path: Path, local_collection: Path) -> None:
     out = tmp_path / "out"
-    first = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    first = run_scan(ScanConfig().replace(roots=(str(local_collection),), out=str(out)), client=client)
     seen: list[tuple[Any, ...]] = []
     stop = threading.Event()
 
@@ -388,9 +390,9 @@ def test_a_failed_commit_is_rolled_back_at_once(
     monkeypatch.setattr(DeltaTables, "commit", flaky)
     out = tmp_path / "out"
     with pytest.raises(OSError, match="went away"):
-        run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+        run_scan(ScanConfig().replace(roots=(str(local_collection),), out=str(out)), client=client)
     assert _night_rows(out) == {}
     assert Output(str(out)).pending() == [] and Output(str(out)).last_committed_run() is None
     monkeypatch.undo()
-    result = run_scan(ScanConfig(roots=(str(local_collection),), out=str(out)), client=client)
+    result = run_scan(ScanConfig().replace(roots=(str(local_collection),), out=str(out)), client=client)
     assert set(_night_rows(out)) == {result.run_id} and result.recovered == ()

@@ -157,7 +157,9 @@ def test_compare_reads_presigned_files_and_stores_them_redacted(client: Any, tmp
         manifest = tmp_path / "manifest.txt"
         manifest.write_text("".join(f"{srv.url_for(n)}?{_s3_query(1)}\n" for n in names))
         out = tmp_path / "out"
-        result = run_scan(ScanConfig(manifests=(str(manifest),), out=str(out), compare_tensors=2), client=client)
+        result = run_scan(
+            ScanConfig().replace(manifests=(str(manifest),), out=str(out), compare_tensors=2), client=client
+        )
         reads = [r.path for r in srv.requests if r.method == "GET" and r.path.startswith("/f/tiny-llama-F16.gguf")]
     assert result.n_files == 2
     # The reference was read by its audit and again by the comparison, each time with its signature.

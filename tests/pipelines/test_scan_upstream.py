@@ -58,7 +58,7 @@ def _collection(root: Path) -> None:
 def test_scan_records_upstream_url_and_upstream_problems(client: Any, tmp_path: Path) -> None:
     root, out = tmp_path / "models", tmp_path / "out"
     _collection(root)
-    config = ScanConfig(roots=(str(root),), out=str(out), upstream=True, samples=False, templates=False)
+    config = ScanConfig().replace(roots=(str(root),), out=str(out), upstream=True, samples=False, templates=False)
     result = run_scan(config, client=client)
     files = read_dataset(out, "files").filter(pc.equal(pc.field("run_id"), result.run_id)).to_pylist()
     by_name = {_rel(r["url"], root): r for r in files}
@@ -89,13 +89,13 @@ def test_scan_records_upstream_url_and_upstream_problems(client: Any, tmp_path: 
 def test_upstream_settings_from_the_config_and_the_flags(tmp_path: Path) -> None:
     config = parse_config({"checks": {"upstream": True, "upstream_location": "s3://b/up"}})
     assert config.audit_config.upstream == UpstreamConfig(location="s3://b/up")
-    assert ScanConfig().audit_config.upstream is None and "upstream" in ScanConfig().checks()
+    assert ScanConfig().audit_config.upstream is None and "upstream" in ScanConfig().verdict_settings()
     with pytest.raises(ConfigError):
         parse_config({"checks": {"upstream": "yes"}})
     parser = argparse.ArgumentParser()
     _add_arguments(parser)
     flagged = _config_from_args(parser.parse_args(["root", "--upstream", str(tmp_path)]))
-    assert flagged.upstream and flagged.audit_config.upstream == UpstreamConfig(location=str(tmp_path))
+    assert flagged.checks.upstream and flagged.audit_config.upstream == UpstreamConfig(location=str(tmp_path))
     auto = _config_from_args(parser.parse_args(["root", "--upstream-auto"]))
     assert auto.audit_config.upstream == UpstreamConfig()
     assert _config_from_args(parser.parse_args(["root"])).audit_config.upstream is None

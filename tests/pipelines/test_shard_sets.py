@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fsspec
 
-from gguf_audit.audit import FileAudit, audit_file
+from gguf_audit.audit import AuditConfig, FileAudit, audit_file
 from gguf_audit.checks.shards import ShardFacts, check_shard_set, judge_shard_set, shard_facts
 from gguf_audit.findings import CODES
 from gguf_audit.format.model import ValueType
@@ -128,7 +128,7 @@ def _shard_bytes(no: int, count: int, names: list[str], total: int, *, key_type:
 
 def _audit(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> FileAudit:
     fs.pipe_file(path, data)
-    return audit_file(f"memory://{path}")
+    return audit_file(f"memory://{path}", config=AuditConfig())
 
 
 def test_checks_take_real_audits() -> None:

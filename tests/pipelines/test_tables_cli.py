@@ -22,9 +22,9 @@ CHANGED = "downloads/tiny-llama-Q4_K_M.gguf"
 
 
 def _two_nights(client: Any, collection: Path, out: Path, sample: dict[str, bytes]) -> tuple[str, str]:
-    first = run_scan(ScanConfig(roots=(str(collection),), out=str(out)), client=client)
+    first = run_scan(ScanConfig().replace(roots=(str(collection),), out=str(out)), client=client)
     (collection / CHANGED).write_bytes(sample["tiny-llama-Q4_K_M.gguf"])  # the download completes
-    second = run_scan(ScanConfig(roots=(str(collection),), out=str(out), incremental=True), client=client)
+    second = run_scan(ScanConfig().replace(roots=(str(collection),), out=str(out), incremental=True), client=client)
     assert (second.n_read, second.n_reused) == (1, SAMPLE_COUNT - 1)
     return first.run_id, second.run_id
 

@@ -48,7 +48,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
 
 
 def _config(collection: Path, target: tuple[str, dict[str, Any] | None], **kw: Any) -> ScanConfig:
-    return ScanConfig(
+    return ScanConfig().replace(
         roots=(str(collection),),
         out=target[0],
         out_storage_options=target[1],

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sarif_schema import validate_sarif
 
-from gguf_audit.audit import audit_file
+from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.checks.shards import ShardSetVerdict
 from gguf_audit.cli import codes_markdown, main
 from gguf_audit.codes import CODES, LLAMA_CPP_BUILD, Code, LlamaCpp
@@ -55,7 +55,7 @@ def test_inspect_names_the_verdict_and_the_build(
 
 
 def test_a_file_that_aborts_says_so_everywhere(model: Path, aborting_code: Code) -> None:
-    audit = audit_file(str(model))
+    audit = audit_file(str(model), config=AuditConfig())
     assert (audit.loadable, audit.llama_cpp) == (True, LlamaCpp.LOADS)
     audit.findings.append(finding(aborting_code, "a value llama.cpp asserts on"))
     assert (audit.loadable, audit.llama_cpp) == (False, LlamaCpp.ABORTS)

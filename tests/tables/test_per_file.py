@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import fsspec
 
-from gguf_audit.audit import FileAudit, audit_file
+from gguf_audit.audit import AuditConfig, FileAudit, audit_file
 from gguf_audit.format.model import ValueType
 from gguf_audit.tables.cells import MAX_ARRAY_ITEMS, MAX_VALUE_CHARS
 from gguf_audit.tables.listed import ListedFile
@@ -27,7 +27,7 @@ from gguf_audit.testing.builder import (
 def _audit(path: str, data: bytes) -> FileAudit:
     fs = fsspec.filesystem("memory")
     fs.pipe_file(path, data)
-    return audit_file(f"memory://{path}")
+    return audit_file(f"memory://{path}", config=AuditConfig())
 
 
 def _tables(
@@ -100,7 +100,7 @@ def test_huge_values_are_cut_but_counted_and_digested() -> None:
 
 
 def test_rows_of_an_unreadable_file() -> None:
-    audit = audit_file("memory:///t/does-not-exist.gguf")
+    audit = audit_file("memory:///t/does-not-exist.gguf", config=AuditConfig())
     rows = _tables(audit, ListedFile(audit.url, 123))
     [f] = rows["files"]
     assert (f["status"], f["codes"], f["size"], f["version"]) == ("unreadable", ["io.not_found"], 123, None)

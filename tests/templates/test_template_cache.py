@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.audit import AuditConfig, AuditResources, audit_file
 from gguf_audit.codes import Code
 from gguf_audit.format import Header, ValueType, parse_header
 from gguf_audit.templates.audit import FileTemplates, TemplateCache, audit_header_templates
@@ -247,7 +247,7 @@ def test_audit_file_renders_through_the_cache_it_is_given(tmp_path: Path, spawns
         path.write_bytes(_header_bytes())
     cache = TemplateCache(limits=FAST)
     config = AuditConfig(semantics=False)
-    first, second = (audit_file(str(p), config=config, template_cache=cache) for p in paths)
+    first, second = (audit_file(str(p), config=config, resources=AuditResources(template_cache=cache)) for p in paths)
     assert [a.key for a in first.templates] == [KEY, f"{KEY}.tool_use"]
     assert first.templates == second.templates
     assert spawns.calls == 1

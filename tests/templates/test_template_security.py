@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from gguf_audit.audit import AuditConfig, audit_file
+from gguf_audit.audit import AuditConfig, AuditResources, audit_file
 from gguf_audit.codes import Code
 from gguf_audit.findings import CODES, Severity
 from gguf_audit.format.model import ValueType
@@ -257,7 +257,11 @@ def test_every_occurrence_array_item_and_named_variant_is_audited(tmp_path: Path
     )
     path = tmp_path / "m.gguf"
     path.write_bytes(data)
-    audit = audit_file(str(path), config=AuditConfig(semantics=False), template_cache=TemplateCache(limits=FAST))
+    audit = audit_file(
+        str(path),
+        config=AuditConfig(semantics=False),
+        resources=AuditResources(template_cache=TemplateCache(limits=FAST)),
+    )
     assert "header.duplicate_key" in {f.code for f in audit.findings}
     keys = [a.key for a in audit.templates]
     assert keys == [KEY, f"{KEY} (occurrence 2)", f"{KEY}.tool_use[0]", f"{KEY}.tool_use[1]", f"{KEY}.rag"]
