@@ -19,6 +19,7 @@ from typing import Final
 from gguf_audit.codes_clip import CLIP_CODES
 from gguf_audit.codes_collection import COLLECTION_CODES
 from gguf_audit.codes_hparams import HPARAMS_CODES
+from gguf_audit.codes_mirror import MIRROR_CODES
 from gguf_audit.codes_security import SECURITY_CODES
 
 __all__ = ["CODES", "CORE_CODES", "LLAMA_CPP_BUILD", "VERDICT_RANK", "CodeInfo", "LlamaCpp", "Severity"]
@@ -518,6 +519,10 @@ _code(
 for _clip in CLIP_CODES:  # multimodal projector files, kept as data in codes_clip.py
     _code(_clip[0], Severity(_clip[1]), LlamaCpp(_clip[2]) if _clip[2] is not None else None, _clip[3])
 del _clip
+
+for _mirror in MIRROR_CODES:  # a mirror against its source, kept as data in codes_mirror.py
+    _code(_mirror[0], Severity(_mirror[1]), LlamaCpp(_mirror[2]) if _mirror[2] is not None else None, _mirror[3])
+del _mirror
 
 for _entry in SECURITY_CODES:  # issue 12's codes, kept as data in codes_security.py
     _code(_entry[0], Severity(_entry[1]), _entry[2], _entry[3])

@@ -119,6 +119,13 @@ class ScanConfig:
     within ``compare_tensors`` tensors and the sampling budget per file."""
     compare_tensors: int = 8
     """Tensors compared per quantized file at most."""
+    mirror_source: str = ""
+    """Check the scan's one root as a mirror of this root (``hf://ORG``, ``s3://...``, a path); empty: no check."""
+    mirror_prefix: str = ""
+    """The part of a mirror path (relative to the root) replaced by ``mirror_source_prefix`` to name its source."""
+    mirror_source_prefix: str = ""
+    mirror_revision_key: str = "hf-revision"
+    """The object metadata key (``x-amz-meta-<key>``) recording the source revision a copy was made at."""
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     out_storage_options: Mapping[str, Any] | None = None
 
@@ -191,7 +198,15 @@ _SECTIONS: Final = {
     "cluster": {"scheduler", "workers", "threads_per_worker", "dashboard"},
     "io": {"batch_size", "threads", "retries", "backoff_s", "timeout_s", "initial_bytes", "rate_limit_wait_s"},
     "checks": set(CHECK_SETTINGS),
+    "mirror": {"source", "mirror_prefix", "source_prefix", "revision_key"},
 }
+_MIRROR_KEYS: Final = {
+    "source": "mirror_source",
+    "mirror_prefix": "mirror_prefix",
+    "source_prefix": "mirror_source_prefix",
+    "revision_key": "mirror_revision_key",
+}
+"""``[mirror]``'s keys and the settings they set."""
 _OPTION_SECTIONS: Final = ("storage_options", "out_storage_options")
 
 
@@ -298,6 +313,11 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> ScanConf
                 raise ConfigError(
                     f"{source}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(allowed))}). Got {key!r}."
                 )
+            if section == "mirror":
+                if not isinstance(value, str):
+                    raise ConfigError(f"{source}: [mirror] {key} must be a string. Got {value!r}.")
+                values[_MIRROR_KEYS[key]] = value
+                continue
             values[key] = _convert(key, value)
     return _validated(ScanConfig(**values))
 

@@ -45,6 +45,7 @@ from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import Listing, discover, options_for
 from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch, lost_result
 from gguf_audit.pipelines.lineage import compare_options, run_compare
+from gguf_audit.pipelines.mirror import check_mirror, check_mirror_config
 from gguf_audit.pipelines.night import CommitObserver, Night, RunError
 from gguf_audit.pipelines.output import Output, OutputError, new_run_id
 from gguf_audit.pipelines.reuse import base_run, plan_reuse
@@ -236,6 +237,7 @@ def run_scan(
     run_id = new_run_id(started)
     if not config.roots and not config.manifests:
         raise RunError("nothing to scan: give at least one root or manifest")
+    check_mirror_config(config)
     try:
         out = Output(config.out, _out_options(config))
     except (OSError, ValueError, ImportError) as exc:
@@ -347,6 +349,12 @@ def _leased_scan(
         n_models, incomplete = night.judge_models(lineage)
         night.close_parts()
         night.record_compare_io(lineage.io)
+        mirror: dict[str, int] = {}
+        if config.mirror_source:
+            files_parts = list(collector.parts.get("files", []))
+            mirror_parts, mirror_cost = check_mirror(config, out, run_id, listing, files_parts, base_run_id)
+            collector.add_parts(mirror_parts)
+            mirror = dict(mirror_cost.statuses)
         rows_checked = night.check_one_row_per_file()
         tally = collector.tally
         result = ScanResult(
@@ -381,6 +389,7 @@ def _leased_scan(
             n_models_judged=night.summaries_judged,
             n_unloadable=tally.unloadable,
             n_aborts=tally.aborts,
+            mirror=mirror,
         )
         observer.committing()
         committing = True

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "gguf_audit.codes_security",
             "gguf_audit.codes_clip",
             "gguf_audit.codes_hparams",
+            "gguf_audit.codes_mirror",
             "gguf_audit.redact",
         ),
     ),
