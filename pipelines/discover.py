@@ -52,6 +52,7 @@ __all__ = [
     "Listing",
     "Skipped",
     "discover",
+    "for_workers",
     "listed_from_info",
     "options_for",
     "read_manifest",
@@ -139,6 +140,22 @@ def _with_env_endpoint(options: dict[str, Any]) -> dict[str, Any]:
         return options
     client["endpoint_url"] = endpoint
     return {**options, "client_kwargs": client}
+
+
+def for_workers(storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    """Storage options for processes whose environment may lack this one's S3 endpoint (dask workers).
+
+    Options keyed by protocol (or none at all) get their ``s3`` entry with the
+    endpoint of ``AWS_ENDPOINT_URL`` spelt out, so a worker started before the
+    variable was set (or on another host) reads where the driver listed. Flat
+    options apply to every protocol and are left as they are.
+    """
+    if storage_options and not _is_per_protocol(storage_options):
+        return dict(storage_options)
+    s3 = options_for("s3://", storage_options)
+    if not s3:
+        return dict(storage_options)
+    return {**storage_options, "s3": s3}
 
 
 def _is_per_protocol(storage_options: Mapping[str, Any]) -> bool:

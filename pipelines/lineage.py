@@ -62,7 +62,7 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.collect import Collector
 from gguf_audit.pipelines.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.discover import Listing, options_for
+from gguf_audit.pipelines.discover import Listing, for_workers, options_for
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.reuse import reused_shard_facts
 from gguf_audit.pipelines.tally import FACT_COLUMNS, facts_of
@@ -296,7 +296,7 @@ def compare_options(
     return CompareOptions(
         read_urls=dict(read_urls or {}),
         run_id=run_id,
-        storage_options=dict(config.storage_options),
+        storage_options=for_workers(config.storage_options),
         read=config.read_config,
         budget=CompareBudget(config.compare_tensors, config.sample_requests, config.sample_budget_bytes),
         threads=config.threads,

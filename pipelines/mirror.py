@@ -183,10 +183,15 @@ def _night_fingerprints(out: Output, parts: Sequence[PartFile], urls: set[str]) 
     found: dict[str, tuple[Any, Any]] = {}
     if not urls:
         return found
-    columns = ["url", "weights_fingerprint", "metadata_fingerprint"]
+    wanted = ("weights_fingerprint", "metadata_fingerprint")
     for part in parts:
-        rows = pq.read_table(out.path("files", part.path), columns=columns, filesystem=out.fs)
-        for url, weights, metadata in zip(*(rows.column(c).to_pylist() for c in columns), strict=True):
+        path = out.path("files", part.path)
+        # A data file leaves out the columns null on all its rows (pipelines.layout): those are None here.
+        names = set(pq.read_schema(path, filesystem=out.fs).names)
+        rows = pq.read_table(path, columns=["url", *(c for c in wanted if c in names)], filesystem=out.fs)
+        listed = rows.column("url").to_pylist()
+        columns = [rows.column(c).to_pylist() if c in names else [None] * len(listed) for c in wanted]
+        for url, weights, metadata in zip(listed, *columns, strict=True):
             if url in urls:
                 found[str(url)] = (weights, metadata)
     return found

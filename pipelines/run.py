@@ -42,7 +42,7 @@ from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.batches import MAX_SPLITS, Batch, auto_batch_size, make_batches, split_batch
 from gguf_audit.pipelines.collect import ScanResult
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.discover import Listing, discover, options_for
+from gguf_audit.pipelines.discover import Listing, discover, for_workers, options_for
 from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch, lost_result
 from gguf_audit.pipelines.lineage import compare_options, run_compare
 from gguf_audit.pipelines.mirror import check_mirror, check_mirror_config
@@ -300,7 +300,7 @@ def _leased_scan(
                 batches = make_batches(plan.read, night.model_ids, size)
                 options = TaskOptions(
                     run_id,
-                    dict(config.storage_options),
+                    for_workers(config.storage_options),
                     config.audit_config,
                     config.threads,
                     out=out.url,
