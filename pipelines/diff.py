@@ -14,8 +14,9 @@ problem needs. A problem is the same problem in both nights when its place
 Exit status: 1 when the later night has a new problem (or one that became this
 severe) at or above ``--fail-on`` (default ``error``), or a file or model that
 now makes llama.cpp abort (whatever ``--fail-on`` says: it crashes a server that
-loads it), 0 otherwise, 2 on a usage error (an unknown night, an output that
-cannot be read).
+loads it), or a mirror copy that stopped being faithful to its source (the
+``mirror`` table, :mod:`~gguf_audit.pipelines.mirror_nights`), 0 otherwise,
+2 on a usage error (an unknown night, an output that cannot be read).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.findings import Severity
 from gguf_audit.pipelines.config import parse_storage_options_flag
+from gguf_audit.pipelines.mirror_nights import mirror_changes
 from gguf_audit.pipelines.nightview import PROBLEM_COLUMNS, night_problems, nights, problems_of, row_llama_cpp
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.picture import NightNotFound, night_row
@@ -188,6 +190,7 @@ def diff_nights(out: Output, before: str, after: str) -> NightDiff:
     old_problems = problems_of(night_problems(out, before, columns, urls=[*removed, *reread], model_ids=judged))
     new_problems = problems_of(night_problems(out, after, columns, urls=[*added, *reread], model_ids=judged))
     diff.new_problems, diff.resolved_problems, diff.changed_problems = match_problems(old_problems, new_problems)
+    diff.mirror_changes = mirror_changes(out, before, after)
     return diff
 
 
@@ -215,6 +218,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         payload = diff_to_json(diff)
         payload["fail_on"] = args.fail_on
         payload["new_at_fail_on"] = len(diff.new_at_least(args.fail_on))
+        payload["mirror_alerts"] = len(diff.mirror_alerts)
         sys.stdout.write(dumps(payload) + "\n")
     else:
         print(render_diff_text(diff))
@@ -223,7 +227,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print(f"{len(alerts)} new problems at or above {args.fail_on}")
         if diff.new_aborts:
             print(f"{len(diff.new_aborts)} files or models now abort llama.cpp {LLAMA_CPP_BUILD}")
-    return ExitStatus.PROBLEMS if alerts or diff.new_aborts else ExitStatus.OK
+        if diff.mirror_alerts:
+            print(f"{len(diff.mirror_alerts)} mirror copies stopped being faithful to their source")
+    return ExitStatus.PROBLEMS if alerts or diff.new_aborts or diff.mirror_alerts else ExitStatus.OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
