@@ -19,6 +19,7 @@ import pytest
 from corpus import corpus_dir
 from pipeline_helpers import read_dataset
 
+from gguf_audit.cli import main
 from gguf_audit.pipelines.config import ScanConfig, parse_config
 from gguf_audit.pipelines.mirror import MirrorError, check_mirror_config, s3_checksum
 from gguf_audit.pipelines.run import run_scan
@@ -68,7 +69,12 @@ def _rows(out: Path, run_id: str) -> dict[str, dict[str, Any]]:
 
 
 def test_a_mirror_of_a_hub_organisation(
-    client: Any, hub: LocalHub, moto: MotoS3Server, endpoint_env: str, tmp_path: Path
+    client: Any,
+    hub: LocalHub,
+    moto: MotoS3Server,
+    endpoint_env: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     bucket = f"mirror-{uuid.uuid4().hex[:10]}"
     moto.make_bucket(bucket)
@@ -126,6 +132,30 @@ def test_a_mirror_of_a_hub_organisation(
     assert all(r["reused"] and r["requests"] == 0 and r["judged_run_id"] == first.run_id for r in again.values())
     assert hub.resolve_requests == 0
     assert [r.method for r in moto.requests] == ["GET"] and "list-type=2" in moto.requests[0].path
+
+    # A third night: the source replaces a faithful file and the mirror does not follow. Only that pair is
+    # asked again (its copy's HEAD); the unchanged ones stay carried though the repository's revision moved.
+    replaced = hub.add_files("org/llama", {"llama-Q4_0.gguf": _model("tiny-llama-Q6_K.gguf")})
+    moto.reset_stats()
+    third = run_scan(config.replace(incremental=True), client=client)
+    late = _rows(out, third.run_id)
+    assert (late["llama/llama-Q4_0.gguf"]["status"], late["llama/llama-Q4_0.gguf"]["source_revision"]) == (
+        "stale",
+        replaced,
+    )
+    assert [p for p, r in late.items() if not r["reused"]] == ["llama/llama-Q4_0.gguf"]
+    assert [r.method for r in moto.requests] == ["GET", "HEAD"]
+    assert hub.resolve_requests == 0
+
+    # diff alerts on the copy that stopped being faithful; the HTML report has the mirror's section.
+    assert main(["diff", str(out)]) == 1
+    said = capsys.readouterr().out
+    assert "ALERT llama/llama-Q4_0.gguf: faithful -> stale" in said
+    assert "1 mirror copies stopped being faithful to their source" in said
+    page = tmp_path / "night.html"
+    assert main(["report", str(out), "--html", str(page)]) == 0
+    html = page.read_text()
+    assert 'id="s-mirror"' in html and "mirror.stale" in html and "mirror.missing" in html
 
 
 def test_s3_checksums_compared_only_when_full_object() -> None:
