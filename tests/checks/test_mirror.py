@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gguf_audit.checks.mirror import Evidence, MirrorSide, MirrorStatus, judge_pair, map_path
@@ -11,12 +13,12 @@ A, B = "a" * 64, "b" * 64
 OLD, NEW = "1" * 40, "2" * 40
 
 
-def _mirror(**kw: object) -> MirrorSide:
-    return MirrorSide(**{"url": "s3://m/r/f.gguf", "size": 100, **kw})  # type: ignore[arg-type]
+def _mirror(**kw: Any) -> MirrorSide:
+    return MirrorSide(**{"url": "s3://m/r/f.gguf", "size": 100, **kw})
 
 
-def _source(**kw: object) -> MirrorSide:
-    return MirrorSide(**{"url": "hf://o/r/f.gguf", "size": 100, "revision": NEW, **kw})  # type: ignore[arg-type]
+def _source(**kw: Any) -> MirrorSide:
+    return MirrorSide(**{"url": "hf://o/r/f.gguf", "size": 100, "revision": NEW, **kw})
 
 
 @pytest.mark.parametrize(
