@@ -50,7 +50,17 @@ from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.schema import rows_to_table
 
-__all__ = ["MirrorCost", "MirrorError", "check_mirror", "check_mirror_config", "s3_checksum"]
+__all__ = [
+    "MirrorCost",
+    "MirrorError",
+    "MirrorHead",
+    "SourceFingerprints",
+    "check_mirror",
+    "check_mirror_config",
+    "read_head",
+    "s3_checksum",
+    "source_fingerprints",
+]
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +98,7 @@ class MirrorCost:
 
 
 @dataclass(frozen=True, slots=True)
-class _Head:
+class MirrorHead:
     sha256: str | None
     no_sha256: str | None
     revision: str | None
@@ -130,24 +140,24 @@ def _rel(url: str, prefix: str) -> str | None:
     return url[len(prefix) :] if url.startswith(prefix) else None
 
 
-def _head(url: str, options: Mapping[str, Any], revision_key: str) -> _Head:
+def read_head(url: str, options: Mapping[str, Any], revision_key: str) -> MirrorHead:
     """One HEAD of an S3 object asking for its checksums; other stores: nothing to ask (no request)."""
     if not url.startswith(("s3://", "s3a://")):
-        return _Head(None, "the mirror's store keeps no sha256 checksum", None)
+        return MirrorHead(None, "the mirror's store keeps no sha256 checksum", None)
     try:
         fs, path = url_to_fs(url, **options)
         bucket, key, version = fs.split_path(path)
         extra = {"VersionId": version} if version else {}
         head = fs.call_s3("head_object", Bucket=bucket, Key=key, ChecksumMode="ENABLED", **extra)
     except Exception as exc:  # noqa: BLE001 - one object's failure is its row's, never the night's
-        return _Head(None, None, None, error=f"HEAD failed: {describe_exception(exc)}")
+        return MirrorHead(None, None, None, error=f"HEAD failed: {describe_exception(exc)}")
     sha256, why = s3_checksum(head)
     metadata = {str(k).lower(): str(v) for k, v in (head.get("Metadata") or {}).items()}
-    return _Head(sha256, why, metadata.get(revision_key.lower()) or None)
+    return MirrorHead(sha256, why, metadata.get(revision_key.lower()) or None)
 
 
 @dataclass(frozen=True, slots=True)
-class _Fingerprints:
+class SourceFingerprints:
     weights: str | None
     metadata: str | None
     requests: int
@@ -155,7 +165,7 @@ class _Fingerprints:
     error: str | None
 
 
-def _source_fingerprints(listed: ListedFile, options: Mapping[str, Any], audit: AuditConfig) -> _Fingerprints:
+def source_fingerprints(listed: ListedFile, options: Mapping[str, Any], audit: AuditConfig) -> SourceFingerprints:
     """The source file's weights and metadata fingerprints from its header and samples, with what it cost."""
     result = audit_file(
         listed.source_url,
@@ -167,9 +177,9 @@ def _source_fingerprints(listed: ListedFile, options: Mapping[str, Any], audit: 
     )
     if result.header is None:
         failed = result.findings[0].message if result.findings else "unreadable"
-        return _Fingerprints(None, None, result.io.requests, result.io.bytes_read, failed)
+        return SourceFingerprints(None, None, result.io.requests, result.io.bytes_read, failed)
     error = None if result.weights_fingerprint is not None else "a sampled block could not be read"
-    return _Fingerprints(
+    return SourceFingerprints(
         result.weights_fingerprint,
         metadata_fingerprint(result.header),
         result.io.requests,
@@ -343,13 +353,15 @@ def check_mirror(
     return parts, cost
 
 
-def _heads(config: ScanConfig, pairs: Mapping[str, tuple[ListedFile | None, ListedFile | None]]) -> dict[str, _Head]:
+def _heads(
+    config: ScanConfig, pairs: Mapping[str, tuple[ListedFile | None, ListedFile | None]]
+) -> dict[str, MirrorHead]:
     """A HEAD per mirror object judged (S3 only; other stores keep no checksum to ask for)."""
     present = [(p, m) for p, (m, _) in pairs.items() if m is not None]
 
-    def one(item: tuple[str, ListedFile]) -> _Head:
+    def one(item: tuple[str, ListedFile]) -> MirrorHead:
         url = item[1].source_url
-        return _head(url, options_for(url, config.storage_options), config.mirror_revision_key)
+        return read_head(url, options_for(url, config.storage_options), config.mirror_revision_key)
 
     with ThreadPoolExecutor(HEAD_THREADS, thread_name_prefix="gguf-audit-mirror-head") as pool:
         return dict(zip([p for p, _ in present], pool.map(one, present), strict=True))
@@ -400,8 +412,8 @@ def _judge(
     mirror_fps = _night_fingerprints(out, files_parts, {m.url for m, _, _, _ in undecided.values()})
     audit = AuditConfig(read=config.read_config, samples=config.audit_config.samples, semantics=False, templates=False)
 
-    def fingerprints(item: tuple[ListedFile, ListedFile, MirrorSide, MirrorSide]) -> _Fingerprints:
-        return _source_fingerprints(item[1], config.storage_options, audit)
+    def fingerprints(item: tuple[ListedFile, ListedFile, MirrorSide, MirrorSide]) -> SourceFingerprints:
+        return source_fingerprints(item[1], config.storage_options, audit)
 
     with ThreadPoolExecutor(SOURCE_THREADS, thread_name_prefix="gguf-audit-mirror-source") as pool:
         computed = dict(zip(undecided, pool.map(fingerprints, undecided.values()), strict=True))
