@@ -333,7 +333,9 @@ def check_mirror(
     for path, (m, s) in pairs.items():
         prev = previous.get(path)
         if source_error is None and prev is not None and _carry(prev, m, s):
-            rows.append({**prev, "requests": 0, "bytes_read": 0, "reused": True})
+            # The same bytes on both sides; the source's commit may have moved (another file changed).
+            revision = prev["source_revision"] if s is None else s.revision
+            rows.append({**prev, "source_revision": revision, "requests": 0, "bytes_read": 0, "reused": True})
         else:
             to_judge.append(path)
     rows.extend(_judge(config, out, run_id, {p: pairs[p] for p in to_judge}, previous, files_parts, source_error, cost))

@@ -68,6 +68,8 @@ def _rows(out: Path, run_id: str) -> dict[str, dict[str, Any]]:
     return {r["path"]: r for r in read_dataset(out, "mirror").to_pylist() if r["run_id"] == run_id}
 
 
+@pytest.mark.slow
+@pytest.mark.cluster
 def test_a_mirror_of_a_hub_organisation(
     client: Any,
     hub: LocalHub,
@@ -111,6 +113,7 @@ def test_a_mirror_of_a_hub_organisation(
     assert stale["mirror_revision"] == moving_before and stale["source_revision"] == moving_now
     assert moving_before[:12] in stale["message"] and moving_now[:12] in stale["message"]
     assert str(len(cut) // 2) in rows["llama/llama-Q4_K_M.gguf"]["message"]
+    assert {r["source_revision"] for p, r in rows.items() if p.startswith("llama/") and r["source_url"]} == {llama}
     q4 = rows["llama/llama-Q4_0.gguf"]
     assert q4["mirror_sha256"] == q4["source_sha256"] == hub.file("org/llama", "llama-Q4_0.gguf").sha256
     q8 = rows["llama/llama-Q8_0.gguf"]
@@ -144,6 +147,7 @@ def test_a_mirror_of_a_hub_organisation(
         replaced,
     )
     assert [p for p, r in late.items() if not r["reused"]] == ["llama/llama-Q4_0.gguf"]
+    assert late["llama/llama-Q8_0.gguf"]["source_revision"] == replaced  # carried, at the source's new commit
     assert [r.method for r in moto.requests] == ["GET", "HEAD"]
     assert hub.resolve_requests == 0
 
@@ -180,3 +184,26 @@ def test_mirror_config() -> None:
     check_mirror_config(config)
     with pytest.raises(MirrorError, match="exactly one root"):
         check_mirror_config(config.replace(roots=("s3://b/m", "s3://b/n")))
+
+
+@pytest.mark.cluster
+def test_a_source_that_cannot_be_listed_leaves_every_path_undecided(
+    client: Any, hub: LocalHub, moto: MotoS3Server, endpoint_env: str, tmp_path: Path
+) -> None:
+    bucket = f"mirror-{uuid.uuid4().hex[:10]}"
+    moto.make_bucket(bucket)
+    _put(moto, bucket, "models/llama/llama-Q4_0.gguf", _model("tiny-llama-Q4_0.gguf"), None, sha256=True)
+    out = tmp_path / "out"
+    config = ScanConfig(
+        roots=(f"s3://{bucket}/models",),
+        out=str(out),
+        storage_options={"hf": {"endpoint": hub.endpoint, "token": False}},
+        mirror_source="hf://nobody",
+        retries=0,
+        samples=False,
+        templates=False,
+    )
+    result = run_scan(config, client=client)
+    [row] = _rows(out, result.run_id).values()
+    assert (row["path"], row["status"], row["code"]) == ("llama/llama-Q4_0.gguf", "undecided", "mirror.undecided")
+    assert "could not be listed" in row["message"] and "nobody" in row["message"]
