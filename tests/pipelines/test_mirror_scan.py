@@ -10,6 +10,7 @@ its default CRC32), and cost nothing on the second night.
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,24 +187,29 @@ def test_mirror_config() -> None:
         check_mirror_config(config.replace(roots=("s3://b/m", "s3://b/n")))
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_a_source_that_cannot_be_listed_leaves_every_path_undecided(
-    client: Any, hub: LocalHub, moto: MotoS3Server, endpoint_env: str, tmp_path: Path
+    client: Any,
+    hub: LocalHub,
+    moto: MotoS3Server,
+    endpoint_env: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     bucket = f"mirror-{uuid.uuid4().hex[:10]}"
     moto.make_bucket(bucket)
     _put(moto, bucket, "models/llama/llama-Q4_0.gguf", _model("tiny-llama-Q4_0.gguf"), None, sha256=True)
     out = tmp_path / "out"
-    config = ScanConfig(
-        roots=(f"s3://{bucket}/models",),
-        out=str(out),
-        storage_options={"hf": {"endpoint": hub.endpoint, "token": False}},
-        mirror_source="hf://nobody",
-        retries=0,
-        samples=False,
-        templates=False,
-    )
-    result = run_scan(config, client=client)
-    [row] = _rows(out, result.run_id).values()
+    root = f"s3://{bucket}/models"
+    options = json.dumps({"hf": {"endpoint": hub.endpoint, "token": False}})
+    common = ["--out", str(out), "--scheduler", client.scheduler.address, "--storage-options", options]
+    assert main(["scan", root, *common, "--source", "hf://nobody", "--no-samples", "--no-progress"]) == 0
+    assert "mirror against its source: 1 undecided" in capsys.readouterr().out
+    [row] = read_dataset(out, "mirror").to_pylist()
     assert (row["path"], row["status"], row["code"]) == ("llama/llama-Q4_0.gguf", "undecided", "mirror.undecided")
     assert "could not be listed" in row["message"] and "nobody" in row["message"]
+    # Two roots and a source: a usage error, one line, before anything is listed.
+    assert main(["scan", root, str(tmp_path), *common, "--source", "hf://org", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "needs exactly one root" in err and "\n" not in err
