@@ -246,12 +246,21 @@ def _copied_revision(prev: Mapping[str, Any] | None, mirror: ListedFile) -> str 
 
 def _pairs(
     config: ScanConfig, mirror: Listing, source: Listing
-) -> dict[str, tuple[ListedFile | None, ListedFile | None]]:
-    """Every path either side lists (the source's path), with each side's entry."""
+) -> tuple[dict[str, tuple[ListedFile | None, ListedFile | None]], dict[str, str]]:
+    """Every path either side lists (the source's path), with each side's entry; and the source's parts
+    that could not be listed (a repository: its path with a ``/``), with why."""
     mirror_prefix = _root_prefix(config.roots[0], options_for(config.roots[0], config.storage_options))
     source_prefix = _root_prefix(config.mirror_source, options_for(config.mirror_source, config.storage_options))
     pairs: dict[str, tuple[ListedFile | None, ListedFile | None]] = {}
+    failed: dict[str, str] = {}
     for listed in source.files:
+        if listed.error_code is not None:
+            # A repository that could not be listed (the root itself, or one of an organisation's): its URL
+            # names a folder, so every path under it is undecided, never missing or extra.
+            folder = _rel(listed.url.rstrip("/") + "/", source_prefix)
+            if folder is not None:
+                failed[folder] = f"{listed.error_code}: {listed.error_message or 'not listed'}"
+            continue
         rel = _rel(listed.url, source_prefix)
         if rel is not None and rel.startswith(config.mirror_source_prefix):
             pairs[rel] = (None, listed)
@@ -260,7 +269,12 @@ def _pairs(
         path = map_path(rel, config.mirror_prefix, config.mirror_source_prefix) if rel is not None else None
         if path is not None:
             pairs[path] = (listed, pairs.get(path, (None, None))[1])
-    return dict(sorted(pairs.items()))
+    return dict(sorted(pairs.items())), failed
+
+
+def _failed(path: str, failed: Mapping[str, str]) -> str | None:
+    """Why the source part holding ``path`` could not be listed, or None (it was)."""
+    return next((why for prefix, why in failed.items() if path.startswith(prefix)), None)
 
 
 def _listed_source(config: ScanConfig) -> tuple[Listing | None, str | None]:
@@ -326,19 +340,21 @@ def check_mirror(
     cost = MirrorCost()
     source, source_error = _listed_source(config)
     cost.source_listing_requests = None if source is None else source.requests
-    pairs = _pairs(config, mirror, source or Listing((), 0.0))
+    pairs, failed = _pairs(config, mirror, source or Listing((), 0.0))
+    if source_error is not None:
+        failed[""] = f"the source could not be listed ({source_error})"
     previous = _previous(out, base_run_id)
     rows: list[dict[str, Any]] = []
     to_judge: list[str] = []
     for path, (m, s) in pairs.items():
         prev = previous.get(path)
-        if source_error is None and prev is not None and _carry(prev, m, s):
+        if not _failed(path, failed) and prev is not None and _carry(prev, m, s):
             # The same bytes on both sides; the source's commit may have moved (another file changed).
             revision = prev["source_revision"] if s is None else s.revision
             rows.append({**prev, "source_revision": revision, "requests": 0, "bytes_read": 0, "reused": True})
         else:
             to_judge.append(path)
-    rows.extend(_judge(config, out, run_id, {p: pairs[p] for p in to_judge}, previous, files_parts, source_error, cost))
+    rows.extend(_judge(config, out, run_id, {p: pairs[p] for p in to_judge}, previous, files_parts, failed, cost))
     rows.sort(key=lambda r: str(r["path"]))
     for row in rows:
         row.pop("run_id", None)
@@ -380,7 +396,7 @@ def _judge(
     pairs: Mapping[str, tuple[ListedFile | None, ListedFile | None]],
     previous: Mapping[str, Mapping[str, Any]],
     files_parts: Sequence[PartFile],
-    source_error: str | None,
+    failed: Mapping[str, str],
     cost: MirrorCost,
 ) -> list[dict[str, Any]]:
     """The rows of the pairs judged this night: a HEAD per mirror object, fingerprints where checksums fall short."""
@@ -397,8 +413,9 @@ def _judge(
             revision = head.revision or _copied_revision(previous.get(path), m)
             mside = MirrorSide(m.url, m.size, head.sha256, revision, no_sha256=head.no_sha256, error=head.error)
         sside = None if s is None else MirrorSide(s.url, s.size, s.sha256, s.revision)
-        if sside is None and m is not None and source_error is not None:
-            sside = MirrorSide(url=path, error=f"the source could not be listed ({source_error})")
+        reason = _failed(path, failed)
+        if sside is None and m is not None and reason is not None:
+            sside = MirrorSide(url=path, error=reason)
         sides[path] = (mside, sside)
         verdicts[path] = judge_pair(path, mside, sside)
         if (

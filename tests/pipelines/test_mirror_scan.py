@@ -204,11 +204,12 @@ def test_a_source_that_cannot_be_listed_leaves_every_path_undecided(
     root = f"s3://{bucket}/models"
     options = json.dumps({"hf": {"endpoint": hub.endpoint, "token": False}})
     common = ["--out", str(out), "--scheduler", client.scheduler.address, "--storage-options", options]
-    assert main(["scan", root, *common, "--source", "hf://nobody", "--no-samples", "--no-progress"]) == 0
+    # The source names a repository that does not exist: its listing fails, and no copy is called extra.
+    assert main(["scan", root, *common, "--source", "hf://org/gone", "--no-samples", "--no-progress"]) == 0
     assert "mirror against its source: 1 undecided" in capsys.readouterr().out
     [row] = read_dataset(out, "mirror").to_pylist()
     assert (row["path"], row["status"], row["code"]) == ("llama/llama-Q4_0.gguf", "undecided", "mirror.undecided")
-    assert "could not be listed" in row["message"] and "nobody" in row["message"]
+    assert "the source side failed: io." in row["message"] and "org/gone" in row["message"]
     # Two roots and a source: a usage error, one line, before anything is listed.
     assert main(["scan", root, str(tmp_path), *common, "--source", "hf://org", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
