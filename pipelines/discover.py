@@ -37,7 +37,7 @@ from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.hub import hub_endpoint
 from gguf_audit.io.options import s3_endpoint
-from gguf_audit.pipelines.hub_listing import list_hub_root
+from gguf_audit.pipelines.hub_listing import KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing_requests import ListingRequests, counting
 from gguf_audit.pipelines.local_walk import Skipped, walk_local
 from gguf_audit.redact import redact_text
@@ -257,6 +257,7 @@ def _list_root(
     include: Sequence[str],
     exclude: Sequence[str],
     requests: ListingRequests | None = None,
+    known: KnownRepo | None = None,
 ) -> tuple[list[ListedFile], bool, tuple[Skipped, ...]]:
     """The files under ``root``, whether the listing saw every file of their directories (a directory
     root on a store that lists; not a single file, not HTTP), and the entries it skipped."""
@@ -269,6 +270,7 @@ def _list_root(
                 root,
                 options_for(root, storage_options),
                 lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
+                known,
             )
             return listed, True, ()
         except (OSError, ValueError) as exc:  # HubListingError, a malformed root, a token in the options
@@ -455,8 +457,12 @@ def discover(
     include: Sequence[str] = DEFAULT_INCLUDE,
     exclude: Sequence[str] = (),
     storage_options: Mapping[str, Any] | None = None,
+    known: KnownRepo | None = None,
 ) -> Listing:
     """List every file under ``roots`` and in ``manifests``, each URL once.
+
+    ``known`` (``hf://`` roots) gives the files an earlier listing found in a
+    repository at its current commit: its tree is not listed again.
 
     Raises DiscoveryError when a root does not exist or cannot be listed, or
     a manifest cannot be read: a scan that cannot see its collection fails
@@ -470,7 +476,7 @@ def discover(
     skipped: list[Skipped] = []
     with counting() as requests:
         for root in roots:
-            listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests)
+            listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests, known)
             skipped.extend(s for s in root_skipped if s not in skipped)
             for listed in listed_files:
                 directory = listed.url.rsplit("/", 1)[0]

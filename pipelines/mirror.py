@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -43,8 +44,10 @@ from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.checks.mirror import MirrorSide, MirrorStatus, MirrorVerdict, judge_pair, map_path
 from gguf_audit.decode.fingerprints import metadata_fingerprint
 from gguf_audit.errors import describe_exception
+from gguf_audit.io.hub import parse_hf_url
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.discover import DiscoveryError, Listing, discover, options_for
+from gguf_audit.pipelines.hub_listing import KnownRepo
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import PartFile, RunParts
 from gguf_audit.tables.listed import ListedFile
@@ -277,13 +280,59 @@ def _failed(path: str, failed: Mapping[str, str]) -> str | None:
     return next((why for prefix, why in failed.items() if path.startswith(prefix)), None)
 
 
-def _listed_source(config: ScanConfig) -> tuple[Listing | None, str | None]:
+_SAME_LISTING: Final = ("include", "exclude", "mirror_source", "mirror_source_prefix")
+"""Settings the base night must share for its rows to stand for a repository's listing."""
+
+
+def _known_repos(out: Output, base_run_id: str | None, config: ScanConfig, previous: Mapping[str, Any]) -> KnownRepo:
+    """The source files the base night's rows name, by ``(repository, commit)``: a repository at the same
+    commit has the same tree, so it is not listed again. Nothing is known when the base night listed with
+    other globs or another source, or when a path of the repository was undecided (its listing may have failed).
+    """
+    by_repo: dict[tuple[str, str], list[ListedFile]] = {}
+    if base_run_id is None or not previous:
+        return lambda repo_id, sha: None
+    [run] = out.read("runs", [base_run_id], columns=["config"]).to_pylist() or [{"config": "{}"}]
+    recorded = json.loads(run["config"] or "{}")
+    if any(recorded.get(k) != _public(getattr(config, k)) for k in _SAME_LISTING):
+        return lambda repo_id, sha: None
+    spoilt: set[tuple[str, str]] = set()
+    for row in previous.values():
+        url, sha = row["source_url"], row["source_revision"]
+        if not url or not sha or not str(url).startswith("hf://"):
+            continue
+        try:
+            repo_id = str(parse_hf_url(str(url)).repo_id)
+        except ValueError:
+            continue
+        key = (repo_id, str(sha))
+        if row["status"] == MirrorStatus.UNDECIDED:
+            spoilt.add(key)
+        listed = ListedFile(
+            str(url),
+            row["source_size"],
+            version_id=row["source_version_id"],
+            sha256=row["source_sha256"],
+            revision=str(sha),
+        )
+        by_repo.setdefault(key, []).append(listed)
+    for key in spoilt:
+        by_repo.pop(key, None)
+    return lambda repo_id, sha: by_repo.get((repo_id, sha))
+
+
+def _public(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _listed_source(config: ScanConfig, known: KnownRepo) -> tuple[Listing | None, str | None]:
     try:
         listing = discover(
             (config.mirror_source,),
             include=config.include,
             exclude=config.exclude,
             storage_options=config.storage_options,
+            known=known,
         )
     except DiscoveryError as exc:
         log.warning("mirror: %s", exc)
@@ -338,12 +387,12 @@ def check_mirror(
     """Judge every path of the mirror and its source; this night's ``mirror`` data files and the cost."""
     begun = time.perf_counter()
     cost = MirrorCost()
-    source, source_error = _listed_source(config)
+    previous = _previous(out, base_run_id)
+    source, source_error = _listed_source(config, _known_repos(out, base_run_id, config, previous))
     cost.source_listing_requests = None if source is None else source.requests
     pairs, failed = _pairs(config, mirror, source or Listing((), 0.0))
     if source_error is not None:
         failed[""] = f"the source could not be listed ({source_error})"
-    previous = _previous(out, base_run_id)
     rows: list[dict[str, Any]] = []
     to_judge: list[str] = []
     for path, (m, s) in pairs.items():

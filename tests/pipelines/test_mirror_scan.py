@@ -135,12 +135,15 @@ def test_a_mirror_of_a_hub_organisation(
     assert {p: r["status"] for p, r in again.items()} == {p: r["status"] for p, r in rows.items()}
     assert all(r["reused"] and r["requests"] == 0 and r["judged_run_id"] == first.run_id for r in again.values())
     assert hub.resolve_requests == 0
+    # The source's listing: the organisation's model page, no tree (both repositories are at known commits).
+    assert [r.path.split("?")[0] for r in hub.requests] == ["/api/models"]
     assert [r.method for r in moto.requests] == ["GET"] and "list-type=2" in moto.requests[0].path
 
     # A third night: the source replaces a faithful file and the mirror does not follow. Only that pair is
     # asked again (its copy's HEAD); the unchanged ones stay carried though the repository's revision moved.
     replaced = hub.add_files("org/llama", {"llama-Q4_0.gguf": _model("tiny-llama-Q6_K.gguf")})
     moto.reset_stats()
+    hub.reset_stats()
     third = run_scan(config.replace(incremental=True), client=client)
     late = _rows(out, third.run_id)
     assert (late["llama/llama-Q4_0.gguf"]["status"], late["llama/llama-Q4_0.gguf"]["source_revision"]) == (
@@ -151,6 +154,9 @@ def test_a_mirror_of_a_hub_organisation(
     assert late["llama/llama-Q8_0.gguf"]["source_revision"] == replaced  # carried, at the source's new commit
     assert [r.method for r in moto.requests] == ["GET", "HEAD"]
     assert hub.resolve_requests == 0
+    # One tree listed again, the moved repository's; the other stays known at its commit.
+    trees = [r.path for r in hub.requests if "/tree/" in r.path]
+    assert len(trees) == 1 and "/api/models/org/llama/tree/" in trees[0]
 
     # diff alerts on the copy that stopped being faithful; the HTML report has the mirror's section.
     assert main(["diff", str(out)]) == 1
