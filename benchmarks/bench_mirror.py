@@ -145,13 +145,18 @@ def _derivation(hub: LocalHub, models: dict[str, bytes]) -> Cost:
 
 
 def _night(rows: list[Cost], files: int, per_repo: int, changed: float) -> list[list[str]]:
-    """A million-file night: a listing, and the changed pairs judged by checksum or by fingerprint."""
+    """A million-file night: a listing, and the changed pairs judged by checksum or by fingerprint.
+
+    The first night lists every repository's tree (``ceil(repos / 1000) + repos`` API calls); this is an
+    incremental night after it."""
     checksum = next(r for r in rows if r.what.startswith("mirror check, checksum"))
     fingerprint = next(r for r in rows if r.what.startswith("mirror check, fingerprint"))
     repos = math.ceil(files / per_repo)
     lists = math.ceil(files / 1000)
-    hub_listing = math.ceil(repos / 1000) + repos
     judged = round(files * changed)
+    # The model pages, and a tree for each repository whose commit moved (at worst one per changed pair);
+    # a repository at a commit the last night's rows know is not listed again.
+    hub_listing = math.ceil(repos / 1000) + min(repos, judged)
     out = []
     for label, row in (("every copy with a full-object sha256", checksum), ("no copy with one", fingerprint)):
         heads = judged * row.s3_requests
