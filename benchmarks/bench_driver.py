@@ -66,7 +66,7 @@ def _night_main(args: argparse.Namespace) -> int:
     from distributed import Client, LocalCluster
 
     from gguf_audit.pipelines.config import ScanConfig
-    from gguf_audit.pipelines.run import run_scan
+    from gguf_audit.pipelines.scan.run import run_scan
 
     config = ScanConfig(roots=(args.root,), out=args.out, samples=False, dashboard=False)
     with contextlib_cluster(args, LocalCluster, Client, logging.ERROR) as client:

@@ -6,7 +6,7 @@ One family of F models (an F16 reference and F - 1 quantized fine-tunes of
 the same base model, every model a single file), as a quiet night sees it:
 each model carried with its stored family columns
 (:func:`~gguf_audit.checks.lineage.carried_lineage`). Timed, as
-:func:`~gguf_audit.pipelines.lineage.judge_lineage` runs them: grouping into
+:func:`~gguf_audit.pipelines.scan.lineage.judge_lineage` runs them: grouping into
 families, judging each family (``lineage.*`` findings, compare pairs) and
 each model's family columns (:func:`~gguf_audit.tables.lineage.model_lineage_cells`).
 

@@ -40,8 +40,8 @@ from pathlib import Path
 from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.compare import CompareBudget, compare_files
 from gguf_audit.io.source import ReadConfig
-from gguf_audit.pipelines.discover import discover
-from gguf_audit.pipelines.mirror import read_head, source_fingerprints
+from gguf_audit.pipelines.listing.discover import discover
+from gguf_audit.pipelines.scan.mirror import read_head, source_fingerprints
 from gguf_audit.plan import SampleConfig
 from gguf_audit.testing.hub import LocalHub
 from gguf_audit.testing.s3 import MotoS3Server

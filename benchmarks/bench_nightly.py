@@ -143,7 +143,7 @@ def _night_main(args: argparse.Namespace) -> int:
     from distributed import Client, LocalCluster
 
     from gguf_audit.pipelines.config import ScanConfig
-    from gguf_audit.pipelines.run import run_scan
+    from gguf_audit.pipelines.scan.run import run_scan
 
     config = ScanConfig(
         roots=(args.root,),
@@ -230,9 +230,9 @@ def cpu_by_phase(root: Path, n_files: int, samples: bool) -> dict[str, float]:
     from gguf_audit.checks.header import check_header
     from gguf_audit.io.header import read_header
     from gguf_audit.io.source import open_source
-    from gguf_audit.pipelines.discover import discover
-    from gguf_audit.pipelines.execute import FILE_TABLES
-    from gguf_audit.pipelines.parts import RunParts
+    from gguf_audit.pipelines.listing.discover import discover
+    from gguf_audit.pipelines.scan.execute import FILE_TABLES
+    from gguf_audit.pipelines.store.parts import RunParts
     from gguf_audit.plan import SampleConfig
     from gguf_audit.samples import sample_file
     from gguf_audit.tables.listed import ListedFile

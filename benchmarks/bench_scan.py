@@ -2,7 +2,7 @@
 
 Run as ``python benchmarks/bench_scan.py [--files N] [--repeat R] [--json OUT]``. It serves
 ``N`` (default 1,000) copies of the sample collection's tiny llama
-(``gguf_audit.pipelines.sample_collection``: a real ``GGUFWriter`` file, header of about
+(``gguf_audit.testing.sample_collection``: a real ``GGUFWriter`` file, header of about
 3 KiB) from ``RangeHTTPServer`` on 127.0.0.1, lists them in a manifest without
 sizes (so each file costs one ranged GET, its size learned from
 ``Content-Range``), and measures, with 0 and 50 ms added to every request:
@@ -43,9 +43,9 @@ from typing import Any
 from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.io.source import ReadConfig
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.run import run_scan
-from gguf_audit.pipelines.sample_collection import sample_files
+from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.testing.http import RangeHTTPServer
+from gguf_audit.testing.sample_collection import sample_files
 
 INITIAL_BYTES = 16 * 1024
 SEQUENTIAL_AT_LATENCY = 200

@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
 from importlib.metadata import entry_points
 from typing import Any, Final
@@ -37,7 +37,7 @@ from gguf_audit.findings import CODES, LLAMA_CPP_BUILD, CodeInfo, Severity, llam
 from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
-from gguf_audit.io.upstream import UpstreamConfig
+from gguf_audit.io.upstream import UpstreamConfig, require_upstream
 from gguf_audit.plan import SampleConfig, SelectionError
 from gguf_audit.redact import install_log_redaction, redact_text, redact_url
 from gguf_audit.report.json import audit_to_json, comparison_to_json, dumps, file_samples_to_json
@@ -121,7 +121,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     options = _parse_storage_options(args.storage_options)
     sample_config = _sample_config(args)
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
-    config = _with_upstream(config, args)
+    config = _with_upstream(config, args, options)
     url = _readable(args.url)
     audit = audit_file(url, display_url=redact_url(url), storage_options=options, config=config)
     fmt = "json" if args.json else args.format
@@ -141,10 +141,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if audit.errors or audit.loadable is False else EXIT_OK
 
 
-def _with_upstream(config: AuditConfig, args: argparse.Namespace) -> AuditConfig:
-    """``--upstream LOCATION`` compares with that place only; ``--upstream-auto`` looks beside the file,
-    then where its header points. Neither: no upstream requests (the default)."""
+def _with_upstream(config: AuditConfig, args: argparse.Namespace, options: Mapping[str, Any]) -> AuditConfig:
+    """``--upstream LOCATION`` compares with that place only (refused when it holds no upstream files);
+    ``--upstream-auto`` looks beside the file, then where its header points. Neither: no upstream requests."""
     if args.upstream is not None:
+        require_upstream(args.upstream, storage_options=options)
         return dataclasses.replace(config, upstream=UpstreamConfig(location=args.upstream))
     if args.upstream_auto:
         return dataclasses.replace(config, upstream=UpstreamConfig())

@@ -7,11 +7,20 @@ callers catching ``ValueError`` or ``OSError`` keep working.
 
 from __future__ import annotations
 
+import errno
 import re
 import traceback
 from typing import Final
 
-__all__ = ["FormatError", "GGUFAuditError", "SourceError", "UsageError", "describe_exception", "one_line"]
+__all__ = [
+    "FormatError",
+    "GGUFAuditError",
+    "SourceError",
+    "UsageError",
+    "cannot_succeed_on_retry",
+    "describe_exception",
+    "one_line",
+]
 
 ONE_LINE_MAX_CHARS: Final = 400
 """The longest error line a command prints: a store's error may run to pages (deltalake's are 18 coloured lines)."""
@@ -73,6 +82,19 @@ def describe_exception(exc: BaseException) -> str:
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
     return f"{type(exc).__name__}: {exc}{at}"
+
+
+PERMANENT_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+"""What no retry fixes: a full disk or quota, a read-only file system, a permission refused."""
+
+
+def cannot_succeed_on_retry(exc: BaseException) -> bool:
+    """True for an error no retry of the same work can get past (:data:`PERMANENT_ERRNOS`, a refused permission).
+
+    A night stops at the first such error rather than splitting and rerunning
+    batches that would fail the same way (and re-reading their files).
+    """
+    return isinstance(exc, PermissionError) or (isinstance(exc, OSError) and exc.errno in PERMANENT_ERRNOS)
 
 
 class Terminated(KeyboardInterrupt):

@@ -1,19 +1,14 @@
-"""dask glue for ``gguf-audit scan`` (installed as ``gguf_audit.pipelines``): discover, audit in batches, write tables.
+"""The batch jobs behind ``gguf-audit scan`` and the commands that read its nights (``gguf_audit.pipelines``).
 
 No format logic lives here: parsing and checks are in :mod:`gguf_audit`, the
-table schemas and rows in :mod:`gguf_audit.tables`. This is the only package
-that imports dask, and only once a scan starts.
+table schemas and rows in :mod:`gguf_audit.tables`. Rooms, bottom up (each
+package's ``__init__`` lists its public names; ``tests/test_layers.py`` keeps
+the imports pointing down):
 
-Modules, bottom up: ``config`` (run configs), ``discover`` (listings and
-manifests), ``batches``, ``parts`` (Parquet data files written under the
-tables), ``tally`` (counts without rows), ``execute`` (the worker side),
-``delta`` (the Delta tables through deltalake), ``output`` (the preflight, the
-commit and its recovery), ``reuse`` (incremental nights), ``collect`` (the
-driver's running state and the run's result), ``night`` (the driver's part of
-a night), ``run`` (:func:`~gguf_audit.pipelines.run.run_scan` and the
-cluster), ``picture`` (a night as of its run), ``retention`` (vacuum),
-``duck`` (DuckDB with its delta extension), ``cli`` (``gguf-audit scan``),
-``tables_cli`` (``snapshot`` and ``tables``) and ``demo``; the
-``gguf_audit.commands`` entry points plug ``scan``, ``demo``, ``snapshot`` and
-``tables`` into ``gguf-audit``.
+- :mod:`~gguf_audit.pipelines.config`: a scan's settings;
+- :mod:`~gguf_audit.pipelines.listing`: listing a collection and what it cost;
+- :mod:`~gguf_audit.pipelines.store`: data files, Delta tables, the commit and its lease, retention, DuckDB;
+- :mod:`~gguf_audit.pipelines.nights`: committed nights read back (picture, views, diff, exports);
+- :mod:`~gguf_audit.pipelines.scan`: running a night (driver, worker tasks, reuse, lineage; the only importer of dask);
+- :mod:`~gguf_audit.pipelines.commands`: one module per subcommand, plugged into ``gguf-audit`` by entry points.
 """

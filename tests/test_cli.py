@@ -79,6 +79,34 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nope"]) == 2
 
 
+@pytest.mark.parametrize("command", ["inspect", "scan"])
+def test_an_upstream_that_holds_nothing_is_a_usage_error(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo or an empty folder given to --upstream is refused (exit 2, one line), never silently compared with
+    nothing; a folder with a config.json is taken."""
+    model = corpus_dir() / "models/tiny-llama-Q4_K_M.gguf"
+    target = [str(model)] if command == "inspect" else [str(model.parent), "--out", str(tmp_path / "out")]
+    (tmp_path / "empty").mkdir()
+    for missing in (tmp_path / "typo", tmp_path / "empty"):
+        assert main([command, *target, "--upstream", str(missing)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "no config.json or tokenizer_config.json" in err and str(missing) in err
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+    if command == "inspect":
+        (tmp_path / "up").mkdir()
+        (tmp_path / "up" / "config.json").write_text('{"max_position_embeddings": 1}')
+        main([command, *target, "--upstream", str(tmp_path / "up"), "--json"])
+        assert "upstream." in capsys.readouterr().out
+
+
+def test_a_scheduler_that_is_no_address_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = corpus_dir() / "models"
+    assert main(["scan", str(root), "--out", str(tmp_path / "out"), "--scheduler", "synchronous"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tcp://" in err[0] and "'synchronous'" in err[0] and "Traceback" not in err[0]
+
+
 def test_codes_json_lists_every_code(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["codes", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

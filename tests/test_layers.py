@@ -59,9 +59,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("gguf_audit.report",)),
     ("tables", ("gguf_audit.tables",)),
     ("cli", ("gguf_audit.cli", "gguf_audit.__main__")),
-    # Test support shipped with the package; the demo's sample collection is built with it.
+    # Test support shipped with the package; of the pipelines only the demo uses it (its sample collection).
     ("testing", ("gguf_audit.testing",)),
-    ("pipelines", ("gguf_audit.pipelines",)),
+    # The batch jobs, in rooms by job (pipelines/__init__.py says what each holds).
+    ("pipelines.config", ("gguf_audit.pipelines", "gguf_audit.pipelines.config")),
+    ("pipelines.listing", ("gguf_audit.pipelines.listing",)),
+    ("pipelines.store", ("gguf_audit.pipelines.store",)),
+    ("pipelines.nights", ("gguf_audit.pipelines.nights",)),
+    ("pipelines.scan", ("gguf_audit.pipelines.scan",)),
+    ("pipelines.commands", ("gguf_audit.pipelines.commands",)),
 ]
 
 # Pure layers: bytes and values in, values out. No I/O, no processes, no threads.
@@ -359,9 +365,10 @@ def test_the_checker_sees_what_it_must() -> None:
     assert layer_of("gguf_audit.format.parser") == (1, "format")
     assert layer_of("gguf_audit") == (0, "bottom")
     assert layer_of("gguf_audit.unplaced") is None
-    assert layer_of("gguf_audit.testing.strategies") == (len(LAYERS) - 2, "testing")
-    assert layer_of("gguf_audit.pipelines.run") == (len(LAYERS) - 1, "pipelines")
-    assert _canonical("pipelines.run") == "gguf_audit.pipelines.run"
+    assert layer_of("gguf_audit.testing.strategies")[1] == "testing"
+    assert layer_of("gguf_audit.pipelines.scan.run") == (len(LAYERS) - 2, "pipelines.scan")
+    assert layer_of("gguf_audit.pipelines") == layer_of("gguf_audit.pipelines.config")
+    assert _canonical("pipelines.scan.run") == "gguf_audit.pipelines.scan.run"
 
 
 # What importing the format layer and the structural checks may not load, at run time.
@@ -382,3 +389,28 @@ print(",".join(loaded))
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert result.stdout.strip() == ""
+
+
+def test_only_the_scan_room_imports_dask() -> None:
+    """dask and distributed are the scan's: listing, the store, nights and commands run without a cluster."""
+    leaks = [
+        f"{imp.where()}: {imp.source} imports {imp.target}"
+        for imp in imports()
+        if (_within(imp.target, "dask") or _within(imp.target, "distributed"))
+        and not _within(imp.source, "gguf_audit.pipelines.scan")
+    ]
+    assert not leaks, "dask imported outside gguf_audit.pipelines.scan:\n" + "\n".join(leaks)
+
+
+def test_only_the_demo_builds_on_test_support() -> None:
+    """The batch jobs never lean on ``gguf_audit.testing``; ``gguf-audit demo`` writes its sample collection with it."""
+    allowed = ("gguf_audit.pipelines.commands.demo",)
+    leaks = [
+        f"{imp.where()}: {imp.source} imports {imp.target}"
+        for imp in imports()
+        if _within(imp.source, "gguf_audit.pipelines")
+        and _within(imp.target, "gguf_audit.testing")
+        and imp.source not in allowed
+    ]
+    assert not leaks, "pipelines import test support:\n" + "\n".join(leaks)
+    assert any(imp.source in allowed and _within(imp.target, "gguf_audit.testing") for imp in imports())

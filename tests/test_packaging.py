@@ -72,15 +72,15 @@ def test_checkout_sees_the_pipelines_under_their_installed_name() -> None:
 def test_pipeline_commands_are_entry_points() -> None:
     declared = PYPROJECT["project"]["entry-points"]["gguf_audit.commands"]
     assert declared == {
-        "config": "gguf_audit.pipelines.config_cli:add_config_parser",
-        "demo": "gguf_audit.pipelines.demo:add_demo_parser",
-        "diff": "gguf_audit.pipelines.diff:add_diff_parser",
-        "export": "gguf_audit.pipelines.export_cli:add_export_parser",
-        "report": "gguf_audit.pipelines.report_cli:add_report_parser",
-        "scan": "gguf_audit.pipelines.cli:add_scan_parser",
-        "snapshot": "gguf_audit.pipelines.tables_cli:add_snapshot_parser",
-        "sql": "gguf_audit.pipelines.sql_cli:add_sql_parser",
-        "tables": "gguf_audit.pipelines.tables_cli:add_tables_parser",
+        "config": "gguf_audit.pipelines.commands.config:add_config_parser",
+        "demo": "gguf_audit.pipelines.commands.demo:add_demo_parser",
+        "diff": "gguf_audit.pipelines.commands.diff:add_diff_parser",
+        "export": "gguf_audit.pipelines.commands.export:add_export_parser",
+        "report": "gguf_audit.pipelines.commands.report:add_report_parser",
+        "scan": "gguf_audit.pipelines.commands.scan:add_scan_parser",
+        "snapshot": "gguf_audit.pipelines.commands.tables:add_snapshot_parser",
+        "sql": "gguf_audit.pipelines.commands.sql:add_sql_parser",
+        "tables": "gguf_audit.pipelines.commands.tables:add_tables_parser",
     }
     installed = {ep.name: ep.value for ep in entry_points(group="gguf_audit.commands")}
     assert installed == declared  # the install is up to date with pyproject.toml

@@ -38,10 +38,18 @@ from urllib.parse import urlsplit
 from fsspec.core import url_to_fs
 
 from gguf_audit.checks.upstream import UPSTREAM_FILES, Upstream
+from gguf_audit.errors import UsageError
 from gguf_audit.format.model import Header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, IOStats, ReadConfig, _with_timeouts
 
-__all__ = ["UpstreamCache", "UpstreamConfig", "candidate_locations", "locate_upstream", "read_upstream"]
+__all__ = [
+    "UpstreamCache",
+    "UpstreamConfig",
+    "candidate_locations",
+    "locate_upstream",
+    "read_upstream",
+    "require_upstream",
+]
 
 HUB_HOSTS: Final = ("https://huggingface.co", "https://hf.co")
 """URL prefixes of Hub repositories (``HF_ENDPOINT``'s is added when set)."""
@@ -203,6 +211,18 @@ def read_upstream(
     if not documents and not unreadable:
         return None
     return Upstream(location, documents, tuple(unreadable))
+
+
+def require_upstream(
+    location: str, *, storage_options: Mapping[str, Any] | None = None, read: ReadConfig = DEFAULT_READ_CONFIG
+) -> None:
+    """Refuse, as a usage error, an upstream location the user named that holds neither ``config.json`` nor
+    ``tokenizer_config.json`` (a typo or an empty folder would otherwise compare with nothing, silently).
+
+    A place that exists but cannot be read passes: its failures become ``upstream.unreadable`` rows.
+    """
+    if read_upstream(location, storage_options=storage_options, read=read) is None:
+        raise UsageError(f"--upstream: no config.json or tokenizer_config.json there. Got {location!r}.")
 
 
 def _read_one(fs: Any, path: str, limit: int, stats: IOStats) -> bytes | Exception | None:

@@ -1,5 +1,7 @@
-"""Renderers: a file's audit, samples and comparison as text for a person or JSON for a program.
+"""Renderers: a file's audit as text, a gguf-dump-like listing, JSON and SARIF; a night as HTML and a diff.
 
 ``format`` holds what every report shares (the one escape of untrusted text,
-the one finding line, byte sizes); ``text`` and ``json`` build on it.
+the one finding line, byte sizes); ``text``, ``dump``, ``json`` and ``sarif``
+render one file's audit; ``nightly`` (the night and diff models), ``html`` and
+``charts`` (inline SVG) render nights.
 """

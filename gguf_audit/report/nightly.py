@@ -1,7 +1,7 @@
 """What the night reports show, as plain values: a night's numbers, its rows, and the changes between two nights.
 
-The pipelines read these from the audit tables (``gguf_audit.pipelines.nightview``
-and ``gguf_audit.pipelines.diff``); the renderers (:mod:`~gguf_audit.report.html`,
+The pipelines read these from the audit tables (``gguf_audit.pipelines.nights.nightview``
+and ``gguf_audit.pipelines.nights.diff``); the renderers (:mod:`~gguf_audit.report.html`,
 the diff's text and JSON here) only format them. Every string that comes from
 a file (URLs, names, messages, templates) is untrusted: the renderers escape it.
 """

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 from gguf_audit.audit import AuditConfig, FileAudit, audit_file
-from gguf_audit.pipelines.duplicates import duplicate_groups
+from gguf_audit.pipelines.nights.duplicates import duplicate_groups
 from gguf_audit.plan import SampleConfig
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import AuditedFile, files_to_table

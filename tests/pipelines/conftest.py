@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pipeline_helpers import FAKE_AWS_ENV
 
-from gguf_audit.pipelines.sample_collection import sample_files
 from gguf_audit.testing.s3 import MotoS3Server
+from gguf_audit.testing.sample_collection import sample_files
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +62,7 @@ def moto(aws_env: None) -> Iterator[MotoS3Server]:
 
 @pytest.fixture(scope="session")
 def sample() -> dict[str, bytes]:
-    """The sample collection's files (see gguf_audit.pipelines.sample_collection)."""
+    """The sample collection's files (see gguf_audit.testing.sample_collection)."""
     return sample_files()
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from gguf_audit.pipelines.delta import DeltaTables
-from gguf_audit.pipelines.sample_collection import SAMPLE_FILES
+from gguf_audit.pipelines.store.delta import DeltaTables
 from gguf_audit.testing.s3 import MotoS3Server
+from gguf_audit.testing.sample_collection import SAMPLE_FILES
 
 # Fake credentials for moto. They go into the environment before any worker
 # process starts, because a scan takes credentials only from the environment.

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from gguf_audit.format.model import ValueType
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.testing.builder import build_gguf, kv_str, tiny_llama_like
 
 MARK: Final = "PWNED"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.parts import PartFile, RunParts
+from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store.parts import PartFile, RunParts
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 
 

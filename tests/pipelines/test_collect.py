@@ -7,9 +7,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from gguf_audit.audit import AuditConfig
-from gguf_audit.pipelines.batches import make_batches
-from gguf_audit.pipelines.collect import Collector
-from gguf_audit.pipelines.execute import TaskOptions, audit_batch
+from gguf_audit.pipelines.scan.batches import make_batches
+from gguf_audit.pipelines.scan.collect import Collector
+from gguf_audit.pipelines.scan.execute import TaskOptions, audit_batch
 from gguf_audit.tables.listed import ListedFile
 
 

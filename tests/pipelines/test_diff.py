@@ -9,7 +9,7 @@ import pytest
 from report_nights import DOWNLOAD, MIRROR, PAYLOAD_FILE, SHARD_1, SHARD_2, Nights
 
 from gguf_audit.cli import main
-from gguf_audit.pipelines.diff import match_problems
+from gguf_audit.pipelines.nights.diff import match_problems
 from gguf_audit.report.nightly import Problem
 
 

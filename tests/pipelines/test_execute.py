@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from gguf_audit.audit import AuditConfig
-from gguf_audit.pipelines import execute as execute_module
-from gguf_audit.pipelines import parts as parts_module
-from gguf_audit.pipelines.batches import make_batches
-from gguf_audit.pipelines.deadline import FILE_DEADLINE, wait_for_files
-from gguf_audit.pipelines.execute import WORKER_POOLS, BatchResult, TaskOptions, audit_batch
-from gguf_audit.pipelines.parts import STATISTICS_COLUMNS
+from gguf_audit.pipelines.scan import execute as execute_module
+from gguf_audit.pipelines.scan.batches import make_batches
+from gguf_audit.pipelines.scan.deadline import FILE_DEADLINE, wait_for_files
+from gguf_audit.pipelines.scan.execute import WORKER_POOLS, BatchResult, TaskOptions, audit_batch
+from gguf_audit.pipelines.store import parts as parts_module
+from gguf_audit.pipelines.store.parts import STATISTICS_COLUMNS
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import audits_to_tables
 from gguf_audit.testing.http import RangeHTTPServer

@@ -11,8 +11,8 @@ from report_nights import DOWNLOAD, Nights
 from sarif_schema import validate_sarif
 
 from gguf_audit.cli import main
-from gguf_audit.pipelines.export import night_sarif
-from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.nights.export import night_sarif
+from gguf_audit.pipelines.store.output import Output
 
 
 def test_scan_writes_sarif_and_json_lines(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gguf_audit.pipelines.discover import DiscoveryError, discover
+from gguf_audit.pipelines.listing.discover import DiscoveryError, discover
 from gguf_audit.testing.hub import LocalHub
 
 DATA = b"GGUF" + bytes(60)

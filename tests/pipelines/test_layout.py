@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from pipeline_helpers import file_row
 
-from gguf_audit.pipelines import parts as parts_module
-from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.layout import _trial, choose_layout
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.parts import RunParts
+from gguf_audit.pipelines.store import parts as parts_module
+from gguf_audit.pipelines.store.duck import connect
+from gguf_audit.pipelines.store.layout import _trial, choose_layout
+from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store.parts import RunParts
 from gguf_audit.tables.schema import rows_to_table, stored_schema
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from pipeline_helpers import file_row, s3_options
 
-from gguf_audit.pipelines.lease import LEASE_DIR, LeaseHeld, LeaseLost, process_space, read_lease
-from gguf_audit.pipelines.output import NightLost, Output
-from gguf_audit.pipelines.parts import PartFile, RunParts
+from gguf_audit.pipelines.store.lease import LEASE_DIR, LeaseHeld, LeaseLost, process_space, read_lease
+from gguf_audit.pipelines.store.output import NightLost, Output
+from gguf_audit.pipelines.store.parts import PartFile, RunParts
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 from gguf_audit.testing.s3 import MotoS3Server
 
@@ -211,7 +211,7 @@ def test_a_commit_after_its_lease_was_lost_records_nothing(tmp_path: Path) -> No
 
 def test_the_create_is_exclusive_on_the_store_itself(out_url: tuple[str, dict[str, object]]) -> None:
     """The atomic create, not the listing before it, decides a race: a second create of a generation fails."""
-    from gguf_audit.pipelines.lease import _Store
+    from gguf_audit.pipelines.store.lease import _Store
 
     out = _output(out_url)
     store = _Store(out.fs, out.root, out.local)

@@ -24,14 +24,14 @@ from pipeline_helpers import read_dataset
 from gguf_audit.checks.lineage import families, model_lineage
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import open_source
-from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
+from gguf_audit.pipelines.commands.scan import _add_arguments, _config_from_args
 from gguf_audit.pipelines.config import ConfigError, ScanConfig, load_config
-from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.lineage import _with_safetensors, safetensors_dirs
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.picture import picture_table
-from gguf_audit.pipelines.retention import vacuum_nights
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.nights.picture import picture_table
+from gguf_audit.pipelines.scan.lineage import _with_safetensors, safetensors_dirs
+from gguf_audit.pipelines.scan.run import run_scan
+from gguf_audit.pipelines.store.duck import connect
+from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store.retention import vacuum_nights
 
 MODELS = corpus_dir() / "models"
 Q4_0 = 2

@@ -10,7 +10,7 @@ import pytest
 from pipeline_helpers import read_dataset
 
 from gguf_audit.cli import main
-from gguf_audit.pipelines.discover import discover
+from gguf_audit.pipelines.listing.discover import discover
 
 
 def _hf_cache(root: Path) -> Path:

@@ -22,8 +22,8 @@ from pipeline_helpers import read_dataset
 
 from gguf_audit.cli import main
 from gguf_audit.pipelines.config import ScanConfig, parse_config
-from gguf_audit.pipelines.mirror import MirrorError, check_mirror_config, s3_checksum
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.scan.mirror import MirrorError, check_mirror_config, s3_checksum
+from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.testing.hub import LocalHub
 from gguf_audit.testing.s3 import MotoS3Server
 

@@ -12,7 +12,7 @@ from pipeline_helpers import read_dataset
 
 from gguf_audit.format.model import ValueType as VT
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.testing.builder import Tensor, build_gguf, kv_array, kv_bool, kv_f32, kv_str, kv_u32
 
 

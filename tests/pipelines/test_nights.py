@@ -19,8 +19,8 @@ from corpus import corpus_dir
 from pipeline_helpers import s3_options
 
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.scan.run import run_scan
+from gguf_audit.pipelines.store.output import Output
 from gguf_audit.testing.s3 import MotoS3Server
 
 MODELS = corpus_dir() / "models"

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from pipeline_helpers import file_row, read_only_dir, s3_options
 
-from gguf_audit.pipelines.output import COMMIT_ORDER, Output, OutputError
-from gguf_audit.pipelines.parts import PartFile, RunParts
+from gguf_audit.pipelines.store.output import COMMIT_ORDER, Output, OutputError
+from gguf_audit.pipelines.store.parts import PartFile, RunParts
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 from gguf_audit.testing.s3 import MotoS3Server
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from corpus import corpus_dir
 
+from gguf_audit.pipelines.commands.report import build_report
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.report_cli import build_report
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.scan.run import run_scan
+from gguf_audit.pipelines.store.output import Output
 from gguf_audit.report.html import render_html
 
 

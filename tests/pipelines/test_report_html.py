@@ -22,8 +22,8 @@ import pytest
 from report_nights import DOWNLOAD, MARK, PAYLOAD_FILE, PAYLOAD_NAME, PAYLOAD_TEMPLATE, SHARD_1, Nights
 
 from gguf_audit.cli import main
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.picture import night_row
+from gguf_audit.pipelines.nights.picture import night_row
+from gguf_audit.pipelines.store.output import Output
 from gguf_audit.report.html import SORT_SCRIPT, STYLE
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -8,7 +8,7 @@ import fsspec
 
 from gguf_audit.audit import FileAudit, audit_file
 from gguf_audit.checks.shards import shard_facts
-from gguf_audit.pipelines.reuse import reuse_rows
+from gguf_audit.pipelines.scan.reuse import reuse_rows
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import AuditedFile, audits_to_tables
 from gguf_audit.tables.shard_facts import shard_facts_from_tables

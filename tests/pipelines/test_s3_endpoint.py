@@ -14,9 +14,9 @@ import pytest
 from pipeline_helpers import SAMPLE_COUNT, delta_options, read_dataset
 
 from gguf_audit.cli import main
-from gguf_audit.pipelines.delta import delta_storage_options
-from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.output import Output, OutputError
+from gguf_audit.pipelines.store.delta import delta_storage_options
+from gguf_audit.pipelines.store.duck import connect
+from gguf_audit.pipelines.store.output import Output, OutputError
 from gguf_audit.testing.s3 import MotoS3Server
 
 

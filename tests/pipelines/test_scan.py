@@ -13,14 +13,14 @@ import pyarrow.compute as pc
 import pytest
 from pipeline_helpers import SAMPLE_COUNT, delta_options, read_dataset, s3_options
 
-from gguf_audit.pipelines import delta as delta_module
-from gguf_audit.pipelines.collect import ScanResult
+from gguf_audit.pipelines.commands.sql import summary_lines
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.picture import picture_table
-from gguf_audit.pipelines.run import run_scan
-from gguf_audit.pipelines.sql_cli import summary_lines
+from gguf_audit.pipelines.nights.picture import picture_table
+from gguf_audit.pipelines.scan.collect import ScanResult
+from gguf_audit.pipelines.scan.run import run_scan
+from gguf_audit.pipelines.store import delta as delta_module
+from gguf_audit.pipelines.store.duck import connect
+from gguf_audit.pipelines.store.output import Output
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
 

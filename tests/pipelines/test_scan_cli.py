@@ -12,13 +12,13 @@ import pytest
 from pipeline_helpers import SAMPLE_COUNT, read_dataset, read_only_dir, s3_options
 
 from gguf_audit.cli import main
-from gguf_audit.pipelines import run as run_module
-from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
+from gguf_audit.pipelines.commands.scan import _add_arguments, _config_from_args
 from gguf_audit.pipelines.config import ConfigError
-from gguf_audit.pipelines.sample_collection import build_sample_collection
+from gguf_audit.pipelines.scan import run as run_module
 from gguf_audit.testing.builder import build_gguf, kv_str, tiny_llama_like
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
+from gguf_audit.testing.sample_collection import build_sample_collection
 
 
 def _scan(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -194,9 +194,9 @@ def test_an_unwritable_out_fails_before_auditing(
 
 def test_a_file_llama_cpp_refuses_fails_the_night_even_with_only_warnings(client: Any, tmp_path: Path) -> None:
     """A big-endian file's finding is a warning, but llama.cpp refuses it: the night fails --fail-on error."""
-    from gguf_audit.pipelines.cli import render_summary
+    from gguf_audit.pipelines.commands.scan import render_summary
     from gguf_audit.pipelines.config import ScanConfig
-    from gguf_audit.pipelines.run import run_scan
+    from gguf_audit.pipelines.scan.run import run_scan
 
     root = tmp_path / "models"
     root.mkdir()
@@ -215,9 +215,9 @@ def test_a_manifest_scan_learns_the_collection_size_from_its_reads(
     client: Any, tmp_path: Path, sample: dict[str, bytes]
 ) -> None:
     """A manifest of plain URLs lists no size: the summary's collection size comes from the first reads."""
-    from gguf_audit.pipelines.cli import render_summary
+    from gguf_audit.pipelines.commands.scan import render_summary
     from gguf_audit.pipelines.config import ScanConfig
-    from gguf_audit.pipelines.run import run_scan
+    from gguf_audit.pipelines.scan.run import run_scan
 
     files = {f"m/{i}.gguf": sample["tiny-llama-Q4_K_M.gguf"] for i in range(3)}
     with RangeHTTPServer(files=files) as srv:

@@ -84,7 +84,7 @@ def test_gguf_audit_does_not_import_dask() -> None:
         "import gguf_audit.tables.shard_facts, gguf_audit.checks.shards\n"
         "from gguf_audit.cli import _parser\n"
         "_parser()\n"
-        "import gguf_audit.pipelines.run, gguf_audit.pipelines.cli\n"
+        "import gguf_audit.pipelines.scan.run, gguf_audit.pipelines.commands.scan\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', 'tqdm'))\n"
         "assert not loaded, loaded\n"
     )
@@ -94,7 +94,7 @@ def test_gguf_audit_does_not_import_dask() -> None:
 def test_sample_requests_is_a_check_setting_and_a_flag() -> None:
     import argparse
 
-    from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
+    from gguf_audit.pipelines.commands.scan import _add_arguments, _config_from_args
 
     config = parse_config({"checks": {"sample_requests": 4, "sample_budget_bytes": 65536}})
     samples = config.audit_config.samples

@@ -17,7 +17,7 @@ from corpus import REPO, corpus_dir
 from pipeline_helpers import read_dataset
 
 from gguf_audit.pipelines.config import ScanConfig, load_config
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.testing.hub import LocalHub
 
 SPLIT = "tiny-llama-Q4_K_M-{:05d}-of-00004.gguf"

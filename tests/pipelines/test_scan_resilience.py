@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -19,15 +20,15 @@ import pytest
 from pipeline_helpers import SAMPLE_COUNT, read_dataset
 
 from gguf_audit.audit import AuditConfig
-from gguf_audit.pipelines import run as run_module
-from gguf_audit.pipelines.batches import Batch, make_batches
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.delta import DeltaTables
-from gguf_audit.pipelines.duck import connect
-from gguf_audit.pipelines.execute import BatchResult, TaskOptions, audit_batch
-from gguf_audit.pipelines.output import COMMIT_ORDER, Output
-from gguf_audit.pipelines.retention import vacuum_nights
-from gguf_audit.pipelines.run import ScanObserver, run_scan
+from gguf_audit.pipelines.scan import run as run_module
+from gguf_audit.pipelines.scan.batches import Batch, make_batches
+from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch
+from gguf_audit.pipelines.scan.run import RunError, ScanObserver, run_scan
+from gguf_audit.pipelines.store.delta import DeltaTables
+from gguf_audit.pipelines.store.duck import connect
+from gguf_audit.pipelines.store.output import COMMIT_ORDER, Output
+from gguf_audit.pipelines.store.retention import vacuum_nights
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.testing.http import RangeHTTPServer
 
@@ -120,6 +121,35 @@ def test_failing_batches_are_split_until_the_culprit_is_alone(
     assert all(r["status"] == "ok" for u, r in by_url.items() if u != poison)
 
 
+def test_a_full_disk_stops_the_night_at_once(client: Any, tmp_path: Path, sample: dict[str, bytes]) -> None:
+    """A failure no retry can get past (no space left) stops the night: no split, no rerun, no re-read."""
+    root = tmp_path / "c"
+    root.mkdir()
+    for i in range(16):
+        (root / f"m{i:02d}.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"])
+    listed = [ListedFile("file://" + str(root / f"m{i:02d}.gguf")) for i in range(16)]
+    calls = tmp_path / "calls.txt"
+
+    def full(batch: Batch, options: TaskOptions) -> BatchResult:
+        with open(calls, "a") as f:  # the workers share this disk
+            f.write(batch.batch_id + "\n")
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "files"))
+
+    results: list[BatchResult] = []
+
+    def take(result: BatchResult) -> list[str]:
+        results.append(result)
+        return []
+
+    batches = make_batches(listed, {f.url: f.url for f in listed}, 8)
+    options = TaskOptions("rf", {}, AuditConfig(), 4, out=str(tmp_path / "out"))
+    with pytest.raises(RunError) as caught:
+        run_module._run_batches(client, batches, options, take, task=full, window=1)
+    assert "No space left on device" in str(caught.value) and "\n" not in str(caught.value)
+    assert not results
+    assert calls.read_text().split() == [batches[0].batch_id]  # one try of the first batch, no halves
+
+
 def _scheduler_tasks(dask_scheduler: Any) -> int:
     return sum(1 for key in dask_scheduler.tasks if str(key).startswith("gguf-audit-rw-"))
 
@@ -164,7 +194,7 @@ def test_driver_killed_mid_run_leaves_nothing(client: Any, tmp_path: Path, sampl
     with RangeHTTPServer(files=files, latency_s=0.2) as srv:
         manifest = _manifest(tmp_path / "m.txt", srv, list(files))
         argv = [
-            PYTHON, "-m", "gguf_audit.pipelines.cli", "--manifest", str(manifest), "--out", str(out),
+            PYTHON, "-m", "gguf_audit.pipelines.commands.scan", "--manifest", str(manifest), "--out", str(out),
             "--scheduler", _scheduler_address(client), "--no-progress", "--batch-size", "2", "--threads", "2",
         ]  # fmt: skip
         proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -199,8 +229,8 @@ _COMMIT_HOOK = textwrap.dedent(
     """
     import os, signal, sys, time
     from pathlib import Path
-    from gguf_audit.pipelines import delta
-    from gguf_audit.pipelines.cli import main
+    from gguf_audit.pipelines.store import delta
+    from gguf_audit.pipelines.commands.scan import main
 
     when, table_at = os.environ["HOOK_AT"].split(":")
     action = os.environ["HOOK_DO"]

@@ -13,8 +13,8 @@ from pipeline_helpers import read_dataset
 
 from gguf_audit.cli import main
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.discover import read_manifest
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.listing.discover import read_manifest
+from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.tables.schema import TABLE_NAMES
 from gguf_audit.testing.http import RangeHTTPServer
 
@@ -108,7 +108,7 @@ def test_presigned_urls_never_reach_tables_files_output_or_logs(
         printed.append(_night(srv, 2, out, exports, scheduler, sizes, capsys))
         second = [r.path for r in srv.requests if r.method == "GET"]
         # A log line that names a presigned URL, through a gguf_audit logger the scan set up.
-        logging.getLogger("gguf_audit.pipelines.run").warning("probe %s", f"{srv.url_for('x')}?{_s3_query(2)}")
+        logging.getLogger("gguf_audit.pipelines.scan.run").warning("probe %s", f"{srv.url_for('x')}?{_s3_query(2)}")
     # The queries reached the server: every file was read through its real, signed URL.
     # (The client may decode %2F in a query; signatures and tokens arrive as they were.)
     assert any(p.startswith("/m/a.gguf?") and "X-Amz-Signature=deadbeef1c0ffee1" in p for p in first)

@@ -14,9 +14,9 @@ from corpus import corpus_dir
 from pipeline_helpers import read_dataset
 
 from gguf_audit.io.upstream import UpstreamConfig
-from gguf_audit.pipelines.cli import _add_arguments, _config_from_args
+from gguf_audit.pipelines.commands.scan import _add_arguments, _config_from_args
 from gguf_audit.pipelines.config import ConfigError, ScanConfig, parse_config
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.testing.builder import build_gguf, kv_str, tiny_llama_like
 
 TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"

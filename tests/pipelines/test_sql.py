@@ -22,10 +22,10 @@ from pipeline_helpers import file_row
 from synthetic_nights import commit_night, model_row
 
 from gguf_audit.cli import main
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.picture import picture_table
-from gguf_audit.pipelines.sql_cli import summary_lines
-from gguf_audit.pipelines.views import VIEW_NAMES
+from gguf_audit.pipelines.commands.sql import summary_lines
+from gguf_audit.pipelines.nights.picture import picture_table
+from gguf_audit.pipelines.nights.views import VIEW_NAMES
+from gguf_audit.pipelines.store.output import Output
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = ("a", "b", "c", "d", "e")
@@ -44,7 +44,7 @@ def sql_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         info.mkdir()
         (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gguf-audit-sql\nVersion: 0.0\n")
         (info / "entry_points.txt").write_text(
-            "[gguf_audit.commands]\nsql = gguf_audit.pipelines.sql_cli:add_sql_parser\n"
+            "[gguf_audit.commands]\nsql = gguf_audit.pipelines.commands.sql:add_sql_parser\n"
         )
         sys.path.append(extra)
         importlib.invalidate_caches()

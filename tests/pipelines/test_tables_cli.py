@@ -13,9 +13,9 @@ from pipeline_helpers import SAMPLE_COUNT
 
 from gguf_audit.cli import main
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.picture import picture_table
-from gguf_audit.pipelines.run import run_scan
+from gguf_audit.pipelines.nights.picture import picture_table
+from gguf_audit.pipelines.scan.run import run_scan
+from gguf_audit.pipelines.store.output import Output
 from gguf_audit.tables.schema import SCHEMAS, TABLE_NAMES
 
 CHANGED = "downloads/tiny-llama-Q4_K_M.gguf"

@@ -11,7 +11,7 @@ from synthetic_nights import commit_night, model_row
 
 from gguf_audit.cli import main
 from gguf_audit.codes import LLAMA_CPP_BUILD
-from gguf_audit.pipelines.output import Output
+from gguf_audit.pipelines.store.output import Output
 
 
 @pytest.fixture(scope="module")

@@ -29,9 +29,9 @@ from pipeline_helpers import SAMPLE_COUNT, s3_options
 
 from gguf_audit.cli import main as cli_main
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.lease import LeaseHeld
-from gguf_audit.pipelines.output import COMMIT_ORDER, Output
-from gguf_audit.pipelines.run import ScanObserver, run_scan
+from gguf_audit.pipelines.scan.run import ScanObserver, run_scan
+from gguf_audit.pipelines.store.lease import LeaseHeld
+from gguf_audit.pipelines.store.output import COMMIT_ORDER, Output
 from gguf_audit.testing.s3 import MotoS3Server
 
 
@@ -149,7 +149,7 @@ def test_writers_started_during_a_commit_are_refused_or_wait(
 _STOP_AFTER_FILES = textwrap.dedent(
     """
     import os, signal, sys
-    from gguf_audit.pipelines import run
+    from gguf_audit.pipelines.scan import run
 
     def committed(self, table, version):  # the driver stops itself inside its commit, as SIGSTOP would find it
         if table == "files":
@@ -217,11 +217,11 @@ def test_readers_never_see_the_rows_of_a_killed_commit(
 ) -> None:
     """Issue 22 item 7: a driver killed between its first commit and ``runs`` leaves rows in the detail tables
     until the next scan or vacuum; every reader gguf-audit ships, and the documented SQL, shows none of them."""
-    from gguf_audit.pipelines.duck import connect
-    from gguf_audit.pipelines.export import night_jsonl
-    from gguf_audit.pipelines.nightview import file_rows, night_problems, nights
-    from gguf_audit.pipelines.parts import RunParts
-    from gguf_audit.pipelines.picture import picture_table
+    from gguf_audit.pipelines.nights.export import night_jsonl
+    from gguf_audit.pipelines.nights.nightview import file_rows, night_problems, nights
+    from gguf_audit.pipelines.nights.picture import picture_table
+    from gguf_audit.pipelines.store.duck import connect
+    from gguf_audit.pipelines.store.parts import RunParts
     from gguf_audit.tables.schema import rows_to_table
 
     target = (str(tmp_path / "out"), None)

@@ -1,0 +1,106 @@
+"""``gguf-audit diff``: what changed between two nights, and an exit status a nightly job can alert on.
+
+    gguf-audit diff OUT [--from RUN] [--to RUN] [--json] [--fail-on error|warning|info]
+
+Default: the last two committed nights; the comparison itself is
+:func:`gguf_audit.pipelines.nights.diff.diff_nights`.
+
+Exit status: 1 when the later night has a new problem (or one that became this
+severe) at or above ``--fail-on`` (default ``error``), or a file or model that
+now makes llama.cpp abort (whatever ``--fail-on`` says: it crashes a server that
+loads it), or a mirror copy that stopped being faithful to its source, 0 otherwise,
+2 on a usage error (an unknown night, an output that cannot be read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gguf_audit.cli import ExitStatus
+from gguf_audit.codes import LLAMA_CPP_BUILD
+from gguf_audit.errors import GGUFAuditError, UsageError
+from gguf_audit.findings import Severity
+from gguf_audit.pipelines.config import parse_storage_options_flag
+from gguf_audit.pipelines.nights.diff import diff_nights
+from gguf_audit.pipelines.nights.nightview import nights
+from gguf_audit.pipelines.nights.picture import NightNotFound, night_row
+from gguf_audit.pipelines.store.output import Output
+from gguf_audit.report.json import dumps
+from gguf_audit.report.nightly import diff_to_json, render_diff_text
+
+__all__ = ["add_diff_parser", "cmd_diff"]
+
+
+def add_diff_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``diff`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "diff",
+        help="what changed between two nights (default: the last two); exit 1 on a new problem",
+        description="New, resolved and changed problems, files and model verdicts between two committed nights.",
+        epilog="exit status: 0 no new problem at --fail-on, 1 a new one, 2 a usage error or OUT cannot be read",
+    )
+    parser.add_argument("out", metavar="OUT", help="the scan's --out")
+    parser.add_argument("--from", dest="before", metavar="RUN", help="the earlier night (default: the one before --to)")
+    parser.add_argument("--to", dest="after", metavar="RUN", help="the later night (default: the latest)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--fail-on",
+        choices=[str(s) for s in Severity],
+        default="error",
+        help="exit 1 when the later night has a new problem this severe or worse (default: error)",
+    )
+    parser.add_argument("--storage-options", metavar="JSON", help="fsspec options for OUT (no credentials) as JSON")
+    parser.set_defaults(func=cmd_diff)
+    return parser
+
+
+def _pick(out: Output, before: str | None, after: str | None) -> tuple[str, str]:
+    """The two nights to compare: ``--to`` (default the latest) and ``--from`` (default the one before it)."""
+    later = str(night_row(out, after)["run_id"])
+    if before is not None:
+        return str(night_row(out, before)["run_id"]), later
+    ordered = [str(r["run_id"]) for r in nights(out)]
+    at = ordered.index(later)
+    if at == 0:
+        raise NightNotFound(f"no night before {later!r} to compare it with (give --from). Got {out.url!r}.")
+    return ordered[at - 1], later
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    try:
+        options: dict[str, Any] = parse_storage_options_flag(args.storage_options) if args.storage_options else {}
+        out = Output(args.out, options)
+        before, after = _pick(out, args.before, args.after)
+        diff = diff_nights(out, before, after)
+    except (GGUFAuditError, OSError, ValueError) as exc:
+        raise UsageError(f"diff: {exc}") from exc
+    if args.json:
+        payload = diff_to_json(diff)
+        payload["fail_on"] = args.fail_on
+        payload["new_at_fail_on"] = len(diff.new_at_least(args.fail_on))
+        payload["mirror_alerts"] = len(diff.mirror_alerts)
+        sys.stdout.write(dumps(payload) + "\n")
+    else:
+        print(render_diff_text(diff))
+    alerts = diff.new_at_least(args.fail_on)
+    if not args.json:
+        print(f"{len(alerts)} new problems at or above {args.fail_on}")
+        if diff.new_aborts:
+            print(f"{len(diff.new_aborts)} files or models now abort llama.cpp {LLAMA_CPP_BUILD}")
+        if diff.mirror_alerts:
+            print(f"{len(diff.mirror_alerts)} mirror copies stopped being faithful to their source")
+    return ExitStatus.PROBLEMS if alerts or diff.new_aborts or diff.mirror_alerts else ExitStatus.OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``gguf-audit diff`` on its own (``python -m gguf_audit.pipelines.commands.diff``), through the boundary."""
+    from gguf_audit.cli import main as cli_main
+
+    return cli_main(["diff", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

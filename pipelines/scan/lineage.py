@@ -1,0 +1,369 @@
+"""Lineage on the driver: families from the per-file facts, ``lineage.no_full_precision``, and the compare phase.
+
+Once every file has its rows, the driver groups the models into families
+(:mod:`gguf_audit.checks.lineage`) from the small facts rows it holds (the
+workers' and the reused files' alike: a tensor-set digest, whether the file
+is full precision, architecture, name and base model), never from the
+tables' rows. A family with quantized models and no full-precision source
+gets one ``lineage.no_full_precision`` problem, filed under its first
+quantized model. A source is a full-precision GGUF in the collection, or a
+``*.safetensors`` file in the directory of one of the family's files (the
+directory is listed once, and only for families without a full-precision
+GGUF one of whose models is judged this night: scans list only ``*.gguf``;
+a family all of whose models are carried keeps its stored answer, so a quiet
+night lists nothing; HTTP directories are not listed, as for manifests).
+Safetensors sources
+silence the finding but are not compared (their tensors have the upstream
+names, not GGUF's).
+
+The compare phase (``[checks] compare``, on by default) then sends each
+quantized file of a judged model with its family's full-precision single
+file to the workers (:func:`~gguf_audit.pipelines.scan.compare_task.compare_batch`),
+which write the ``compare`` rows; their findings (``compare.layout_suspect``)
+become ``problems`` of scope ``model`` with the quantized file's ``url``.
+
+Incremental nights: the ``compare`` rows and lineage problems of a model are
+written by the night that judged it, and read through ``models.source_run_id``
+like the models' other problems. A model is judged again (and its pairs
+compared again) when one of its files was read, when its family columns
+changed (family, anchor, whether the family has a source, the reference
+chosen) or when its reference file was read this night; otherwise it is
+carried with its rows, and its pairs are not compared again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import secrets
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from fsspec.core import url_to_fs
+
+from gguf_audit.checks.lineage import (
+    Family,
+    FamilyVerdict,
+    Pair,
+    carried_lineage,
+    families,
+    judge_family,
+    model_lineage,
+)
+from gguf_audit.checks.mmproj_pairing import pair_rows
+from gguf_audit.compare import CompareBudget
+from gguf_audit.errors import describe_exception
+from gguf_audit.findings import Finding
+from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.listing.discover import Listing, for_workers, options_for
+from gguf_audit.pipelines.scan.collect import Collector
+from gguf_audit.pipelines.scan.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
+from gguf_audit.pipelines.scan.reuse import reused_shard_facts
+from gguf_audit.pipelines.scan.tally import FACT_COLUMNS, facts_of
+from gguf_audit.pipelines.store.output import Output
+from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, model_lineage_cells, pair_problems_to_table
+from gguf_audit.tables.models import ModelSummary
+from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
+
+__all__ = [
+    "PAIRS_PER_TASK",
+    "Lineage",
+    "compare_batches",
+    "compare_options",
+    "judge_lineage",
+    "reload_member_facts",
+    "reload_shard_facts",
+    "run_compare",
+    "safetensors_dirs",
+]
+
+log = logging.getLogger(__name__)
+
+PAIRS_PER_TASK = 64
+"""Quantized files compared per dask task, all with one reference (read once per task: a family of up to
+this many quantized files reads its reference once a night)."""
+
+
+UNLISTED = ("http://", "https://")
+"""Where no directory is listed for safetensors: HTTP servers cannot list (manifests name their files)."""
+
+
+def safetensors_dirs(dirs: Iterable[str], storage_options: Mapping[str, Any]) -> set[str]:
+    """Those of ``dirs`` that hold a ``*.safetensors`` file (one listing each; a failed listing holds none,
+    an HTTP directory is not listed)."""
+    found: set[str] = set()
+    for d in sorted(set(dirs)):
+        if d.startswith(UNLISTED):
+            continue
+        try:
+            fs, path = url_to_fs(d, **options_for(d, storage_options))
+            if fs.glob(f"{path.rstrip('/')}/*.safetensors"):
+                found.add(d)
+        except Exception as exc:  # noqa: BLE001 - a directory that cannot be listed has no safetensors we know of
+            log.info("lineage: cannot list %s for safetensors: %s", d, describe_exception(exc))
+    return found
+
+
+@dataclass
+class Lineage:
+    """This night's lineage: family columns per model, the models judged again, the pairs, their findings."""
+
+    verdicts: list[FamilyVerdict]
+    cells: dict[str, ModelLineageCells]
+    rejudge: set[str]
+    """Carried models judged again this night (their family changed, or their reference was read)."""
+    pairs: list[Pair]
+    found: list[tuple[str, str, Finding]] = field(default_factory=list)
+    """``(quant url, model id, finding)`` from the compare phase."""
+    failures: list[str] = field(default_factory=list)
+    io: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """``(requests, bytes)`` the compare phase spent on each file (as a quantized file or as a reference)."""
+
+    def keep_carried(self, carried: pa.Table) -> pa.Table:
+        """The carried ``models`` rows that stay carried."""
+        if not self.rejudge or carried.num_rows == 0:
+            return carried
+        wanted = pa.array(sorted(self.rejudge), pa.string())
+        return carried.filter(pc.invert(pc.is_in(carried.column("model_id"), value_set=wanted)))
+
+    def apply(self, summaries: Sequence[ModelSummary]) -> list[ModelSummary]:
+        """The judged models' summaries with their family columns and findings."""
+        extra: dict[str, list[Finding]] = {}
+        for _, model_id, f in self.found:
+            extra.setdefault(model_id, []).append(f)
+        return [
+            apply_lineage(s, self.cells.get(str(s.row["model_id"])), extra.get(str(s.row["model_id"]), ()))
+            for s in summaries
+        ]
+
+    def pair_problems(self, run_id: str) -> pa.Table:
+        return pair_problems_to_table(self.found, run_id=run_id)
+
+
+_LINEAGE_INPUT: Final = (
+    "url",
+    "model_id",
+    "architecture",
+    "name",
+    "file_type_name",
+    "shard_index",
+    *LINEAGE_FACT_COLUMNS,
+)
+"""The facts columns lineage reads (a quiet night reads them for every file: no more than these)."""
+
+
+def _rows_by_model(collector: Collector) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for facts in collector.facts:
+        for row in facts.select(list(_LINEAGE_INPUT)).to_pylist():
+            out.setdefault(row["model_id"], []).append(row)
+    return out
+
+
+def judge_lineage(
+    out: Output,
+    config: ScanConfig,
+    groups: Mapping[str, Sequence[str]],
+    collector: Collector,
+    carried: pa.Table,
+    read_urls: Iterable[str],
+    listing: Listing | None = None,
+) -> Lineage:
+    """Families, findings and pairs of this night; the carried models whose family changed are judged again
+    (and their problems, counted when carried, uncounted)."""
+    members = _rows_by_model(collector)
+    columns = ["model_id", "architecture", "file_type_name", *ModelLineageCells().columns()]
+    stored = {str(r["model_id"]): r for r in carried.select(columns).to_pylist()}
+    # A carried model's files kept no facts rows on the driver: its stored row says its family.
+    models = [
+        model_lineage(mid, members[mid])
+        if mid in members or mid not in stored
+        else carried_lineage(mid, urls, stored[mid])
+        for mid, urls in groups.items()
+    ]
+    grouped = families(models)
+    seen, covered = (
+        (listing.safetensors_dirs, listing.listed_dirs) if listing is not None else (frozenset(), frozenset())
+    )
+    lacking = [f for f in grouped if f.quantized and not f.full]
+    dirs = _with_safetensors(lacking, stored, config.storage_options, seen, covered)
+    verdicts = [judge_family(f, dirs) for f in grouped]
+    cells = model_lineage_cells(verdicts)
+    read = set(read_urls)
+    rejudge: set[str] = set()
+    for model_id, row in stored.items():
+        now = cells.get(model_id, ModelLineageCells())
+        if not now.same_columns(row) or (now.reference_url is not None and now.reference_url in read):
+            rejudge.add(model_id)
+    if rejudge:
+        _uncount(out, carried, rejudge, collector)
+    carried_ids = set(carried.column("model_id").to_pylist()) - rejudge
+    pairs = [p for v in verdicts for p in v.pairs if p.model_id not in carried_ids] if config.compare else []
+    return Lineage(verdicts, cells, rejudge, pairs, found=_projector_pairs(members, carried_ids))
+
+
+def _projector_pairs(
+    members: Mapping[str, Sequence[Mapping[str, Any]]], carried: set[str]
+) -> list[tuple[str, str, Finding]]:
+    """``(url, model id, finding)`` of each projector (mmproj) judged this night against the models beside it."""
+    model_of = {str(r["url"]): mid for mid, rows in members.items() for r in rows}
+    found = pair_rows(r for rows in members.values() for r in rows)
+    return [(url, model_of[url], f) for url, f in found if model_of.get(url) not in carried]
+
+
+def _with_safetensors(
+    lacking: Sequence[Family],
+    stored: Mapping[str, Mapping[str, Any]],
+    storage_options: Mapping[str, Any],
+    seen: frozenset[str] = frozenset(),
+    covered: frozenset[str] = frozenset(),
+) -> set[str]:
+    """The directories of ``lacking``'s members that hold safetensors.
+
+    The scan's own listing answers for the directories it listed whole (``seen``
+    among ``covered``: no request); the others are listed here for a family
+    with a model judged this night, and a family all of whose models are
+    carried keeps its stored answer (a quiet night lists nothing).
+    """
+    known: set[str] = set()
+    to_list: set[str] = set()
+    for family in lacking:
+        directories = {m.directory for m in family.models}
+        known.update(directories & seen)
+        if all(m.model_id in stored for m in family.models):
+            if any(stored[m.model_id].get("family_source") == "safetensors" for m in family.models):
+                known.update(directories)
+        else:
+            to_list.update(directories - covered)
+    return known | (safetensors_dirs(to_list, storage_options) if to_list else set())
+
+
+def _uncount(out: Output, carried: pa.Table, ids: set[str], collector: Collector) -> None:
+    """Take the problems of carried models judged again out of the tally (they were counted as carried)."""
+    rows = carried.filter(pc.is_in(carried.column("model_id"), value_set=pa.array(sorted(ids), pa.string())))
+    by_source: dict[str, list[str]] = {}
+    for model_id, source in zip(
+        rows.column("model_id").to_pylist(), rows.column("source_run_id").to_pylist(), strict=True
+    ):
+        by_source.setdefault(str(source), []).append(str(model_id))
+    for source, model_ids in by_source.items():
+        where = (ds.field("scope") == "model") & ds.field("model_id").isin(pa.array(model_ids, pa.string()))
+        problems = out.read("problems", [source], columns=["code", "severity"], where=where)
+        collector.tally.codes.subtract(problems.column("code").to_pylist())
+        collector.tally.severities.subtract(problems.column("severity").to_pylist())
+    collector.tally.codes = +collector.tally.codes  # drop the zero counts
+    collector.tally.severities = +collector.tally.severities
+
+
+def reload_member_facts(
+    out: Output, base_run_id: str | None, groups: Mapping[str, Sequence[str]], ids: Iterable[str], collector: Collector
+) -> None:
+    """The stored facts rows of the files of ``ids`` (carried models judged again), so each is judged from its
+    own files' verdicts: none of their files was read this night and the reused files' facts are kept only for
+    the models judged again when the night began."""
+    urls = [u for mid in sorted(set(ids)) for u in groups.get(mid, ())]
+    if not urls or base_run_id is None:
+        return
+    model_ids = {u: mid for mid in ids for u in groups.get(mid, ())}
+    facts = facts_of(out.read("files", [base_run_id], urls=urls, columns=list(FACT_COLUMNS)))
+    if facts.num_rows == 0:
+        return
+    ids_now = pa.array([model_ids[str(u)] for u in facts.column("url").to_pylist()], pa.string())
+    facts = facts.set_column(facts.schema.get_field_index("model_id"), "model_id", ids_now)
+    collector.add_facts(facts)
+
+
+def reload_shard_facts(
+    out: Output, base_run_id: str | None, groups: Mapping[str, Sequence[str]], ids: Iterable[str], collector: Collector
+) -> None:
+    """The stored shard facts of the shard sets among ``ids`` (carried models judged again): their shards
+    were not read, and the facts of carried sets are not loaded when the reused files are."""
+    urls = [u for mid in ids for u in groups.get(mid, ()) if parse_shard_name(u) and u not in collector.shard_facts]
+    if not urls or base_run_id is None:
+        return
+    for fact in reused_shard_facts(out, out.read("files", [base_run_id], urls=urls)):
+        collector.shard_facts[fact.url] = fact
+
+
+def compare_options(
+    config: ScanConfig, run_id: str, out: Output, read_urls: Mapping[str, str] | None = None
+) -> CompareOptions:
+    return CompareOptions(
+        read_urls=dict(read_urls or {}),
+        run_id=run_id,
+        storage_options=for_workers(config.storage_options),
+        read=config.read_config,
+        budget=CompareBudget(config.compare_tensors, config.sample_requests, config.sample_budget_bytes),
+        threads=config.threads,
+        out=out.url,
+        out_storage_options=out.fsspec_options,
+    )
+
+
+def compare_batches(pairs: Sequence[Pair]) -> list[CompareBatch]:
+    """``pairs`` as tasks: grouped by reference, at most :data:`PAIRS_PER_TASK` a task."""
+    by_reference: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        by_reference.setdefault(pair.reference_url, []).append(pair)
+    batches: list[CompareBatch] = []
+    for reference, group in by_reference.items():
+        for i in range(0, len(group), PAIRS_PER_TASK):
+            batches.append(CompareBatch(str(len(batches)), reference, tuple(group[i : i + PAIRS_PER_TASK])))
+    return batches
+
+
+def run_compare(
+    client: Any,
+    lineage: Lineage,
+    options: CompareOptions,
+    collector: Collector,
+    on_io: Callable[[int, int], None] | None = None,
+) -> None:
+    """Compare ``lineage.pairs`` on the workers; their data files, I/O and findings go to ``collector`` and
+    ``lineage``. A task that fails is logged and its pairs get no rows (the scan goes on).
+
+    ``on_io(requests, bytes)`` is told the phase's running totals after each task (the progress bar).
+    """
+    if not lineage.pairs:
+        return
+    as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs
+
+    futures = [
+        client.submit(
+            compare_batch,
+            b,
+            options,
+            key=f"gguf-audit-compare-{options.run_id}-{b.batch_id}-{secrets.token_hex(3)}",
+            pure=False,
+        )
+        for b in compare_batches(lineage.pairs)
+    ]
+    requests = bytes_read = 0
+    for future in as_completed(futures):
+        try:
+            result = future.result()
+            if not isinstance(result, CompareResult):
+                raise TypeError(f"a compare task returned {type(result).__name__}")
+        except Exception as exc:  # noqa: BLE001 - a lost compare task loses its rows, never the night
+            message = f"compare task failed: {describe_exception(exc)}"
+            log.warning("%s", message)
+            lineage.failures.append(message)
+            continue
+        finally:
+            future.release()
+        collector.add_parts(result.parts)
+        collector.tally.bytes_read += result.bytes_read
+        collector.tally.requests += result.requests
+        lineage.found.extend(result.findings)
+        for url, n_requests, n_bytes in result.io:
+            was = lineage.io.get(url, (0, 0))
+            lineage.io[url] = (was[0] + n_requests, was[1] + n_bytes)
+        requests += result.requests
+        bytes_read += result.bytes_read
+        if on_io is not None:
+            on_io(requests, bytes_read)

@@ -1,0 +1,274 @@
+"""One night on the driver's side: what it keeps from the base run, the models, the one-row check, the commit.
+
+The driver writes only small rows itself: a ``files`` row per reused file, a
+``models`` row per model, the ``problems`` of the models it judged and the
+``runs`` row. Everything read this night was written by the workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from gguf_audit.errors import GGUFAuditError, describe_exception
+from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.listing.discover import Listing
+from gguf_audit.pipelines.scan.collect import (
+    Collector,
+    IncompleteModel,
+    ScanResult,
+    incomplete_models,
+    model_summaries,
+    runs_row,
+)
+from gguf_audit.pipelines.scan.lineage import Lineage, judge_lineage, reload_member_facts, reload_shard_facts
+from gguf_audit.pipelines.scan.reuse import (
+    ReusePlan,
+    carried_models,
+    reused_files,
+    reused_problem_tally,
+    reused_shard_facts,
+)
+from gguf_audit.pipelines.scan.tally import Tally, facts_of
+from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store.parts import PartFile, RunParts
+from gguf_audit.tables.models import model_problems_to_table, models_to_table
+from gguf_audit.tables.schema import SCHEMAS, rows_to_table, stored_schema
+
+__all__ = ["DRIVER_TABLES", "CommitObserver", "Night", "RunError"]
+
+log = logging.getLogger(__name__)
+
+DRIVER_TABLES: Final = ("files", "models", "problems")
+"""The tables the driver writes rows of (reused files, models, model problems); ``runs`` apart."""
+
+
+MODELS_PER_CHUNK: Final = 2_048
+"""Models judged and written at a time (their summaries are the driver's largest per-model objects)."""
+
+
+class RunError(GGUFAuditError, RuntimeError):
+    """The run itself failed (listing, cluster, invariant, commit); nothing was committed."""
+
+
+CommitObserver = Callable[[str, int], None]
+"""Told ``(table, version)`` after each table's commit."""
+
+
+class Night:
+    """The driver's part of one run: reuse, models, checks and commit, around the workers' batches."""
+
+    def __init__(
+        self,
+        out: Output,
+        run_id: str,
+        listing: Listing,
+        groups: Mapping[str, Sequence[str]],
+        base_run_id: str | None,
+        plan: ReusePlan,
+    ) -> None:
+        self.out = out
+        self.run_id = run_id
+        self.groups = groups
+        self.base_run_id = base_run_id
+        self.plan = plan
+        self.listing = listing
+        self.urls = [f.url for f in listing.files]
+        self.model_ids = {u: mid for mid, members in groups.items() for u in members}
+        self.collector = Collector(frozenset(self.urls))
+        self.parts = RunParts(out.url, out.fsspec_options, run_id, "driver", DRIVER_TABLES, measure_encodings=True)
+        self.carried = SCHEMAS["models"].empty_table()
+        self.summaries_judged = 0
+
+    def keep_reused(self) -> None:
+        """Write this night's ``files`` rows of the reused files and take the base run's models that stand.
+
+        The reused rows are streamed from the base night a batch at a time and
+        written as they come; the driver keeps per reused file its URL and the
+        run that read it, and facts rows only for the files of models judged
+        again (a carried model needs none).
+        """
+        if self.base_run_id is None or not self.plan.reuse:
+            return
+        read = {f.url for f in self.plan.read}
+        carried, model_tally = carried_models(self.out, self.base_run_id, self.groups, read)
+        self.carried = carried
+        carried_ids = pa.array(sorted(set(carried.column("model_id").to_pylist())), pa.string())
+        tally = Tally()
+        pairs: dict[str, list[str]] = {}
+        urls: list[str] = []
+        facts: list[pa.Table] = []
+        shards: list[pa.Table] = []
+        for files in reused_files(self.out, self.base_run_id, self.plan.reuse, self.model_ids):
+            self.parts.write("files", files)
+            tally.merge(Tally.of_files(files))
+            batch_urls = [str(u) for u in files.column("url").to_pylist()]
+            urls.extend(batch_urls)
+            for url, source in zip(batch_urls, files.column("source_run_id").to_pylist(), strict=True):
+                pairs.setdefault(str(source), []).append(url)
+            judged = files.filter(pc.invert(pc.is_in(files.column("model_id"), value_set=carried_ids)))
+            facts.append(facts_of(judged))
+            # Shards of sets judged again need their stored facts; those of carried sets do not.
+            is_shard = [parse_shard_name(str(u)) is not None for u in judged.column("url").to_pylist()]
+            if any(is_shard):
+                shards.append(judged.filter(pa.array(is_shard, pa.bool_())))
+        shard_files = pa.concat_tables(shards) if shards else None
+        shard_facts = reused_shard_facts(self.out, shard_files) if shard_files is not None else []
+        tally.merge(reused_problem_tally(self.out, pairs))
+        tally.merge(model_tally)
+        self.collector.add_reused(urls, facts, tally, shard_facts)
+
+    def lineage(self, config: ScanConfig) -> Lineage:
+        """This night's families, lineage findings and compare pairs, once every file has its rows.
+
+        Never fails the night: should lineage fail, the models are judged without it (and logged).
+        """
+        read = (f.url for f in self.plan.read)
+        try:
+            lineage = judge_lineage(self.out, config, self.groups, self.collector, self.carried, read, self.listing)
+            reload_member_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
+            reload_shard_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
+        except Exception as exc:  # noqa: BLE001 - lineage is a judgement across files, never worth the night
+            log.warning("lineage failed, models judged without it: %s", describe_exception(exc))
+            return Lineage([], {}, set(), [])
+        return lineage
+
+    def judge_models(self, lineage: Lineage | None = None) -> tuple[int, tuple[IncompleteModel, ...]]:
+        """Write the models' rows (carried, or judged now with their problems): how many, and the incomplete ones.
+
+        ``lineage`` adds the family columns and lineage and compare problems,
+        and may judge carried models again. Models are judged
+        :data:`MODELS_PER_CHUNK` at a time and each chunk's rows written as it
+        is done: the driver holds one chunk's summaries, never the night's.
+        """
+        kept = self.carried if lineage is None else lineage.keep_carried(self.carried)
+        carried_ids = set(kept.column("model_id").to_pylist())
+        schema = models_to_table([], run_id=self.run_id).schema
+        carried = kept.select(schema.names).cast(schema)
+        self.parts.write("models", carried)
+        incomplete = list(incomplete_models(carried))
+        n_models = carried.num_rows
+        to_judge = [m for m in self.groups if m not in carried_ids]
+        self.summaries_judged = len(to_judge)
+        for start in range(0, len(to_judge), MODELS_PER_CHUNK):
+            judged = model_summaries(self.groups, self.collector, to_judge[start : start + MODELS_PER_CHUNK])
+            if lineage is not None:
+                judged = lineage.apply(judged)
+            models = models_to_table(judged, run_id=self.run_id)
+            self.parts.write("models", models)
+            incomplete.extend(incomplete_models(models))
+            n_models += models.num_rows
+            problems = model_problems_to_table(judged, run_id=self.run_id)
+            self.parts.write("problems", problems)
+            self.collector.tally.add_problems(problems)
+        if lineage is not None:
+            problems = lineage.pair_problems(self.run_id)
+            self.parts.write("problems", problems)
+            self.collector.tally.add_problems(problems)
+        return n_models, tuple(sorted(incomplete, key=lambda m: m.model_id))
+
+    def close_parts(self) -> None:
+        self.collector.add_parts(self.parts.close())
+
+    def abort(self) -> None:
+        self.parts.abort()
+
+    def record_compare_io(self, io: Mapping[str, tuple[int, int]]) -> None:
+        """Put the compare phase's ``(requests, bytes)`` of each file into its ``files`` row.
+
+        The rows were written before the phase ran (by the workers, and the
+        driver's for reused files): the data files holding a compared file are
+        read back one at a time and written again as new data files, and the
+        old ones left out of the commit (and deleted). A night that compared
+        nothing rewrites nothing.
+        """
+        if not io:
+            return
+        wanted = pa.array(sorted(io), pa.string())
+        keep: list[PartFile] = []
+        stale: list[PartFile] = []
+        for part in self.collector.parts.get("files", []):
+            path = self.out.path("files", part.path)
+            urls = pq.read_table(path, columns=["url"], filesystem=self.out.fs).column("url")
+            (stale if pc.any(pc.is_in(urls, value_set=wanted)).as_py() else keep).append(part)
+        if not stale:
+            return
+        schema = stored_schema("files")
+        writer = RunParts(
+            self.out.url, self.out.fsspec_options, self.run_id, "driver-compare", ("files",), measure_encodings=True
+        )
+        try:
+            for part in stale:
+                rows = pq.read_table(self.out.path("files", part.path), filesystem=self.out.fs)
+                urls_in = [str(u) for u in rows.column("url").to_pylist()]
+                columns = {
+                    "compare_requests": pa.array([io[u][0] if u in io else None for u in urls_in], pa.int64()),
+                    "compare_bytes": pa.array([io[u][1] if u in io else None for u in urls_in], pa.int64()),
+                }
+                arrays = [
+                    columns[f.name]
+                    if f.name in columns
+                    else rows.column(f.name)
+                    if f.name in rows.column_names
+                    else pa.nulls(rows.num_rows, f.type)
+                    for f in schema
+                ]
+                writer.write("files", pa.Table.from_arrays(arrays, schema=schema))
+            fresh = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        self.collector.parts["files"] = [*keep, *fresh]
+        for part in stale:
+            with contextlib.suppress(OSError):
+                self.out.fs.rm_file(self.out.path("files", part.path))
+
+    def check_one_row_per_file(self) -> int:
+        """Read the ``url`` column of every ``files`` data file of this night: every listed file exactly once."""
+        urls: list[str] = []
+        for part in self.collector.parts.get("files", []):
+            path = self.out.path("files", part.path)
+            urls.extend(pq.read_table(path, columns=["url"], filesystem=self.out.fs).column("url").to_pylist())
+        counts = Counter(urls)
+        expected = self.collector.expected
+        duplicated = sorted(u for u, n in counts.items() if n > 1)
+        missing = sorted(expected - counts.keys())
+        unexpected = sorted(counts.keys() - expected)
+        if duplicated or missing or unexpected:
+            raise RunError(
+                f"the files table does not hold exactly one row per listed file: {len(missing)} missing "
+                f"{missing[:3]}, {len(duplicated)} duplicated {duplicated[:3]}, {len(unexpected)} unexpected "
+                f"{unexpected[:3]}; nothing was committed"
+            )
+        return len(urls)
+
+    def commit(
+        self, config: ScanConfig, result: ScanResult, started: datetime, on_committed: CommitObserver | None = None
+    ) -> dict[str, int]:
+        """Commit every table, ``runs`` last with the versions the others reached."""
+
+        def runs_part(versions: Mapping[str, int]) -> PartFile:
+            writer = RunParts(
+                self.out.url, self.out.fsspec_options, self.run_id, "driver", ("runs",), measure_encodings=True
+            )
+            writer.write("runs", rows_to_table("runs", [runs_row(config, result, started, versions)]))
+            [part] = writer.close()
+            return part
+
+        return self.out.commit(self.run_id, self.collector.parts, runs_part, on_committed=on_committed)
+
+    def discard(self) -> None:
+        """Best effort: remove the data files this night wrote (nothing names them; vacuum would anyway)."""
+        for parts in self.collector.parts.values():
+            for part in parts:
+                with contextlib.suppress(OSError):
+                    self.out.fs.rm_file(self.out.path(part.table, part.path))

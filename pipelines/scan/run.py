@@ -1,0 +1,431 @@
+"""The scan job: list, audit in batches on dask.distributed (the workers write the rows), commit the night.
+
+Execution
+---------
+Files are sent to workers in batches (:mod:`~gguf_audit.pipelines.scan.batches`,
+one task each, at most :data:`BATCHES_IN_FLIGHT_PER_THREAD` per dask thread
+on the cluster at once: the next is submitted as one completes), audited
+there by :func:`~gguf_audit.pipelines.scan.execute.audit_batch`,
+which writes each file's rows as Parquet data files under the output's Delta
+tables and returns only what the driver commits and counts. A batch whose
+worker died is rerun by the scheduler; when dask gives up on it
+(``KilledWorker``) the driver splits it in two and resubmits the halves, so a
+file that kills workers ends up alone with a ``run.worker_lost`` row while
+the rest are audited. Results are keyed by URL on arrival and a batch with a
+file that already has rows is left out
+(:class:`~gguf_audit.pipelines.scan.collect.Collector`), so no rerun can duplicate
+a row; before committing, the driver reads the ``url`` column of this night's
+``files`` data files back and checks that every listed file has exactly one
+row. The commit is the output's (:mod:`~gguf_audit.pipelines.store.output`); an
+incremental night keeps pointing at the rows of unchanged files
+(:mod:`~gguf_audit.pipelines.scan.reuse`), the driver's side of it is
+:mod:`~gguf_audit.pipelines.scan.night`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import itertools
+import logging
+import os
+import secrets
+import time
+from asyncio import CancelledError  # what distributed raises for a future the scheduler lost
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
+from gguf_audit.format.shard_names import group_models
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.listing.discover import Listing, discover, for_workers, options_for
+from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, make_batches, split_batch
+from gguf_audit.pipelines.scan.collect import ScanResult
+from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch, lost_result
+from gguf_audit.pipelines.scan.lineage import compare_options, run_compare
+from gguf_audit.pipelines.scan.mirror import check_mirror, check_mirror_config
+from gguf_audit.pipelines.scan.night import CommitObserver, Night, RunError
+from gguf_audit.pipelines.scan.reuse import base_run, plan_reuse
+from gguf_audit.pipelines.scan.workers import worker_problems
+from gguf_audit.pipelines.store.output import Output, OutputError, new_run_id
+from gguf_audit.redact import install_handler_redaction, install_log_redaction
+
+__all__ = ["RunError", "ScanObserver", "run_scan"]
+
+log = logging.getLogger(__name__)
+
+WORKER_WAIT_S: Final = 60.0
+"""How long a scan waits for the first worker of an external scheduler."""
+SCHEDULER_CONNECT_S: Final = 20.0
+"""How long a scan tries to reach an external scheduler."""
+CPU_SLOTS_PER_PROCESS: Final = 1
+"""Files doing CPU work at once in one worker process (the CPU gate); reads still overlap."""
+BATCHES_IN_FLIGHT_PER_THREAD: Final = 2
+"""Batches submitted ahead per dask thread: one running, one queued on the worker, the rest wait on the driver."""
+
+
+class ScanObserver:
+    """What a scan tells whoever watches it (the CLI's progress bar). Every method is optional."""
+
+    def listed(self, listing: Listing, n_reused: int) -> None:
+        """Called once the collection is listed and the reusable files known."""
+
+    def cluster(self, scheduler: str, dashboard: str | None, n_workers: int) -> None:
+        """Called once the cluster is up."""
+
+    def progress(self, done: int, total: int, bytes_read: int) -> None:
+        """Called after each batch: files with rows so far, of ``total``, and bytes read so far."""
+
+    def comparing(self, requests: int, bytes_read: int) -> None:
+        """Called after each compare task: the compare phase's requests and bytes so far."""
+
+    def committing(self) -> None:
+        """Called when every row is written and the commit begins."""
+
+    def committed(self, table: str, version: int) -> None:
+        """Called after each table's commit, ``runs`` last."""
+
+
+def _check_scheduler(address: str | None) -> None:
+    """Refuse, before anything is listed, a ``--scheduler`` that is no dask scheduler address."""
+    if not address:
+        return
+    try:
+        _distributed().comm.get_address_host_port(address)
+    except ValueError as exc:  # 'synchronous', a missing port, an unknown scheme
+        raise RunError(
+            f"--scheduler takes a dask scheduler's address such as tcp://10.0.0.5:8786 (none: a local cluster); "
+            f"{exc}. Got {address!r}."
+        ) from exc
+
+
+@contextlib.contextmanager
+def _cluster(config: ScanConfig, client: Any) -> Iterator[tuple[Any, str, str | None, int]]:
+    """A dask client: the caller's, one for ``config.scheduler``, or a LocalCluster for this run."""
+    distributed = _distributed()
+    Client, LocalCluster = distributed.Client, distributed.LocalCluster
+
+    if client is not None:
+        yield client, str(client.scheduler.address), _dashboard(client), len(client.nthreads())
+        return
+    if config.scheduler:
+        try:
+            owned = Client(config.scheduler, timeout=f"{SCHEDULER_CONNECT_S}s")
+        except (OSError, TimeoutError) as exc:
+            raise RunError(f"cannot reach the dask scheduler at {config.scheduler!r}: {exc}") from exc
+        with owned:
+            try:
+                owned.wait_for_workers(1, timeout=WORKER_WAIT_S)
+            except TimeoutError as exc:
+                raise RunError(
+                    f"no dask worker joined the scheduler at {config.scheduler!r} within {WORKER_WAIT_S:.0f} s"
+                ) from exc
+            problems = worker_problems(owned)
+            if problems:
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise RunError(f"{problems[0]}{more}; nothing was submitted")
+            yield owned, config.scheduler, _dashboard(owned), len(owned.nthreads())
+        return
+    n_workers = config.workers or max(1, os.cpu_count() or 1)
+    try:
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=config.threads_per_worker,
+            processes=True,
+            host="127.0.0.1",
+            # Port 0 always: distributed binds its HTTP endpoint even without a dashboard,
+            # and a fixed port clashes with any other cluster on the machine.
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.ERROR,
+        )
+    except (OSError, RuntimeError, TimeoutError) as exc:
+        raise RunError(f"cannot start a local dask cluster: {exc}") from exc
+    with cluster, Client(cluster) as owned:
+        # The dashboard's pages need bokeh; without it the address serves nothing worth showing.
+        shown = config.dashboard and importlib.util.find_spec("bokeh") is not None
+        yield owned, "local", _dashboard(owned) if shown else None, n_workers
+
+
+def _distributed() -> Any:
+    """``distributed``, imported when a scan starts (``gguf_audit`` never imports it)."""
+    return importlib.import_module("distributed")
+
+
+def _dashboard(client: Any) -> str | None:
+    try:
+        services = client.scheduler_info().get("services", {})
+    except Exception:  # noqa: BLE001 - the dashboard is a nicety
+        return None
+    return str(client.dashboard_link) if "dashboard" in services else None
+
+
+def _run_batches(
+    client: Any,
+    batches: Sequence[Batch],
+    options: TaskOptions,
+    on_result: Callable[[BatchResult], Sequence[str]],
+    task: Callable[[Batch, TaskOptions], BatchResult] = audit_batch,
+    window: int = 0,
+) -> None:
+    """Submit the batches through a window and hand each result to ``on_result`` as it completes.
+
+    At most ``window`` batches (0: all) are in flight: the next is submitted
+    as one completes, so the scheduler, the client and the results waiting to
+    be taken hold a window's worth of the night, never all of it.
+
+    dask reruns a batch whose worker died; when it gives up (``KilledWorker``
+    after ``allowed-failures``) or the result is lost, the batch is split and
+    resubmitted, down to single files that get ``run.worker_lost`` rows.
+    ``on_result`` returns the files of a result it refused that still need
+    rows; they are submitted again as a batch of their own.
+    """
+    as_completed = _distributed().as_completed
+    pending: dict[str, tuple[Batch, int]] = {}
+    redone = 0
+
+    def submit(batch: Batch, splits: int) -> Any:
+        key = f"gguf-audit-{options.run_id}-{batch.batch_id}-{secrets.token_hex(3)}"
+        future = client.submit(task, batch, options, key=key, pure=False)
+        pending[future.key] = (batch, splits)
+        return future
+
+    queued = iter(batches)
+    first = list(itertools.islice(queued, window)) if window > 0 else list(queued)
+    futures = as_completed([submit(b, 0) for b in first])
+    for future in futures:
+        following = next(queued, None)
+        if following is not None:
+            futures.add(submit(following, 0))
+        batch, splits = pending.pop(future.key)
+        try:
+            result = future.result()
+            if not isinstance(result, BatchResult):
+                raise TypeError(f"a task returned {type(result).__name__}, not a BatchResult")
+        except (Exception, CancelledError) as exc:
+            if cannot_succeed_on_retry(exc):
+                raise RunError(f"the night stopped: {type(exc).__name__}: {exc} (no retry can succeed)") from exc
+            log.warning("batch %s failed (%s); resubmitting", batch.batch_id, describe_exception(exc))
+            halves = split_batch(batch) if splits < MAX_SPLITS else []
+            if halves:
+                for half in halves:
+                    futures.add(submit(half, splits + 1))
+            else:
+                message = f"the workers auditing this file died ({type(exc).__name__}: {exc})"
+                on_result(lost_result(batch, options, "run.worker_lost", message))
+            continue
+        finally:
+            future.release()
+        again = set(on_result(result))
+        if again:
+            redone += 1
+            files = [(f, m) for f, m in zip(batch.files, batch.model_ids, strict=True) if f.url in again]
+            redo = Batch(f"{batch.batch_id}.r{redone}", tuple(f for f, _ in files), tuple(m for _, m in files))
+            futures.add(submit(redo, splits))
+
+
+def _out_options(config: ScanConfig) -> dict[str, Any]:
+    if config.out_storage_options is not None:
+        return dict(config.out_storage_options)
+    return options_for(config.out, config.storage_options)
+
+
+def run_scan(
+    config: ScanConfig,
+    *,
+    client: Any = None,
+    observer: ScanObserver | None = None,
+) -> ScanResult:
+    """Run one scan and commit it. Raises RunError, OutputError (and DiscoveryError) when the run itself fails.
+
+    ``client`` is a ``distributed.Client`` the caller owns; without one the
+    config's scheduler is used, or a LocalCluster started and closed here.
+    The output is checked first (:meth:`Output.preflight`): nothing is listed
+    or read when it cannot take the run.
+    """
+    install_log_redaction()  # every gguf_audit logger's lines show URLs without their credentials
+    install_handler_redaction()  # and every handler's, whichever library logged (dask, fsspec, botocore...)
+    observer = observer or ScanObserver()
+    started = datetime.now(UTC)
+    begun = time.perf_counter()
+    run_id = new_run_id(started)
+    if not config.roots and not config.manifests:
+        raise RunError("nothing to scan: give at least one root or manifest")
+    check_mirror_config(config)
+    if client is None:
+        _check_scheduler(config.scheduler)
+    try:
+        out = Output(config.out, _out_options(config))
+    except (OSError, ValueError, ImportError) as exc:
+        raise OutputError(f"cannot open the output: {type(exc).__name__}: {exc}. Got {config.out!r}.") from exc
+    out.preflight()
+    # The lease first: recover() may then roll back only the runs of a writer whose lease expired.
+    out.acquire(f"scan {run_id}", wait_s=config.lease_wait_s, expiry_s=config.lease_expiry_s)
+    try:
+        return _leased_scan(config, out, run_id, started, begun, client, observer)
+    finally:
+        out.release()
+
+
+def _leased_scan(
+    config: ScanConfig,
+    out: Output,
+    run_id: str,
+    started: datetime,
+    begun: float,
+    client: Any,
+    observer: ScanObserver,
+) -> ScanResult:
+    """:func:`run_scan` once the output's lease is held."""
+    recovered = out.recover()
+    for r in recovered:
+        log.warning("output %s: %s run %s", config.out, r.action, r.run_id)
+
+    listing = discover(
+        config.roots,
+        manifests=config.manifests,
+        include=config.include,
+        exclude=config.exclude,
+        storage_options=config.storage_options,
+    )
+    if not listing.files:
+        raise RunError(f"no files matched {list(config.include)} under {list(config.roots) + list(config.manifests)}")
+    groups = group_models([f.url for f in listing.files])
+
+    base_run_id, reuse_note = base_run(out, config) if config.incremental else (None, None)
+    plan = plan_reuse(out, base_run_id, listing)
+    observer.listed(listing, len(plan.reuse))
+
+    night = Night(out, run_id, listing, groups, base_run_id, plan)
+    collector = night.collector
+    committing = False
+    try:
+        night.keep_reused()
+        done = len(collector.seen)
+        observer.progress(done, len(night.urls), 0)
+        audit_seconds = 0.0
+        scheduler, dashboard, n_workers = "none", None, 0
+        if plan.read:
+            with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
+                observer.cluster(scheduler, dashboard, n_workers)
+                audit_begun = time.perf_counter()
+                threads_per_worker = _threads_per_worker(dask_client, config)
+                size = config.batch_size or auto_batch_size(
+                    len(plan.read), max(1, n_workers * threads_per_worker), config.threads, threads_per_worker
+                )
+                batches = make_batches(plan.read, night.model_ids, size)
+                options = TaskOptions(
+                    run_id,
+                    for_workers(config.storage_options),
+                    config.audit_config,
+                    config.threads,
+                    out=out.url,
+                    out_storage_options=out.fsspec_options,
+                    # One file doing CPU work at a time per worker process: its threads share one GIL,
+                    # and on a quiet machine one slot beat two (bench_gate.py: 72 against 85 ms of CPU
+                    # per file, 107 ms without a gate, at 64 files in flight).
+                    cpu_slots=CPU_SLOTS_PER_PROCESS,
+                )
+                read_bytes = 0
+
+                def on_result(result: BatchResult) -> list[str]:
+                    nonlocal done, read_bytes
+                    again = collector.add(result)
+                    if not again:
+                        done += len(result.urls)
+                        read_bytes += result.bytes_read
+                    for failure in result.failures:
+                        log.warning("batch %s: %s", result.batch_id, failure)
+                    observer.progress(done, len(night.urls), read_bytes)
+                    return again
+
+                window = BATCHES_IN_FLIGHT_PER_THREAD * max(1, n_workers * threads_per_worker)
+                _run_batches(dask_client, batches, options, on_result, window=window)
+                audit_seconds = time.perf_counter() - audit_begun
+                lineage = night.lineage(config)
+                run_compare(
+                    dask_client,
+                    lineage,
+                    compare_options(config, run_id, out, listing.read_urls),
+                    collector,
+                    observer.comparing,
+                )
+        else:
+            lineage = night.lineage(config)
+            if lineage.pairs:  # a model judged again with no file read: its family lost a member (reference, anchor)
+                with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
+                    run_compare(
+                        dask_client,
+                        lineage,
+                        compare_options(config, run_id, out, listing.read_urls),
+                        collector,
+                        observer.comparing,
+                    )
+
+        n_models, incomplete = night.judge_models(lineage)
+        night.close_parts()
+        night.record_compare_io(lineage.io)
+        mirror: dict[str, int] = {}
+        if config.mirror_source:
+            files_parts = list(collector.parts.get("files", []))
+            mirror_parts, mirror_cost = check_mirror(config, out, run_id, listing, files_parts, base_run_id)
+            collector.add_parts(mirror_parts)
+            mirror = dict(mirror_cost.statuses)
+        rows_checked = night.check_one_row_per_file()
+        tally = collector.tally
+        result = ScanResult(
+            run_id=run_id,
+            out=config.out,
+            base_run_id=base_run_id,
+            n_files=len(night.urls),
+            n_read=len(plan.read),
+            n_reused=len(plan.reuse),
+            n_models=n_models,
+            statuses=dict(tally.statuses),
+            problem_codes=dict(tally.codes),
+            code_severities=dict(tally.code_severities),
+            severities=dict(tally.severities),
+            incomplete_models=incomplete,
+            bytes_read=tally.bytes_read,
+            requests=tally.requests,
+            collection_bytes=max(listing.total_bytes, tally.size_bytes),
+            listing_seconds=listing.seconds,
+            listing_requests=listing.requests,
+            skipped=tuple(str(s) for s in listing.skipped),
+            audit_seconds=audit_seconds,
+            seconds=time.perf_counter() - begun,
+            rows_checked=rows_checked,
+            duplicates_dropped=collector.dropped,
+            reuse_note=reuse_note,
+            scheduler=scheduler,
+            dashboard=dashboard,
+            n_workers=n_workers,
+            recovered=tuple(recovered),
+            rows_written=dict(collector.rows),
+            n_models_judged=night.summaries_judged,
+            n_unloadable=tally.unloadable,
+            n_aborts=tally.aborts,
+            mirror=mirror,
+        )
+        observer.committing()
+        committing = True
+        night.commit(config, result, started, on_committed=_committed(observer))
+        return result
+    except BaseException:
+        night.abort()
+        if not committing:
+            night.discard()
+        raise
+
+
+def _committed(observer: ScanObserver) -> CommitObserver:
+    return observer.committed
+
+
+def _threads_per_worker(client: Any, config: ScanConfig) -> int:
+    try:
+        counts = [int(n) for n in client.nthreads().values()]  # every worker (scheduler_info lists a few)
+    except Exception:  # noqa: BLE001 - only sizes batches
+        return config.threads_per_worker
+    return max(1, round(sum(counts) / len(counts))) if counts else config.threads_per_worker
