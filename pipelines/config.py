@@ -53,6 +53,7 @@ __all__ = [
     "ClusterSettings",
     "ConfigError",
     "IOSettings",
+    "MirrorSettings",
     "ScanConfig",
     "ScanSettings",
     "check_no_credentials",
@@ -177,6 +178,24 @@ class CheckSettings:
         return CompareBudget(self.compare_tensors, self.sampling.max_requests, self.sampling.budget_bytes)
 
 
+@dataclass(frozen=True, slots=True)
+class MirrorSettings:
+    """``[mirror]``: check the scan's one root as a mirror of ``source`` (``--source``); empty: no check."""
+
+    source: str = ""
+    """What the mirror copies: ``hf://ORG``, ``s3://...``, a path."""
+    mirror_prefix: str = ""
+    """The part of a mirror path (relative to the root) replaced by ``source_prefix`` to name its source."""
+    source_prefix: str = ""
+    revision_key: str = "hf-revision"
+    """The object metadata key (``x-amz-meta-<key>``) recording the source revision a copy was made at."""
+
+    def __post_init__(self) -> None:
+        for name in ("source", "mirror_prefix", "source_prefix", "revision_key"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"mirror.{name} must be a string. Got {getattr(self, name)!r}.")
+
+
 def _options(value: object, where: str) -> None:
     if not isinstance(value, Mapping):
         raise ValueError(f"{where} must be a table of fsspec options. Got {value!r}.")
@@ -191,6 +210,7 @@ class ScanConfig:
     cluster: ClusterSettings = ClusterSettings()
     io: IOSettings = IOSettings()
     checks: CheckSettings = CheckSettings()
+    mirror: MirrorSettings = MirrorSettings()
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     out_storage_options: Mapping[str, Any] | None = None
 
@@ -337,12 +357,16 @@ KEYS: Final[Mapping[str, Key]] = {
     ),
     "compare": _k("checks", "checks", "compare"),
     "compare_tensors": _k("checks", "checks", "compare_tensors"),
+    "source": _k("mirror", "mirror", "source"),
+    "mirror_prefix": _k("mirror", "mirror", "mirror_prefix"),
+    "source_prefix": _k("mirror", "mirror", "source_prefix"),
+    "revision_key": _k("mirror", "mirror", "revision_key"),
     "storage_options": _k("storage_options", "storage_options", load=dict),
     "out_storage_options": _k("out_storage_options", "out_storage_options", load=dict),
 }
 """Every TOML key (and scan setting) by name: the table it sits in and the field it sets."""
 
-TABLES: Final = ("scan", "cluster", "io", "checks")
+TABLES: Final = ("scan", "cluster", "io", "checks", "mirror")
 """The tables of plain keys, in the order a config shows them; the option tables follow."""
 OPTION_TABLES: Final = ("storage_options", "out_storage_options")
 CHECK_KEYS: Final = tuple(k for k, key in KEYS.items() if key.table == "checks")

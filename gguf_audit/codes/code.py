@@ -107,6 +107,12 @@ class Code(StrEnum):
     TEMPLATE_MISSING = "template.missing"
     TEMPLATE_TOO_MANY = "template.too_many"
     # clip
+    MIRROR_MISSING = "mirror.missing"
+    MIRROR_EXTRA = "mirror.extra"
+    MIRROR_SIZE_DIFFERS = "mirror.size_differs"
+    MIRROR_CONTENT_DIFFERS = "mirror.content_differs"
+    MIRROR_STALE = "mirror.stale"
+    MIRROR_UNDECIDED = "mirror.undecided"
     CLIP_PROJECTOR_FILE = "clip.projector_file"
     CLIP_NO_ENCODER = "clip.no_encoder"
     CLIP_UNKNOWN_PROJECTOR = "clip.unknown_projector"

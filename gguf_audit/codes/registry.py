@@ -24,6 +24,7 @@ from gguf_audit.codes import (
     io,
     lineage,
     meta,
+    mirror,
     run,
     shard,
     template,
@@ -54,6 +55,7 @@ AREAS: Final[Mapping[str, tuple[CodeInfo, ...]]] = MappingProxyType(
         "io": io.ENTRIES,
         "run": run.ENTRIES,
         "internal": internal.ENTRIES,
+        "mirror": mirror.ENTRIES,
     }
 )
 """Each area's codes, in its module's order."""

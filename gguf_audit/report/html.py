@@ -26,6 +26,7 @@ from gguf_audit.codes import CODES, LLAMA_CPP_BUILD, SEVERITY_RANK
 from gguf_audit.findings import llama_cpp_label
 from gguf_audit.report.charts import COLORS, Bar, Box, Series, bar_chart, box_chart, line_chart, text
 from gguf_audit.report.format import fmt_bytes
+from gguf_audit.report.mirror_html import mirror_section
 from gguf_audit.report.nightly import FileRow, ModelRow, NightDiff, NightReport, NightSummary, Problem
 
 __all__ = ["CSP_POLICY", "SORT_SCRIPT", "STYLE", "render_html"]
@@ -384,6 +385,9 @@ def render_html(report: NightReport) -> str:
         ("files", f"Files and their problems ({len(report.files)})", _files(report.files, report.problems)),
         ("quantization", "Quantization error by type (relative RMSE)", _compare(report)),
     ]
+    mirror = mirror_section(report.mirror)
+    if mirror is not None:
+        sections.append(("mirror", f"The mirror against its source ({len(report.mirror or ())} paths)", mirror))
     body = "".join(f'<section id="s-{sid}"><h2>{title}</h2>{content}</section>' for sid, title, content in sections)
     model_problems = [p for p in report.problems if p.scope == "model"]
     if model_problems:

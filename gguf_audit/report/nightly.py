@@ -19,6 +19,8 @@ __all__ = [
     "CompareStat",
     "FileChange",
     "FileRow",
+    "MirrorChange",
+    "MirrorRow",
     "ModelFlip",
     "ModelRow",
     "NewAbort",
@@ -184,6 +186,33 @@ class NewAbort:
     """The earlier night's verdict; None when unknown or not there."""
 
 
+@dataclass(frozen=True, slots=True)
+class MirrorRow:
+    """One path of a mirror against its source, as the night's ``mirror`` row has it."""
+
+    path: str
+    status: str
+    evidence: str
+    code: str | None
+    severity: str | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorChange:
+    """A mirror path whose status changed between two nights (``absent`` when a night has no row for it)."""
+
+    path: str
+    status_before: str
+    status_after: str
+    message: str
+
+    @property
+    def alert(self) -> bool:
+        """A copy that stopped being faithful."""
+        return self.status_before == "faithful" and self.status_after != "faithful"
+
+
 @dataclass
 class NightDiff:
     """What changed from night ``before`` to night ``after``."""
@@ -199,6 +228,12 @@ class NightDiff:
     model_flips: list[ModelFlip] = field(default_factory=list)
     new_aborts: list[NewAbort] = field(default_factory=list)
     """Files and models going to ``aborts``: always an alert, whatever ``--fail-on`` says."""
+    mirror_changes: list[MirrorChange] = field(default_factory=list)
+    """Mirror paths whose status changed; those that stopped being faithful are alerts, like new aborts."""
+
+    @property
+    def mirror_alerts(self) -> list[MirrorChange]:
+        return [c for c in self.mirror_changes if c.alert]
 
     def new_at_least(self, severity: str) -> list[Problem]:
         """The new problems (and changed ones that became this severe) at or above ``severity``."""
@@ -221,6 +256,7 @@ class NightDiff:
             or self.changed_files
             or self.model_flips
             or self.new_aborts
+            or self.mirror_changes
         )
 
 
@@ -239,6 +275,8 @@ class NightReport:
     """Against the previous night; None for the first."""
     compare: list[CompareStat] | None
     """Per tensor type; None when the output has no ``compare`` table."""
+    mirror: list[MirrorRow] | None = None
+    """The night's mirror check, a row per path; None when the night checked no mirror."""
     tool_version: str = ""
 
 
@@ -306,6 +344,14 @@ def render_diff_text(diff: NightDiff) -> str:
                 for m in diff.model_flips
             ],
         ),
+        (
+            "mirror changes",
+            [
+                f"  {'ALERT ' if c.alert else ''}{escape(c.path, 300)}: {c.status_before} -> {c.status_after}: "
+                f"{escape(c.message, 300)}"
+                for c in diff.mirror_changes
+            ],
+        ),
     ]
     for title, rows in sections:
         lines.append(f"{title} ({len(rows)}):" if rows else f"{title}: none")
@@ -326,5 +372,6 @@ def diff_to_json(diff: NightDiff) -> dict[str, Any]:
         "changed_files": [asdict(c) for c in diff.changed_files],
         "model_flips": [asdict(m) for m in diff.model_flips],
         "new_aborts": [asdict(a) for a in diff.new_aborts],
+        "mirror_changes": [{**asdict(c), "alert": c.alert} for c in diff.mirror_changes],
         "llama_cpp_build": LLAMA_CPP_BUILD,
     }

@@ -1,7 +1,7 @@
 """The Arrow schemas of every audit table, with one schema version.
 
-A scan writes eight Delta tables under its ``--out``: ``runs``, ``files``,
-``models``, ``tensors``, ``metadata``, ``problems``, ``samples`` and ``compare``, each
+A scan writes nine Delta tables under its ``--out``: ``runs``, ``files``,
+``models``, ``tensors``, ``metadata``, ``problems``, ``samples``, ``compare`` and ``mirror``, each
 partitioned by ``run_id`` (``<out>/<table>/run_id=<run_id>/part-*.parquet``
 plus ``<out>/<table>/_delta_log/``). ``run_id`` is the partition column: it
 lives in the commit's partition values, not in the Parquet files, and every
@@ -207,6 +207,9 @@ _RUNS_LINEAGE: Final = [
     # then what the listing skipped (broken links, loops, aliases of listed files): counted, and named up to a limit
     _f("n_skipped", pa.int64()),
     _f("skipped", pa.list_(pa.string())),
+    # then the mirror table's version and rows (nights with no mirror check: 0 rows)
+    _f("mirror_version", pa.int64()),
+    _f("mirror_rows", pa.int64()),
 ]
 
 _COMPARE: Final = [
@@ -234,6 +237,32 @@ _COMPARE: Final = [
     _f("file_derivation", pa.string()),
     # added at the end: the blocks planned for the tensor (n_blocks of them were measured); earlier nights null
     _f("n_planned_blocks", pa.int64()),
+]
+
+_MIRROR: Final = [
+    _f("path", pa.string(), False),
+    _f("status", pa.string(), False),
+    _f("evidence", pa.string(), False),
+    _f("code", pa.string()),
+    _f("severity", pa.string()),
+    _f("message", pa.string(), False),
+    _f("mirror_url", pa.string()),
+    _f("source_url", pa.string()),
+    _f("mirror_size", pa.int64()),
+    _f("source_size", pa.int64()),
+    _f("mirror_etag", pa.string()),
+    _f("mirror_version_id", pa.string()),
+    _f("mirror_sha256", pa.string()),
+    _f("mirror_revision", pa.string()),
+    _f("source_sha256", pa.string()),
+    _f("source_version_id", pa.string()),
+    _f("source_revision", pa.string()),
+    _f("mirror_weights_fingerprint", pa.string()),
+    _f("source_weights_fingerprint", pa.string()),
+    _f("requests", pa.int64(), False),
+    _f("bytes_read", pa.int64(), False),
+    _f("reused", pa.bool_(), False),
+    _f("judged_run_id", pa.string(), False),
 ]
 
 _MODELS: Final = [
@@ -330,6 +359,7 @@ _FIELDS: Final = {
     "problems": [*_PROBLEMS, *_VERDICT],
     "samples": _SAMPLES,
     "compare": _COMPARE,
+    "mirror": _MIRROR,
 }
 
 TABLE_NAMES: Final = tuple(_FIELDS)

@@ -8,8 +8,8 @@ Default: the last two committed nights; the comparison itself is
 Exit status: 1 when the later night has a new problem (or one that became this
 severe) at or above ``--fail-on`` (default ``error``), or a file or model that
 now makes llama.cpp abort (whatever ``--fail-on`` says: it crashes a server that
-loads it), 0 otherwise, 2 on a usage error (an unknown night, an output that
-cannot be read).
+loads it), or a mirror copy that stopped being faithful to its source, 0 otherwise,
+2 on a usage error (an unknown night, an output that cannot be read).
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         payload = diff_to_json(diff)
         payload["fail_on"] = args.fail_on
         payload["new_at_fail_on"] = len(diff.new_at_least(args.fail_on))
+        payload["mirror_alerts"] = len(diff.mirror_alerts)
         sys.stdout.write(dumps(payload) + "\n")
     else:
         print(render_diff_text(diff))
@@ -89,7 +90,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print(f"{len(alerts)} new problems at or above {args.fail_on}")
         if diff.new_aborts:
             print(f"{len(diff.new_aborts)} files or models now abort llama.cpp {LLAMA_CPP_BUILD}")
-    return ExitStatus.PROBLEMS if alerts or diff.new_aborts else ExitStatus.OK
+        if diff.mirror_alerts:
+            print(f"{len(diff.mirror_alerts)} mirror copies stopped being faithful to their source")
+    return ExitStatus.PROBLEMS if alerts or diff.new_aborts or diff.mirror_alerts else ExitStatus.OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

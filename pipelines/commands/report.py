@@ -24,6 +24,7 @@ from gguf_audit.cli import ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.nights.diff import diff_nights
+from gguf_audit.pipelines.nights.mirror import night_mirror
 from gguf_audit.pipelines.nights.nightview import (
     compare_stats,
     file_rows,
@@ -90,6 +91,7 @@ def build_report(out: Output, run_id: str | None = None, *, trend_nights: int = 
         models=model_rows(out, night),
         diff=diff_nights(out, previous, night) if previous is not None else None,
         compare=compare_stats(out, night),
+        mirror=night_mirror(out, night),
         tool_version=__version__,
     )
 

@@ -110,6 +110,11 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="wait this long while another scan or vacuum writes to --out, then exit 2 (default 0: exit at once)",
     )
+    scan.add_argument(
+        "--source",
+        metavar="ROOT",
+        help="check the one ROOT as a mirror of this root (hf://ORG, s3://...): the mirror table",
+    )
     scan.add_argument("--sarif", metavar="FILE", help="also write the night's problems as SARIF 2.1.0 (one run)")
     scan.add_argument("--jsonl", metavar="FILE", help="also write the night's files as JSON Lines (one per line)")
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -143,6 +148,7 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
         upstream_location=args.upstream,
         compare=args.compare,
         lease_wait_s=args.lease_wait,
+        source=args.source,
     )
 
 
@@ -252,6 +258,9 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
         lines.extend(f"  {escape(s, 600)}" for s in result.skipped[:SHOWN_MODELS])
         if len(result.skipped) > SHOWN_MODELS:
             lines.append(f"  … {len(result.skipped) - SHOWN_MODELS} more")
+    if result.mirror:
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(result.mirror.items()))
+        lines.append(f"mirror against its source: {counts} (the mirror table names each path)")
     verdict = "fails" if result.reaches(fail_on) else "passes"
     lines.append(f"the run {verdict} --fail-on {fail_on}")
     return "\n".join(lines)

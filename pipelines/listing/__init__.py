@@ -10,11 +10,12 @@ from gguf_audit.pipelines.listing.discover import (
     Listing,
     Skipped,
     discover,
+    for_workers,
     listed_from_info,
     options_for,
     read_manifest,
 )
-from gguf_audit.pipelines.listing.hub import HubListingError, list_hub_root
+from gguf_audit.pipelines.listing.hub import HubListingError, KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing.local import LocalWalk, walk_local
 
 __all__ = [
@@ -22,12 +23,14 @@ __all__ = [
     "SAFETENSORS_SUFFIX",
     "DiscoveryError",
     "HubListingError",
+    "KnownRepo",
     "Listing",
     "ListingRequests",
     "LocalWalk",
     "Skipped",
     "counting",
     "discover",
+    "for_workers",
     "list_hub_root",
     "listed_from_info",
     "options_for",

@@ -38,7 +38,7 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.hub import hub_endpoint
 from gguf_audit.io.options import s3_endpoint
 from gguf_audit.pipelines.listing.counting import ListingRequests, counting
-from gguf_audit.pipelines.listing.hub import list_hub_root
+from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing.local import Skipped, walk_local
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile
@@ -52,6 +52,7 @@ __all__ = [
     "Listing",
     "Skipped",
     "discover",
+    "for_workers",
     "listed_from_info",
     "options_for",
     "read_manifest",
@@ -139,6 +140,22 @@ def _with_env_endpoint(options: dict[str, Any]) -> dict[str, Any]:
         return options
     client["endpoint_url"] = endpoint
     return {**options, "client_kwargs": client}
+
+
+def for_workers(storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    """Storage options for processes whose environment may lack this one's S3 endpoint (dask workers).
+
+    Options keyed by protocol (or none at all) get their ``s3`` entry with the
+    endpoint of ``AWS_ENDPOINT_URL`` spelt out, so a worker started before the
+    variable was set (or on another host) reads where the driver listed. Flat
+    options apply to every protocol and are left as they are.
+    """
+    if storage_options and not _is_per_protocol(storage_options):
+        return dict(storage_options)
+    s3 = options_for("s3://", storage_options)
+    if not s3:
+        return dict(storage_options)
+    return {**storage_options, "s3": s3}
 
 
 def _is_per_protocol(storage_options: Mapping[str, Any]) -> bool:
@@ -240,6 +257,7 @@ def _list_root(
     include: Sequence[str],
     exclude: Sequence[str],
     requests: ListingRequests | None = None,
+    known: KnownRepo | None = None,
 ) -> tuple[list[ListedFile], bool, tuple[Skipped, ...]]:
     """The files under ``root``, whether the listing saw every file of their directories (a directory
     root on a store that lists; not a single file, not HTTP), and the entries it skipped."""
@@ -252,6 +270,7 @@ def _list_root(
                 root,
                 options_for(root, storage_options),
                 lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
+                known,
             )
             return listed, True, ()
         except (OSError, ValueError) as exc:  # HubListingError, a malformed root, a token in the options
@@ -438,8 +457,12 @@ def discover(
     include: Sequence[str] = DEFAULT_INCLUDE,
     exclude: Sequence[str] = (),
     storage_options: Mapping[str, Any] | None = None,
+    known: KnownRepo | None = None,
 ) -> Listing:
     """List every file under ``roots`` and in ``manifests``, each URL once.
+
+    ``known`` (``hf://`` roots) gives the files an earlier listing found in a
+    repository at its current commit: its tree is not listed again.
 
     Raises DiscoveryError when a root does not exist or cannot be listed, or
     a manifest cannot be read: a scan that cannot see its collection fails
@@ -453,7 +476,7 @@ def discover(
     skipped: list[Skipped] = []
     with counting() as requests:
         for root in roots:
-            listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests)
+            listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests, known)
             skipped.extend(s for s in root_skipped if s not in skipped)
             for listed in listed_files:
                 directory = listed.url.rsplit("/", 1)[0]

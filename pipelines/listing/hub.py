@@ -35,7 +35,7 @@ from gguf_audit.io.hub import HubURL, hub_endpoint, hub_token, parse_hf_url, qui
 from gguf_audit.io.limits import parse_rate_limit
 from gguf_audit.tables.listed import ListedFile
 
-__all__ = ["HubListingError", "list_hub_root"]
+__all__ = ["HubListingError", "KnownRepo", "list_hub_root"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,10 @@ MAX_RATE_LIMIT_WAIT_S: Final = 330.0
 """Seconds one listing call may wait for the API's rate limit to reset, in all."""
 
 T = TypeVar("T")
+
+KnownRepo = Callable[[str, str], "list[ListedFile] | None"]
+"""``(repo_id, commit sha) -> files``: what an earlier listing found in a repository at that commit (a commit
+pins its tree), or None; a repository known at its current sha costs no tree listing."""
 
 
 class HubListingError(GGUFAuditError, OSError):
@@ -113,6 +117,7 @@ def _list_repo(
     selected: Callable[[str], bool],
     options: Mapping[str, Any],
     card: HubGGUF | None = None,
+    known: KnownRepo | None = None,
 ) -> list[ListedFile]:
     """The files of one repository at its pinned sha; one ``io.*`` entry when it cannot be listed."""
     repo_id = str(hub.repo_id)
@@ -124,6 +129,9 @@ def _list_repo(
             sha = str(info.sha)
             card = parse_hub_gguf(getattr(info, "gguf", None))
         pinned = sha
+        cached = known(repo_id, pinned) if known is not None and not sub else None
+        if cached is not None:
+            return cached
         try:
             entries = _waiting_out_429(
                 lambda: list(api.list_repo_tree(repo_id, path_in_repo=sub or None, recursive=True, revision=pinned))
@@ -164,17 +172,21 @@ def _list_repo(
     return sorted(out, key=lambda f: f.url)
 
 
-def list_hub_root(root: str, options: Mapping[str, Any], selected: Callable[[str], bool]) -> list[ListedFile]:
+def list_hub_root(
+    root: str, options: Mapping[str, Any], selected: Callable[[str], bool], known: KnownRepo | None = None
+) -> list[ListedFile]:
     """Every selected file under an ``hf://`` root, pinned to commit shas; failed repositories as ``io.*`` entries.
 
-    ``selected`` takes a path relative to the root's repository (or sub-path).
+    ``selected`` takes a path relative to the root's repository (or sub-path);
+    ``known`` gives the files of repositories an earlier listing saw at the same
+    commit (whose tree is then not listed again).
     Raises HubListingError when an organisation's repositories cannot be
     listed or it has none, ValueError for a malformed root.
     """
     hub = parse_hf_url(root)
     api = _api(options)
     if hub.repo_id is not None:
-        return _list_repo(api, hub, None, selected, options)
+        return _list_repo(api, hub, None, selected, options, known=known)
     try:
         models = _waiting_out_429(lambda: list(api.list_models(author=hub.namespace, expand=["sha", "gguf"])))
     except Exception as exc:  # any client failure: the root cannot be listed
@@ -191,6 +203,6 @@ def list_hub_root(root: str, options: Mapping[str, Any], selected: Callable[[str
     ]
     out: list[ListedFile] = []
     with ThreadPoolExecutor(min(REPO_THREADS, len(repos)), thread_name_prefix="gguf-audit-hub") as pool:
-        for files in pool.map(lambda r: _list_repo(api, r[0], r[1], selected, options, r[2]), repos):
+        for files in pool.map(lambda r: _list_repo(api, r[0], r[1], selected, options, r[2], known), repos):
             out.extend(files)
     return out

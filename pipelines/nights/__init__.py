@@ -11,6 +11,7 @@ from gguf_audit.pipelines.nights.duplicates import (
     night_duplicates,
 )
 from gguf_audit.pipelines.nights.export import check_writable, export_night, night_jsonl, night_sarif, write_text
+from gguf_audit.pipelines.nights.mirror import mirror_changes, night_mirror
 from gguf_audit.pipelines.nights.nightview import (
     PROBLEM_COLUMNS,
     compare_stats,
@@ -40,9 +41,11 @@ __all__ = [
     "export_night",
     "file_rows",
     "match_problems",
+    "mirror_changes",
     "model_rows",
     "night_duplicates",
     "night_jsonl",
+    "night_mirror",
     "night_problems",
     "night_row",
     "night_sarif",

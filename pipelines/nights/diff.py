@@ -14,8 +14,9 @@ problem needs. A problem is the same problem in both nights when its place
 Exit status: 1 when the later night has a new problem (or one that became this
 severe) at or above ``--fail-on`` (default ``error``), or a file or model that
 now makes llama.cpp abort (whatever ``--fail-on`` says: it crashes a server that
-loads it), 0 otherwise, 2 on a usage error (an unknown night, an output that
-cannot be read).
+loads it), or a mirror copy that stopped being faithful to its source (the
+``mirror`` table, :mod:`~gguf_audit.pipelines.nights.mirror`), 0 otherwise,
+2 on a usage error (an unknown night, an output that cannot be read).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from gguf_audit.pipelines.nights.mirror import mirror_changes
 from gguf_audit.pipelines.nights.nightview import PROBLEM_COLUMNS, night_problems, problems_of, row_llama_cpp
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.report.nightly import (
@@ -153,4 +155,5 @@ def diff_nights(out: Output, before: str, after: str) -> NightDiff:
     old_problems = problems_of(night_problems(out, before, columns, urls=[*removed, *reread], model_ids=judged))
     new_problems = problems_of(night_problems(out, after, columns, urls=[*added, *reread], model_ids=judged))
     diff.new_problems, diff.resolved_problems, diff.changed_problems = match_problems(old_problems, new_problems)
+    diff.mirror_changes = mirror_changes(out, before, after)
     return diff

@@ -74,7 +74,7 @@ def picture(out: Output, table: str, run_id: str | None = None) -> Iterator[pa.R
     if table not in TABLE_NAMES:
         raise KeyError(f"no table named {table!r}; the tables are {', '.join(TABLE_NAMES)}. Got {table!r}.")
     night = str(night_row(out, run_id)["run_id"])
-    if table in ("runs", "files", "models"):
+    if table in ("runs", "files", "models", "mirror"):
         where = ds.field(PARTITION_COLUMN) == night if table == "runs" else None
         for batch in _scan(out, table, [night], where):
             if batch.num_rows:

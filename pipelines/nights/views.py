@@ -22,7 +22,7 @@ from typing import Final
 
 __all__ = ["VIEW_NAMES", "night_views", "sql_literal", "views_needed"]
 
-VIEW_NAMES: Final = ("runs", "files", "models", "tensors", "metadata", "samples", "problems", "compare")
+VIEW_NAMES: Final = ("runs", "files", "models", "tensors", "metadata", "samples", "problems", "compare", "mirror")
 """Every view, in the order they are created (each after those it reads)."""
 
 _NEEDS: Final = {
@@ -34,6 +34,7 @@ _NEEDS: Final = {
     "samples": ("files",),
     "problems": ("files", "models"),
     "compare": ("models",),
+    "mirror": (),
 }
 
 
@@ -94,6 +95,7 @@ def night_views(
         "runs": f"SELECT * FROM {scan('runs')} WHERE run_id = {night}",
         "files": f"SELECT * FROM {scan('files')} WHERE run_id = {night}",
         "models": f"SELECT * FROM {scan('models')} WHERE run_id = {night}",
+        "mirror": f"SELECT * FROM {scan('mirror')} WHERE run_id = {night}",
         "problems": (
             "SELECT d.* REPLACE (f.model_id AS model_id, f.run_id AS run_id) "
             f"FROM {scan('problems')} d JOIN files f ON d.url = f.url AND d.run_id = f.source_run_id "

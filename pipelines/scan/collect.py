@@ -43,6 +43,9 @@ __all__ = [
 SKIPPED_NAMED: Final = 1000
 """Skipped entries a ``runs`` row names (``n_skipped`` counts them all): one row stays small whatever a tree holds."""
 
+_OWN_COLUMNS: Final = frozenset({"compare", "mirror"})
+"""Tables that came after the runs table's struct columns: their version and rows have columns of their own."""
+
 
 @dataclass(frozen=True, slots=True)
 class IncompleteModel:
@@ -97,6 +100,8 @@ class ScanResult:
     """Requests the listing sent; None when a listed store's requests are not counted."""
     skipped: tuple[str, ...] = ()
     """Listed entries that got no row, each ``URL: why`` (:attr:`~gguf_audit.pipelines.listing.Listing.skipped`)."""
+    mirror: Mapping[str, int] = field(default_factory=dict)
+    """With a mirror check: paths by status (``faithful``, ``missing``, ...), as in the ``mirror`` table."""
 
     @property
     def files_per_second(self) -> float:
@@ -262,8 +267,8 @@ def runs_row(config: ScanConfig, result: ScanResult, started: datetime, versions
         "files_per_second": result.files_per_second,
         "config": config.public_json(),
         "verdicts_version": VERDICTS_VERSION,
-        "table_versions": {t: v for t, v in versions.items() if t != "compare"},
-        "rows_written": {t: int(result.rows_written.get(t, 0)) for t in versions if t != "compare"},
+        "table_versions": {t: v for t, v in versions.items() if t not in _OWN_COLUMNS},
+        "rows_written": {t: int(result.rows_written.get(t, 0)) for t in versions if t not in _OWN_COLUMNS},
         # the compare table came after the struct columns above: its own columns (adding a struct field is
         # no plain column addition for every Delta reader)
         "compare_version": versions.get("compare"),
@@ -272,4 +277,6 @@ def runs_row(config: ScanConfig, result: ScanResult, started: datetime, versions
         "llama_cpp_build": LLAMA_CPP_BUILD,
         "n_skipped": len(result.skipped),
         "skipped": list(result.skipped[:SKIPPED_NAMED]),
+        "mirror_version": versions.get("mirror"),
+        "mirror_rows": int(result.rows_written.get("mirror", 0)),
     }

@@ -59,7 +59,7 @@ from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.discover import Listing, options_for
+from gguf_audit.pipelines.listing.discover import Listing, for_workers, options_for
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
 from gguf_audit.pipelines.scan.reuse import reused_shard_facts
@@ -295,7 +295,7 @@ def compare_options(
     return CompareOptions(
         read_urls=dict(read_urls or {}),
         run_id=run_id,
-        storage_options=dict(config.storage_options),
+        storage_options=for_workers(config.storage_options),
         read=config.io.read,
         budget=config.checks.compare_budget,
         threads=config.io.threads,

@@ -41,11 +41,12 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.discover import Listing, discover, options_for
+from gguf_audit.pipelines.listing.discover import Listing, discover, for_workers, options_for
 from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, make_batches, split_batch
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch, lost_result
 from gguf_audit.pipelines.scan.lineage import compare_options, run_compare
+from gguf_audit.pipelines.scan.mirror import check_mirror, check_mirror_config
 from gguf_audit.pipelines.scan.night import CommitObserver, Night, RunError
 from gguf_audit.pipelines.scan.reuse import base_run, plan_reuse
 from gguf_audit.pipelines.scan.workers import worker_problems
@@ -252,6 +253,7 @@ def run_scan(
     run_id = new_run_id(started)
     if not config.scan.roots and not config.scan.manifests:
         raise RunError("nothing to scan: give at least one root or manifest")
+    check_mirror_config(config)
     if client is None:
         _check_scheduler(config.cluster.scheduler)
     try:
@@ -318,7 +320,7 @@ def _leased_scan(
                 batches = make_batches(plan.read, night.model_ids, size)
                 options = TaskOptions(
                     run_id,
-                    dict(config.storage_options),
+                    for_workers(config.storage_options),
                     config.audit_config,
                     config.io.threads,
                     out=out.url,
@@ -367,6 +369,12 @@ def _leased_scan(
         n_models, incomplete = night.judge_models(lineage)
         night.close_parts()
         night.record_compare_io(lineage.io)
+        mirror: dict[str, int] = {}
+        if config.mirror.source:
+            files_parts = list(collector.parts.get("files", []))
+            mirror_parts, mirror_cost = check_mirror(config, out, run_id, listing, files_parts, base_run_id)
+            collector.add_parts(mirror_parts)
+            mirror = dict(mirror_cost.statuses)
         rows_checked = night.check_one_row_per_file()
         tally = collector.tally
         result = ScanResult(
@@ -401,6 +409,7 @@ def _leased_scan(
             n_models_judged=night.summaries_judged,
             n_unloadable=tally.unloadable,
             n_aborts=tally.aborts,
+            mirror=mirror,
         )
         observer.committing()
         committing = True

@@ -158,7 +158,7 @@ def _vacuum(out: Output, keep_nights: int, min_age_hours: int) -> Retention:
         kept=ids[-keep_nights:], dropped=ids[:-keep_nights], recovered=recovered, min_age_hours=min_age_hours
     )
     kept = set(report.kept)
-    for table in ("files", "models", "runs"):
+    for table in ("files", "models", "runs", "mirror"):
         gone = [r for r in _partitions(out, table) if r not in kept]
         if gone:
             report.rows_dropped[table] = sum(_rows(out, table, r) for r in gone)

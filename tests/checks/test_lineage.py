@@ -109,7 +109,7 @@ def test_lineage_only_adds_nullable_columns_at_the_end() -> None:
     added = {
         "files": ["tensor_set_digest", "metadata_parts"],  # mmproj pairing, compare I/O, Hub requests, fingerprints
         "models": ["family_key", "reference_url"],
-        "runs": ["compare_version", "skipped"],  # listing_requests and the skipped entries came later
+        "runs": ["compare_version", "mirror_rows"],  # listing_requests, skipped entries, the mirror table came later
     }
     later: dict[str, list[str]] = {"files": ["llama_cpp"], "models": ["llama_cpp"], "runs": []}  # after lineage
     for table, (first, last) in ((t, (c[0], c[-1])) for t, c in added.items()):

@@ -195,7 +195,7 @@ def test_nested_fields_from_toml_keys() -> None:
     assert config.checks.compare_budget == CompareBudget(2, 32, 1 << 20)
     # What runs.config records keeps its flat keys (nights committed before read the same).
     public = config.public()
-    assert set(public) == {k for k, key in KEYS.items() if key.table in ("scan", "cluster", "io", "checks")}
+    assert set(public) == {k for k, key in KEYS.items() if key.table in ("scan", "cluster", "io", "checks", "mirror")}
     assert (public["rate_limit_wait_s"], public["upstream_location"], public["scheduler"]) == (5.0, "s3://b/up", None)
 
 
@@ -204,7 +204,7 @@ def test_effective_toml_round_trips(name: str) -> None:
     config = load_config(CONFIGS / f"{name}.toml")
     text = config_toml(config)
     assert parse_config(tomllib.loads(text)) == config
-    for table in ("[scan]", "[cluster]", "[io]", "[checks]"):
+    for table in ("[scan]", "[cluster]", "[io]", "[checks]", "[mirror]"):
         assert table in text
 
 

@@ -21,7 +21,17 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "tables.md"
 
 
 def test_schemas() -> None:
-    assert TABLE_NAMES == ("runs", "files", "models", "tensors", "metadata", "problems", "samples", "compare")
+    assert TABLE_NAMES == (
+        "runs",
+        "files",
+        "models",
+        "tensors",
+        "metadata",
+        "problems",
+        "samples",
+        "compare",
+        "mirror",
+    )
     for name in TABLE_NAMES:
         stored = stored_schema(name)
         assert PARTITION_COLUMN not in stored.names

@@ -1,0 +1,38 @@
+"""The HTML report's mirror section: the night's paths by status, and every one not faithful."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Final
+
+from gguf_audit.report.charts import text
+from gguf_audit.report.nightly import MirrorRow
+
+__all__ = ["mirror_section"]
+
+STATUS_ORDER: Final = ("faithful", "missing", "extra", "size_differs", "content_differs", "stale", "undecided")
+MAX_ROWS: Final = 500
+"""Paths listed at most (the counts cover them all; the ``mirror`` table holds every row)."""
+
+
+def mirror_section(rows: Sequence[MirrorRow] | None) -> str | None:
+    """The section's content, or None when the night checked no mirror."""
+    if rows is None:
+        return None
+    counts = Counter(r.status for r in rows)
+    order = [*STATUS_ORDER, *sorted(set(counts) - set(STATUS_ORDER))]
+    summary = ", ".join(f"{counts[s]} {text(s)}" for s in order if counts[s])
+    off = [r for r in rows if r.status != "faithful"]
+    if not off:
+        return f'<p>{summary or "no path"}</p><p class="empty">every copy is faithful to its source</p>'
+    body = "".join(
+        f"<tr><td>{text(r.path)}</td><td>{text(r.status)}</td><td>{text(r.evidence)}</td>"
+        f"<td>{text(r.code or '')}</td><td>{text(r.message)}</td></tr>"
+        for r in off[:MAX_ROWS]
+    )
+    more = f'<p class="sub">… {len(off) - MAX_ROWS} more in the mirror table</p>' if len(off) > MAX_ROWS else ""
+    return (
+        f"<p>{summary}</p><table><thead><tr><th>path</th><th>status</th><th>evidence</th><th>code</th>"
+        f"<th>message</th></tr></thead><tbody>{body}</tbody></table>{more}"
+    )
