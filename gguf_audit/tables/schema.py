@@ -155,6 +155,9 @@ _FILES: Final = [
 _VERDICT: Final = [
     # added after the lineage columns, at the end (null in earlier nights): what llama.cpp LLAMA_CPP_BUILD does
     _f("llama_cpp", pa.string()),
+    # then the rest of what the file says of its making (gguf_audit.checks.provenance), null in earlier nights
+    _f("made_with_imatrix", pa.bool_()),
+    _f("quantize_keys", pa.list_(pa.string())),
 ]
 
 _FILES_LINEAGE: Final = [
