@@ -155,7 +155,10 @@ _FILES: Final = [
 _VERDICT: Final = [
     # added after the lineage columns, at the end (null in earlier nights): what llama.cpp LLAMA_CPP_BUILD does
     _f("llama_cpp", pa.string()),
-    # then the rest of what the file says of its making (gguf_audit.checks.provenance), null in earlier nights
+]
+
+_FILES_PROVENANCE: Final = [
+    # after the verdict, at the end: the rest of what the file says of its making (gguf_audit.checks.provenance)
     _f("made_with_imatrix", pa.bool_()),
     _f("quantize_keys", pa.list_(pa.string())),
 ]
@@ -326,7 +329,7 @@ _SAMPLES: Final = [
 
 _FIELDS: Final = {
     "runs": [*_RUNS, *_RUNS_LINEAGE],
-    "files": [*_FILES, *_FILES_LINEAGE, *_VERDICT],
+    "files": [*_FILES, *_FILES_LINEAGE, *_VERDICT, *_FILES_PROVENANCE],
     "models": [*_MODELS, *_MODELS_LINEAGE, *_VERDICT],
     "tensors": _TENSORS,
     "metadata": _METADATA,

@@ -97,6 +97,10 @@ def test_the_page_is_self_contained(page: Path) -> None:
     assert not names & {"img", "link", "iframe", "object", "embed", "frame", "audio", "video", "source", "base"}
     for tag, attrs in parsed.tags:
         fetching = {"src", "href", "srcset", "action", "xlink:href", "poster", "background"} & set(attrs)
+        # In-page links (the contents line, a file's template) fetch nothing: only '#' and an id of hex digits.
+        if tag == "a" and fetching == {"href"}:
+            assert re.fullmatch(r"#[a-z]+-[0-9a-z-]+", attrs["href"] or ""), attrs
+            fetching = set()
         assert not fetching, (tag, attrs)
         assert not [a for a in attrs if a.startswith("on")], (tag, attrs)  # no inline handler, from a file or not
     assert parsed.raw["script"] == [SORT_SCRIPT] and parsed.raw["style"] == [STYLE]
