@@ -207,8 +207,9 @@ def render_duplicates(groups: Sequence[DuplicateGroup] | None, files: Sequence[F
             row = by_url.get(d.url)
             key = template_key(row) if row is not None else None
             tpl = f'<a href="#{_anchor("tpl-", key)}"><code>{text(key[:SHORT])}</code></a>' if key else ""
+            model = _model_of(d.url, d.model_id).removesuffix(", ")
             rows.append(
-                f'<tr><td class="url">{text(d.url)}</td><td class="url">{_model_of(d.url, d.model_id).removesuffix(", ")}</td>'
+                f'<tr><td class="url">{text(d.url)}</td><td class="url">{model}</td>'
                 f"<td>{text(said)}</td><td>{tpl}</td></tr>"
             )
         more = f'<p class="sub">… {len(g.files) - MAX_ROWS} more</p>' if len(g.files) > MAX_ROWS else ""

@@ -53,7 +53,8 @@ def many_files(n: int) -> NightReport:
             FileRow(
                 url, url.removesuffix(".gguf"), status, i != 5, 1000 + i, name="m", architecture="llama",
                 file_type_name="Q4_K_M", n_errors=int(i == 5), n_warnings=int(i == 6), source_run_id="R2",
-                chat_template_sha256=OTHER_DIGEST if i % 10 == 3 else DIGEST, llama_cpp="refuses" if i == 5 else "loads",
+                chat_template_sha256=OTHER_DIGEST if i % 10 == 3 else DIGEST,
+                llama_cpp="refuses" if i == 5 else "loads",
                 provenance=("quantized_by someone", "derivation from s3://mirror/f16.gguf: derived"),
             )
         )  # fmt: skip
@@ -89,7 +90,7 @@ def test_one_copy_of_a_template_shared_by_many_files() -> None:
 def test_files_are_collapsed_with_errors_then_warnings_then_the_rest() -> None:
     page = render_html(many_files(40))
     files = page[page.index('<section id="s-files">') : page.index('<section id="s-templates">')]
-    assert files.count('<details class="file">') == 40 and "<details class=\"file\" open" not in files
+    assert files.count('<details class="file">') == 40 and '<details class="file" open' not in files
     heads = re.findall(r'<h3 id="files-(\w+)">Files [^(]+\((\d+)\)</h3>', files)
     assert heads == [("errors", "1"), ("warnings", "1"), ("clean", "38")]
     order = re.findall(r'<summary><span class="url">([^<]+)</span>', files)
