@@ -2,10 +2,11 @@
 
 Run as ``python benchmarks/bench_report.py [--files 300] [--keep DIR] [--json OUT]``.
 
-It writes ``--files`` real GGUF files (the corpus's tiny llama, Q4_K_M, with its
-Llama-2 chat template) as a mirror would hold them: one copy per repository
-folder, every tenth with a second chat template, every twentieth truncated (a
-cut upload), one in fifty renamed. One real night is scanned into a fresh
+It writes ``--files`` real GGUF files (the corpus's tiny llama in Q4_K_M, Q8_0,
+Q4_0 and Q6_K, each with its Llama-2 chat template) as a mirror would hold
+them: one file per repository folder, every tenth with a second chat template
+(one word changed), every twentieth truncated (a cut upload), one in fifty
+renamed. One real night is scanned into a fresh
 ``--out`` (a LocalCluster of two worker processes, samples on, so the
 ``duplicates`` view has fingerprints), then ``gguf-audit report`` writes the
 page. It prints the page's bytes, the copies of the chat template's first line
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         with (
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",  # type: ignore[no-untyped-call]
-                         dashboard_address=None, silence_logs=logging.CRITICAL) as cluster,
+                         dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL) as cluster,
             Client(cluster) as client,  # type: ignore[no-untyped-call]
         ):  # fmt: skip
             run_scan(ScanConfig(roots=(str(collection),), out=str(out)), client=client)
