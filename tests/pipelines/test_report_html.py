@@ -167,7 +167,7 @@ def test_report_usage_errors(report_nights: Nights, tmp_path: Path, capsys: pyte
 
 def test_files_collapsed_and_each_template_once(page: Path) -> None:
     source = page.read_text(encoding="utf-8")
-    assert source.count('<details class="file">') >= 5 and '<details class="file" open' not in source
+    assert source.count('<details class="file">') == 4 and '<details class="file" open' not in source
     ids = re.findall(r'<details class="template" id="(tpl-[0-9a-f]+)">', source)
     assert ids and len(ids) == len(set(ids))
     assert source.count("&lt;svg onload=") == 1  # the payload template, once, however many files carry it
