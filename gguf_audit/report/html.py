@@ -8,6 +8,12 @@ hashes and nothing else (``default-src 'none'``): no other script, no inline
 event handler, no fetch, no image, no form, even if something slipped past
 the escaping.
 
+The layout is :mod:`~gguf_audit.report.html_files`'s for the files, templates
+and duplicates (collapsed ``<details>``, problems first, each chat template
+once); the page spans the window, opens with a line of in-page links (``#`` and
+an id, never a URL from a file), and takes further sections from
+:attr:`~gguf_audit.report.nightly.NightReport.sections`.
+
 Every string that comes from a file or a URL (names, templates, messages, token
 texts) goes through :func:`~gguf_audit.report.charts.text`: control and bidi
 characters shown as escapes, then ``html.escape`` (quotes too), so a file's
