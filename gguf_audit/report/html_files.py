@@ -71,6 +71,10 @@ def _anchor(prefix: str, digest: str) -> str:
     return prefix + "".join(c for c in digest[:SHORT].lower() if c in "0123456789abcdef")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _model_of(url: str, model_id: str) -> str:
     """``model ID, `` when the file is one shard of a set (a single file is its own model: nothing to say)."""
     return "" if model_id == url.removesuffix(".gguf") else f"model {text(model_id)}, "
@@ -128,7 +132,7 @@ def render_files(
         mine = sorted(by_url.get(f.url, []), key=lambda p: (-_RANK.get(p.severity, -1), p.code))
         facts = ", ".join(
             text(v)
-            for v in (f.status, f.architecture, f.file_type_name, fmt_bytes(f.size), f"{len(mine)} problems")
+            for v in (f.status, f.architecture, f.file_type_name, fmt_bytes(f.size), _count(len(mine), "problem"))
             if v
         )
         name = f"<p>name: {text(f.name)}</p>" if f.name else ""
