@@ -17,7 +17,7 @@ from typing import Final
 
 from gguf_audit.report.format import escape
 
-__all__ = ["COLORS", "Bar", "Box", "Series", "bar_chart", "box_chart", "line_chart", "text"]
+__all__ = ["COLORS", "Bar", "Box", "Series", "axis_ticks", "bar_chart", "box_chart", "line_chart", "text"]
 
 COLORS: Final = {
     "error": "#c62828",
@@ -68,7 +68,7 @@ def bar_chart(bars: Sequence[Bar], *, width: int = 760, label_width: int = 260, 
     top = max(b.value for b in bars) or 1
     span = width - label_width - 60
     height = row * len(bars) + 8
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" {FONT}>']
+    parts = [_svg_open(width, height)]
     for i, b in enumerate(bars):
         y = 4 + i * row
         w = max(1, round(span * b.value / top))
@@ -92,15 +92,57 @@ def _nice_top(value: float) -> float:
     return float(10 * power)  # pragma: no cover
 
 
+def axis_ticks(maximum: float, *, integer: bool = False, n: int = 4) -> list[float]:
+    """The y-axis ticks from 0 to at least ``maximum``: ``n`` even steps, or for counts (``integer``)
+    whole steps of 1, 2 or 5 times a power of ten, so no count axis shows 0.25 of a file."""
+    if not integer:
+        top = _nice_top(maximum)
+        return [top * k / n for k in range(n + 1)]
+    whole = max(1, math.ceil(maximum))
+    raw = whole / n
+    step = 1
+    power = 1
+    while step < raw:
+        for mult in (1, 2, 5):
+            step = mult * power
+            if step >= raw:
+                break
+        power *= 10
+    count = math.ceil(whole / step)
+    return [float(step * k) for k in range(count + 1)]
+
+
+def _tick_label(value: float, integer: bool) -> str:
+    return str(round(value)) if integer else f"{value:g}"
+
+
+def _svg_open(width: int, height: int) -> str:
+    """An ``<svg>`` drawn at ``width`` by ``height`` that shrinks with the page (``svg{max-width:100%}``)."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" {FONT}>'
+    )
+
+
 def line_chart(
-    labels: Sequence[str], series: Sequence[Series], *, width: int = 760, height: int = 240, log: bool = False
+    labels: Sequence[str],
+    series: Sequence[Series],
+    *,
+    width: int = 760,
+    height: int = 240,
+    log: bool = False,
+    integer: bool = False,
 ) -> str:
-    """Lines over the x labels (nights), a dot per value, a legend under the chart."""
+    """Lines over the x labels (nights), a dot per value, a legend under the chart.
+
+    ``integer``: the values are counts, so the y ticks are whole numbers.
+    """
     if not labels or not series:
         return '<p class="empty">none</p>'
     left, right, top_pad, bottom = 48, 16, 12, 56
     plot_w, plot_h = width - left - right, height - top_pad - bottom
-    top = _nice_top(max((max(s.values, default=0) for s in series), default=0))
+    ticks = axis_ticks(max((max(s.values, default=0) for s in series), default=0), integer=integer)
+    top = ticks[-1]
     n = len(labels)
 
     def x(i: int) -> float:
@@ -109,12 +151,11 @@ def line_chart(
     def y(v: float) -> float:
         return top_pad + plot_h * (1 - (v / top if not log else math.log1p(v) / math.log1p(top)))
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" {FONT}>']
-    for k in range(5):
-        v = top * k / 4
+    parts = [_svg_open(width, height)]
+    for v in ticks:
         parts.append(
             f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>'
-            f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{v:g}</text>'
+            f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{_tick_label(v, integer)}</text>'
         )
     step = max(1, n // 8)
     for i, label in enumerate(labels):
@@ -158,7 +199,7 @@ def box_chart(boxes: Sequence[Box], *, width: int = 760, label_width: int = 120,
         v = max(v, 10.0**lo_exp)
         return label_width + span * (math.log10(v) - lo_exp) / (hi_exp - lo_exp)
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" {FONT}>']
+    parts = [_svg_open(width, height)]
     for e in range(lo_exp, hi_exp + 1):
         parts.append(
             f'<line x1="{x(10.0**e):.1f}" x2="{x(10.0**e):.1f}" y1="0" y2="{height - 20}" stroke="#ddd"/>'

@@ -8,6 +8,12 @@ hashes and nothing else (``default-src 'none'``): no other script, no inline
 event handler, no fetch, no image, no form, even if something slipped past
 the escaping.
 
+The layout is :mod:`~gguf_audit.report.html_files`'s for the files, templates
+and duplicates (collapsed ``<details>``, problems first, each chat template
+once); the page spans the window, opens with a line of in-page links (``#`` and
+an id, never a URL from a file), and takes further sections from
+:attr:`~gguf_audit.report.nightly.NightReport.sections`.
+
 Every string that comes from a file or a URL (names, templates, messages, token
 texts) goes through :func:`~gguf_audit.report.charts.text`: control and bidi
 characters shown as escapes, then ``html.escape`` (quotes too), so a file's
@@ -26,30 +32,37 @@ from gguf_audit.codes import CODES, LLAMA_CPP_BUILD, SEVERITY_RANK
 from gguf_audit.findings import llama_cpp_label
 from gguf_audit.report.charts import COLORS, Bar, Box, Series, bar_chart, box_chart, line_chart, text
 from gguf_audit.report.format import fmt_bytes
+from gguf_audit.report.html_files import (
+    MAX_ROWS,
+    render_duplicates,
+    render_files,
+    render_templates,
+    template_key,
+)
 from gguf_audit.report.mirror_html import mirror_section
-from gguf_audit.report.nightly import FileRow, ModelRow, NightDiff, NightReport, NightSummary, Problem
+from gguf_audit.report.nightly import ModelRow, NightDiff, NightReport, NightSummary, Problem, Section
 
 __all__ = ["CSP_POLICY", "SORT_SCRIPT", "STYLE", "render_html"]
 
-MAX_FILE_DETAILS: Final = 2000
-"""Files shown with their problems (those with problems first); the rest are counted."""
 _RANK: Final = {str(s): rank for s, rank in SEVERITY_RANK.items()}
-MAX_ROWS: Final = 500
-"""Rows of a 'since the previous night' list shown; the rest are counted."""
+MODELS_OPEN: Final = 50
+"""A night with more models shows their table collapsed (each file's own line is in "Files")."""
 
 STYLE: Final = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:0 16px 40px;color:#212121}
+body{font:14px/1.45 system-ui,sans-serif;margin:0;padding:0 24px 40px;color:#212121}
 h1{font-size:22px;margin:20px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ccc}
+h3{font-size:15px;margin:16px 0 6px}nav{margin:8px 0;line-height:1.9}nav a{margin-right:14px}
 .sub{color:#555}.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
 .card{border:1px solid #ccc;border-radius:6px;padding:8px 12px;flex:1 1 0;min-width:110px}
-.card b{display:block;font-size:22px}.card span{color:#555}
+.card b{display:block;font-size:22px}.card span{color:#555}svg{max-width:100%;height:auto}
 table{border-collapse:collapse;width:100%;margin:6px 0}th,td{border-bottom:1px solid #e0e0e0;padding:3px 6px;
 text-align:left;vertical-align:top}th{background:#f5f5f5}table.sortable th{cursor:pointer}
 td.n,th.n{text-align:right}.error{color:#c62828;font-weight:600}.warning{color:#b26a00;font-weight:600}
 .info{color:#1565c0}.ok{color:#2e7d32}.url{font-family:ui-monospace,monospace;font-size:12px;word-break:break-all}
-pre{white-space:pre-wrap;word-break:break-all;background:#f7f7f7;padding:6px;font-size:12px;max-height:9em;
-overflow:auto}details{margin:4px 0;border-left:3px solid #e0e0e0;padding-left:8px}summary{cursor:pointer}
-.empty{color:#777;font-style:italic}
+pre{white-space:pre-wrap;word-break:break-all;background:#f7f7f7;padding:6px;font-size:12px;max-height:24em;
+overflow:auto}details{margin:2px 0;border-left:3px solid #e0e0e0;padding-left:8px}summary{cursor:pointer}
+details[open]{border-left-color:#90caf9}ul.made{margin:4px 0;padding-left:20px}
+.empty{color:#777;font-style:italic}@media print{body{padding:0}nav{display:none}pre{max-height:none}}
 """.strip()
 
 SORT_SCRIPT: Final = """
@@ -165,6 +178,7 @@ def _trend(nights: Sequence[NightSummary]) -> str:
             Series("unloadable files", [n.n_unloadable for n in nights], COLORS["unloadable"]),
             Series("incomplete shard sets", [n.n_incomplete for n in nights], COLORS["incomplete"]),
         ],
+        integer=True,
     )
     rows = "".join(
         f'<tr><td>{text(n.run_id)}</td><td>{text(n.finished_at)}</td><td class="n">{n.n_files}</td>'
@@ -306,50 +320,19 @@ def _models(models: Sequence[ModelRow], counts: Counter[str]) -> str:
             f'<td class="n" data-sort="{m.size or 0}">{fmt_bytes(m.size)}</td>'
             f'<td class="n">{counts.get(m.model_id, 0)}</td><td>{files}</td></tr>'
         )
-    return (
+    table = (
         '<p class="sub">click a column head to sort</p><table class="sortable" id="models"><thead><tr><th>model</th>'
         '<th>name</th><th>status</th><th>loadable</th><th>complete</th><th class="n">shards</th><th>file type</th>'
         '<th class="n">size</th><th class="n">problems</th><th>files</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
-
-
-def _file_problems(problems: Iterable[Problem]) -> dict[str, list[Problem]]:
-    by_url: dict[str, list[Problem]] = {}
-    for p in problems:
-        if p.scope == "file" and p.url is not None:
-            by_url.setdefault(p.url, []).append(p)
-    return by_url
-
-
-def files_in_detail(files: Sequence[FileRow], problems: Iterable[Problem]) -> list[FileRow]:
-    """The files the page shows in detail, in its order: those with problems first, then by URL."""
-    by_url = _file_problems(problems)
-    return sorted(files, key=lambda f: (f.url not in by_url, f.url))[:MAX_FILE_DETAILS]
-
-
-def _files(files: Sequence[FileRow], problems: Sequence[Problem]) -> str:
-    by_url = _file_problems(problems)
-    parts = []
-    for f in files_in_detail(files, problems):
-        mine = sorted(by_url.get(f.url, []), key=lambda p: (-_RANK.get(p.severity, -1), p.code))
-        facts = ", ".join(
-            text(v)
-            for v in (f.status, f.architecture, f.file_type_name, fmt_bytes(f.size), f"{len(mine)} problems")
-            if v
-        )
-        name = f"<p>name: {text(f.name)}</p>" if f.name else ""
-        template = f"<p>chat template (start):</p><pre>{text(f.chat_template)}</pre>" if f.chat_template else ""
-        opened = " open" if mine else ""
-        parts.append(
-            f'<details class="file"{opened}><summary><span class="url">{text(f.url)}</span> — {facts}, loadable '
-            f"{_verdict(f.loadable, f.llama_cpp)}</summary>{name}"
-            f'<p class="sub">model {text(f.model_id)}, read by night '
-            f"{text(f.source_run_id)}</p>{template}{_problem_table(mine, with_place=False)}</details>"
-        )
-    if len(files) > MAX_FILE_DETAILS:
-        parts.append(f'<p class="sub">… {len(files) - MAX_FILE_DETAILS} more files without details</p>')
-    return "".join(parts) or '<p class="empty">none</p>'
+    if len(models) <= MODELS_OPEN:
+        return table
+    bad = sum(1 for m in models if m.status != "ok" or not m.complete or m.loadable is not True)
+    return (
+        f'<details id="models-all"><summary>all {len(models)} models ({bad} not ok, loadable and complete): '
+        f"a sortable table</summary>{table}</details>"
+    )
 
 
 def _compare(report: NightReport) -> str:
@@ -372,34 +355,56 @@ def _compare(report: NightReport) -> str:
     )
 
 
-def render_html(report: NightReport) -> str:
-    """The whole page."""
+def _sections(report: NightReport) -> list[Section]:
+    """The page's sections in order: the night, what is wrong, what changed, then per model, file and template."""
     n = report.night
+    n_templates = len({k for k in map(template_key, report.files) if k is not None})
+    groups = report.duplicates
+    files = render_files(
+        report.files,
+        report.problems,
+        problem_table=lambda mine: _problem_table(mine, with_place=False),
+        verdict=_verdict,
+    )
     sections = [
-        ("headline", "The night", _headline(n)),
-        ("problems", f"Problems by code and severity ({len(report.problems)})", _by_code(report.problems)),
-        ("trend", f"Trend over the last {len(report.trend)} nights", _trend(report.trend)),
-        ("changes", "Since the previous night", _changes(report.diff)),
-        ("incomplete-sets", f"Incomplete shard sets ({n.n_incomplete})", _incomplete(report.models)),
-        ("models-section", f"Models ({len(report.models)})", _models(report.models, _problem_counts(report))),
-        ("files", f"Files and their problems ({len(report.files)})", _files(report.files, report.problems)),
-        ("quantization", "Quantization error by type (relative RMSE)", _compare(report)),
+        Section("headline", "The night", _headline(n)),
+        Section("problems", f"Problems by code and severity ({len(report.problems)})", _by_code(report.problems)),
+        Section("trend", f"Trend over the last {len(report.trend)} nights", _trend(report.trend)),
+        Section("changes", "Since the previous night", _changes(report.diff)),
+        Section("incomplete-sets", f"Incomplete shard sets ({n.n_incomplete})", _incomplete(report.models)),
+        Section("models-section", f"Models ({len(report.models)})", _models(report.models, _problem_counts(report))),
+        Section("files", f"Files and their problems ({len(report.files)})", files),
+        Section("templates", f"Chat templates ({n_templates})", render_templates(report.files, report.templates)),
+        Section(
+            "duplicates",
+            f"Same weights, different files ({len(groups) if groups is not None else 0} groups)",
+            render_duplicates(groups, report.files),
+        ),
+        *report.sections,
+        Section("quantization", "Quantization error by type (relative RMSE)", _compare(report)),
     ]
     mirror = mirror_section(report.mirror)
     if mirror is not None:
-        sections.append(("mirror", f"The mirror against its source ({len(report.mirror or ())} paths)", mirror))
-    body = "".join(f'<section id="s-{sid}"><h2>{title}</h2>{content}</section>' for sid, title, content in sections)
+        sections.append(Section("mirror", f"The mirror against its source ({len(report.mirror or ())} paths)", mirror))
     model_problems = [p for p in report.problems if p.scope == "model"]
     if model_problems:
-        body += f'<section id="s-model-problems"><h2>Problems of whole models</h2>{_problem_table(model_problems)}'
-        body += "</section>"
+        sections.append(Section("model-problems", "Problems of whole models", _problem_table(model_problems)))
+    return sections
+
+
+def render_html(report: NightReport) -> str:
+    """The whole page: full width, a contents line, every file and template collapsed (no script needed)."""
+    n = report.night
+    sections = _sections(report)
+    nav = "".join(f'<a href="#s-{text(s.id)}">{text(s.title.split(" (")[0])}</a>' for s in sections)
+    body = "".join(f'<section id="s-{text(s.id)}"><h2>{text(s.title)}</h2>{s.html}</section>' for s in sections)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP_POLICY}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>gguf-audit night {text(n.run_id)}</title><style>{STYLE}</style></head><body>"
         f'<h1>gguf-audit night report</h1><p class="sub">{text(report.out)} — night {text(n.run_id)}, '
-        f"finished {text(n.finished_at)}</p>{body}"
+        f"finished {text(n.finished_at)}</p><nav>{nav}</nav>{body}"
         f'<footer class="sub"><p>gguf-audit {text(report.tool_version)}; every text from a file is shown escaped.'
         f"</p></footer><script>{SORT_SCRIPT}</script></body></html>\n"
     )

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from gguf_audit.audit import FileAudit
 from gguf_audit.bounded import ITEM_LIMIT, VALUE_LIMIT, clip
+from gguf_audit.checks.provenance import provenance_of
 from gguf_audit.compare import Comparison
 from gguf_audit.decode.sampled import DecodedBlock
 from gguf_audit.decode.stats import combine_stats
 from gguf_audit.findings import LLAMA_CPP_BUILD
-from gguf_audit.format.model import KV, StringArray, Value, ValueType, json_scalar
+from gguf_audit.format.model import KV, Header, StringArray, Value, ValueType, json_scalar
 from gguf_audit.report.format import UNSAFE
 from gguf_audit.samples import FileSamples
 
@@ -69,6 +71,12 @@ def _kv_json(kv: KV, full_arrays: bool) -> dict[str, Any]:
     }
 
 
+def _provenance_json(h: Header) -> dict[str, Any]:
+    made = asdict(provenance_of(h))
+    made["quantize_keys"] = list(made["quantize_keys"])
+    return made
+
+
 def audit_to_json(audit: FileAudit, *, full_arrays: bool = False, samples: bool = False) -> dict[str, Any]:
     """The ``inspect --json`` object; ``samples`` adds the sampled blocks' rows and fingerprint."""
     h = audit.header
@@ -99,6 +107,8 @@ def audit_to_json(audit: FileAudit, *, full_arrays: bool = False, samples: bool 
         ],
         "problems": [f.as_dict() for f in audit.findings],
         "io": {"requests": audit.io.requests, "bytes_read": audit.io.bytes_read},
+        # What the file says of its making (a claim: `compare` proves or contradicts a derivation).
+        "provenance": _provenance_json(h) if h else None,
     }
     if audit.upstream_url is not None:
         out["upstream_url"] = audit.upstream_url

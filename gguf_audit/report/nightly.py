@@ -17,6 +17,8 @@ from gguf_audit.report.format import escape, fmt_bytes
 __all__ = [
     "Change",
     "CompareStat",
+    "DuplicateFile",
+    "DuplicateGroup",
     "FileChange",
     "FileRow",
     "MirrorChange",
@@ -28,6 +30,7 @@ __all__ = [
     "NightReport",
     "NightSummary",
     "Problem",
+    "Section",
     "diff_to_json",
     "render_diff_text",
     "severity_at_least",
@@ -102,6 +105,48 @@ class FileRow:
     """The start of its chat template (from ``metadata``), for the report to show escaped."""
     llama_cpp: str | None = None
     """``loads``, ``refuses``, ``aborts``, or None (unknown)."""
+    chat_template_sha256: str | None = None
+    """``files.chat_template_sha256``: files that share a template share it, so the page shows it once."""
+    provenance: tuple[str, ...] = ()
+    """What the file says of its own making and what the night proved of it, one short phrase each."""
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateFile:
+    """One file of a :class:`DuplicateGroup`."""
+
+    url: str
+    model_id: str
+    metadata_fingerprint: str | None
+    differs: tuple[str, ...]
+    """The metadata groups that differ from the group's first file (empty: the same)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateGroup:
+    """Files holding the same weights (one ``weights_fingerprint``), whatever their metadata, names and stores."""
+
+    weights_fingerprint: str
+    files: tuple[DuplicateFile, ...]
+    """By URL; the first is what the others are compared with."""
+
+    @property
+    def differs(self) -> tuple[str, ...]:
+        """Every metadata group that differs somewhere in the group."""
+        return tuple(sorted({d for f in self.files for d in f.differs}))
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A further section of the night's page: its anchor id, its heading and its body (already escaped HTML).
+
+    Views with their own table (the mirror check, ...) add one each to
+    :attr:`NightReport.sections`; the page places them after the duplicates.
+    """
+
+    id: str
+    title: str
+    html: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +323,12 @@ class NightReport:
     mirror: list[MirrorRow] | None = None
     """The night's mirror check, a row per path; None when the night checked no mirror."""
     tool_version: str = ""
+    templates: dict[str, str] = field(default_factory=dict)
+    """Chat template text by ``chat_template_sha256``, one per distinct template of the night."""
+    duplicates: list[DuplicateGroup] | None = None
+    """Groups of files with the same weights; None when the night has no weights fingerprints to group by."""
+    sections: list[Section] = field(default_factory=list)
+    """Further sections, in order (see :class:`Section`)."""
 
 
 def severity_at_least(severity: str, threshold: str) -> bool:

@@ -10,6 +10,7 @@ from typing import Final
 import numpy as np
 
 from gguf_audit.audit import FileAudit
+from gguf_audit.checks.provenance import provenance_of
 from gguf_audit.compare import Comparison
 from gguf_audit.decode.stats import tensor_stats
 from gguf_audit.findings import LLAMA_CPP_BUILD, llama_cpp_label
@@ -66,6 +67,9 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = Fals
             f"  parameters {parameter_label(parameter_count(h))}"
             + (f", file type {ftype}" if ftype is not None else "")
         )
+        made = provenance_of(h).phrases()
+        if made:
+            lines.append(f"  made: {escape('; '.join(made), 400)}")
     hint = shard_hint(audit.url, h)
     if hint is not None:
         lines.append(f"  hint: {escape(hint)}")

@@ -157,6 +157,12 @@ _VERDICT: Final = [
     _f("llama_cpp", pa.string()),
 ]
 
+_FILES_PROVENANCE: Final = [
+    # after the verdict, at the end: the rest of what the file says of its making (gguf_audit.checks.provenance)
+    _f("made_with_imatrix", pa.bool_()),
+    _f("quantize_keys", pa.list_(pa.string())),
+]
+
 _FILES_LINEAGE: Final = [
     # lineage (gguf_audit.checks.lineage) and provenance, from the header
     _f("tensor_set_digest", pa.string()),
@@ -352,7 +358,7 @@ _SAMPLES: Final = [
 
 _FIELDS: Final = {
     "runs": [*_RUNS, *_RUNS_LINEAGE],
-    "files": [*_FILES, *_FILES_LINEAGE, *_VERDICT],
+    "files": [*_FILES, *_FILES_LINEAGE, *_VERDICT, *_FILES_PROVENANCE],
     "models": [*_MODELS, *_MODELS_LINEAGE, *_VERDICT],
     "tensors": _TENSORS,
     "metadata": _METADATA,

@@ -5,9 +5,12 @@
 The page (:mod:`gguf_audit.report.html`) shows the night's headline, its problems
 by code and severity, the trend over the last ``N`` nights (default 14), what is
 new and resolved since the previous night (:mod:`~gguf_audit.pipelines.nights.diff`),
-the incomplete shard sets, the models (a sortable table), each file with its
-problems, and the quantization error per type where the output has a
-``compare`` table. Every read names its columns
+the incomplete shard sets, the models (a sortable table), each file collapsed
+with its problems and provenance (files with errors first, then warnings),
+each distinct chat template once, the files holding the same weights
+(:mod:`~gguf_audit.pipelines.nights.duplicates`), the mirror against its source
+where the night checked one, and the quantization error per type where the
+output has a ``compare`` table. Every read names its columns
 (:mod:`~gguf_audit.pipelines.nights.nightview`). Exit status 0, or 2 when the output or
 the night cannot be read or FILE cannot be written.
 """
@@ -24,22 +27,24 @@ from gguf_audit.cli import ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.nights.diff import diff_nights
+from gguf_audit.pipelines.nights.duplicates import DUPLICATE_COLUMNS, duplicate_groups
 from gguf_audit.pipelines.nights.mirror import night_mirror
 from gguf_audit.pipelines.nights.nightview import (
     compare_stats,
+    file_derivations,
     file_rows,
     model_rows,
     night_problems,
     night_summary,
+    night_templates,
     nights,
     problems_of,
-    with_templates,
 )
 from gguf_audit.pipelines.nights.picture import night_row
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import is_local_fs
 from gguf_audit.report.format import shown_url as shown
-from gguf_audit.report.html import files_in_detail, render_html
+from gguf_audit.report.html import render_html
 from gguf_audit.report.nightly import NightReport
 
 __all__ = ["add_report_parser", "build_report", "cmd_report", "write_report"]
@@ -80,19 +85,21 @@ def build_report(out: Output, run_id: str | None = None, *, trend_nights: int = 
     trend = [night_summary(out, r) for r in window]
     previous = str(ordered[at - 1]["run_id"]) if at > 0 else None
     problems = problems_of(night_problems(out, night))
-    files = file_rows(out, night)
-    detailed = {f.url: f for f in with_templates(out, files_in_detail(files, problems))}
+    files = file_rows(out, night, file_derivations(out, night))
+    fingerprints = out.read("files", [night], columns=list(DUPLICATE_COLUMNS)).to_pylist()
     return NightReport(
         out=out.url,
         night=trend[-1],
         trend=trend,
         problems=problems,
-        files=[detailed.get(f.url, f) for f in files],
+        files=files,
         models=model_rows(out, night),
         diff=diff_nights(out, previous, night) if previous is not None else None,
         compare=compare_stats(out, night),
         mirror=night_mirror(out, night),
         tool_version=__version__,
+        templates=night_templates(out, files),
+        duplicates=duplicate_groups(fingerprints) if any(r["weights_fingerprint"] for r in fingerprints) else None,
     )
 
 

@@ -15,14 +15,15 @@ from gguf_audit.pipelines.nights.mirror import mirror_changes, night_mirror
 from gguf_audit.pipelines.nights.nightview import (
     PROBLEM_COLUMNS,
     compare_stats,
+    file_derivations,
     file_rows,
     model_rows,
     night_problems,
     night_summary,
+    night_templates,
     nights,
     previous_night,
     row_llama_cpp,
-    with_templates,
 )
 from gguf_audit.pipelines.nights.picture import NightNotFound, night_row, picture, picture_table
 from gguf_audit.pipelines.nights.views import VIEW_NAMES, night_views, sql_literal, views_needed
@@ -39,6 +40,7 @@ __all__ = [
     "diff_nights",
     "duplicate_groups",
     "export_night",
+    "file_derivations",
     "file_rows",
     "match_problems",
     "mirror_changes",
@@ -50,6 +52,7 @@ __all__ = [
     "night_row",
     "night_sarif",
     "night_summary",
+    "night_templates",
     "night_views",
     "nights",
     "picture",
@@ -58,6 +61,5 @@ __all__ = [
     "row_llama_cpp",
     "sql_literal",
     "views_needed",
-    "with_templates",
     "write_text",
 ]

@@ -13,35 +13,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from gguf_audit.pipelines.store.output import Output
+from gguf_audit.report.nightly import DuplicateFile, DuplicateGroup
 
 __all__ = ["DUPLICATE_COLUMNS", "DuplicateFile", "DuplicateGroup", "duplicate_groups", "night_duplicates"]
 
 DUPLICATE_COLUMNS: Final = ("url", "model_id", "weights_fingerprint", "metadata_fingerprint", "metadata_parts")
-
-
-@dataclass(frozen=True, slots=True)
-class DuplicateFile:
-    url: str
-    model_id: str
-    metadata_fingerprint: str | None
-    differs: tuple[str, ...]
-    """The metadata groups that differ from the group's first file (empty: the same)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DuplicateGroup:
-    weights_fingerprint: str
-    files: tuple[DuplicateFile, ...]
-    """By URL; the first is what the others are compared with."""
-
-    @property
-    def differs(self) -> tuple[str, ...]:
-        """Every metadata group that differs somewhere in the group."""
-        return tuple(sorted({d for f in self.files for d in f.differs}))
 
 
 def _parts(cell: Any) -> dict[str, str]:

@@ -10,7 +10,6 @@ per tensor, written by newer scans) is read when it exists.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -18,22 +17,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from gguf_audit.checks.provenance import Provenance
 from gguf_audit.findings import llama_cpp_of_codes
 from gguf_audit.pipelines.store.output import Output, source_pairs
 from gguf_audit.report.nightly import CompareStat, FileRow, ModelRow, NightSummary, Problem
+from gguf_audit.tables.provenance import PROVENANCE_COLUMNS
 from gguf_audit.tables.schema import PARTITION_COLUMN
 
 __all__ = [
     "PROBLEM_COLUMNS",
     "compare_stats",
+    "file_derivations",
     "file_rows",
     "model_rows",
     "night_problems",
     "night_summary",
+    "night_templates",
     "nights",
     "previous_night",
     "row_llama_cpp",
-    "with_templates",
 ]
 
 PROBLEM_COLUMNS: Final = ("url", "model_id", "scope", "code", "severity", "message", "tensor", "offset")
@@ -51,6 +53,8 @@ FILE_COLUMNS: Final = (
     "source_run_id",
     "codes",
     "llama_cpp",
+    "chat_template_sha256",
+    *PROVENANCE_COLUMNS,
 )
 MODEL_COLUMNS: Final = (
     "model_id",
@@ -187,26 +191,33 @@ def night_summary(out: Output, run: dict[str, Any]) -> NightSummary:
     )
 
 
-def _templates(out: Output, files: pa.Table) -> dict[str, str]:
-    """The start of each file's chat template, read from ``metadata`` where the reading night wrote it."""
+def _templates(out: Output, files: pa.Table, *, limit: int | None = TEMPLATE_EXCERPT) -> dict[str, str]:
+    """The start (``limit`` characters; None: all) of each file's chat template, from ``metadata``
+    where the reading night wrote it."""
     found: dict[str, str] = {}
     key = ds.field("key") == TEMPLATE_KEY
     for source, urls in source_pairs(files).items():
         rows = out.read("metadata", [source], urls=urls, columns=["url", "value_text"], where=key)
         for url, text in zip(rows["url"].to_pylist(), rows["value_text"].to_pylist(), strict=True):
             if text is not None:
-                found[str(url)] = str(text)[:TEMPLATE_EXCERPT]
+                found[str(url)] = str(text)[:limit]
     return found
 
 
-def file_rows(out: Output, night: str) -> list[FileRow]:
-    """The night's files, ordered by URL (without their chat templates: :func:`with_templates` adds them)."""
+def file_rows(out: Output, night: str, derivations: Mapping[str, tuple[str, str]] | None = None) -> list[FileRow]:
+    """The night's files, ordered by URL (without their chat templates: :func:`night_templates` reads them).
+
+    ``derivations`` (:func:`file_derivations`) puts what the night proved next to what each file claims.
+    """
     files = out.read("files", [night], columns=list(FILE_COLUMNS))
+    proven = derivations or {}
     rows = []
     for r in files.to_pylist():
+        url = str(r["url"])
+        claims = Provenance(**{c: r[c] for c in PROVENANCE_COLUMNS})
         rows.append(
             FileRow(
-                url=str(r["url"]),
+                url=url,
                 model_id=str(r["model_id"]),
                 status=str(r["status"]),
                 loadable=r["loadable"],
@@ -218,20 +229,25 @@ def file_rows(out: Output, night: str) -> list[FileRow]:
                 n_warnings=int(r["n_warnings"] or 0),
                 source_run_id=str(r["source_run_id"]),
                 llama_cpp=row_llama_cpp(r),
+                chat_template_sha256=r["chat_template_sha256"],
+                provenance=claims.phrases(*proven.get(url, (None, None))),
             )
         )
     return sorted(rows, key=lambda f: f.url)
 
 
-def with_templates(out: Output, files: Sequence[FileRow]) -> list[FileRow]:
-    """``files`` with the start of their chat templates, read from ``metadata`` for these files only."""
-    if not files:
-        return []
-    pairs = pa.table(
-        {"url": [f.url for f in files], "source_run_id": [f.source_run_id for f in files]},
-    )
-    texts = _templates(out, pairs)
-    return [dataclasses.replace(f, chat_template=texts.get(f.url)) for f in files]
+def night_templates(out: Output, files: Sequence[FileRow]) -> dict[str, str]:
+    """Each distinct chat template of ``files`` by its digest, read from one file that carries it."""
+    one: dict[str, FileRow] = {}
+    for f in files:
+        if f.chat_template_sha256 and f.chat_template_sha256 not in one:
+            one[f.chat_template_sha256] = f
+    if not one:
+        return {}
+    carriers = list(one.values())
+    pairs = pa.table({"url": [f.url for f in carriers], "source_run_id": [f.source_run_id for f in carriers]})
+    texts = _templates(out, pairs, limit=None)
+    return {digest: texts[f.url] for digest, f in one.items() if f.url in texts}
 
 
 def model_rows(out: Output, night: str) -> list[ModelRow]:
@@ -296,3 +312,23 @@ def compare_stats(out: Output, night: str) -> list[CompareStat] | None:
         q = _quantiles(values) if values else (0.0, 0.0, 0.0, 0.0, 0.0)
         stats.append(CompareStat(name, len(values), *q, n_suspect=suspect.get(name, 0)))
     return stats
+
+
+def file_derivations(out: Output, night: str) -> dict[str, tuple[str, str]]:
+    """``url -> (file_derivation, reference_url)`` from the ``compare`` rows of the night's models, where judged."""
+    dt = out.delta.open("compare")
+    if dt is None:
+        return {}
+    found: dict[str, tuple[str, str]] = {}
+    for source, ids in _models_sources(out, night).items():
+        dataset = dt.to_pyarrow_dataset(file_pruning_predicate=[(PARTITION_COLUMN, "in", [source])])
+        if "file_derivation" not in dataset.schema.names:
+            continue
+        where = (ds.field(PARTITION_COLUMN) == source) & ds.field("model_id").isin(pa.array(ids, pa.string()))
+        rows = dataset.to_table(columns=["url", "reference_url", "file_derivation"], filter=where)
+        for url, reference, derivation in zip(
+            rows["url"].to_pylist(), rows["reference_url"].to_pylist(), rows["file_derivation"].to_pylist(), strict=True
+        ):
+            if derivation is not None:
+                found[str(url)] = (str(derivation), str(reference))
+    return found

@@ -111,7 +111,12 @@ def test_lineage_only_adds_nullable_columns_at_the_end() -> None:
         "models": ["family_key", "reference_url"],
         "runs": ["compare_version", "mirror_rows"],  # listing_requests, skipped entries, the mirror table came later
     }
-    later: dict[str, list[str]] = {"files": ["llama_cpp"], "models": ["llama_cpp"], "runs": []}  # after lineage
+    # after lineage: the verdict, then (files) the rest of the provenance
+    later: dict[str, list[str]] = {
+        "files": ["llama_cpp", "made_with_imatrix", "quantize_keys"],
+        "models": ["llama_cpp"],
+        "runs": [],
+    }
     for table, (first, last) in ((t, (c[0], c[-1])) for t, c in added.items()):
         names = stored_schema(table).names
         assert names[len(names) - len(later[table]) - 1 :] == [last, *later[table]], table

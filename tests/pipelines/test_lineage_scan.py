@@ -175,6 +175,11 @@ def test_families_compare_rows_and_provenance(client: Any, lineage_collection: P
     suspects = docs["verdict = 'layout_suspect'"]
     assert {r[0] for r in suspects} == {q4_0} and len(suspects) == len(scrambled)
     assert [r[0] for r in docs["WHERE imatrix_file IS NOT NULL"]] == [iq2]
+    claims = {r[0]: r[2:] for r in docs["AS proven_against"] if r[0].startswith(_url(root, "family/"))}
+    reference = _url(root, "family/tiny-llama-F32.gguf")
+    assert claims[iq2] == (True, "calib.txt", 40, reference, "unprovable")
+    assert claims[_url(root, "family/tiny-llama-Q8_0.gguf")] == (False, None, None, reference, "derived")
+    assert claims[reference] == (False, None, None, None, None)
 
     # An incremental night with nothing changed compares nothing again and keeps the same picture.
     again = run_scan(config.replace(incremental=True), client=client)

@@ -97,6 +97,10 @@ def test_the_page_is_self_contained(page: Path) -> None:
     assert not names & {"img", "link", "iframe", "object", "embed", "frame", "audio", "video", "source", "base"}
     for tag, attrs in parsed.tags:
         fetching = {"src", "href", "srcset", "action", "xlink:href", "poster", "background"} & set(attrs)
+        # In-page links (the contents line, a file's template) fetch nothing: only '#' and an id of hex digits.
+        if tag == "a" and fetching == {"href"}:
+            assert re.fullmatch(r"#[a-z]+-[0-9a-z-]+", attrs["href"] or ""), attrs
+            fetching = set()
         assert not fetching, (tag, attrs)
         assert not [a for a in attrs if a.startswith("on")], (tag, attrs)  # no inline handler, from a file or not
     assert parsed.raw["script"] == [SORT_SCRIPT] and parsed.raw["style"] == [STYLE]
@@ -159,3 +163,12 @@ def test_report_usage_errors(report_nights: Nights, tmp_path: Path, capsys: pyte
     assert report_nights.runs[2] in text and "Trend over the last 2 nights" in text
     # The collection holds no full-precision file: the compare table has no row for the night.
     assert "no tensor was compared this night" in text
+
+
+def test_files_collapsed_and_each_template_once(page: Path) -> None:
+    source = page.read_text(encoding="utf-8")
+    assert source.count('<details class="file">') == 4 and '<details class="file" open' not in source
+    ids = re.findall(r'<details class="template" id="(tpl-[0-9a-f]+)">', source)
+    assert ids and len(ids) == len(set(ids))
+    assert source.count("&lt;svg onload=") == 1  # the payload template, once, however many files carry it
+    assert "max-width:1100px" not in source

@@ -7,8 +7,11 @@ import json
 from datetime import UTC, datetime
 
 import fsspec
+import pytest
+from corpus import corpus_dir
 
 from gguf_audit.audit import AuditConfig, FileAudit, audit_file
+from gguf_audit.checks.provenance import provenance_of
 from gguf_audit.format.model import ValueType
 from gguf_audit.tables.cells import MAX_ARRAY_ITEMS, MAX_VALUE_CHARS
 from gguf_audit.tables.listed import ListedFile
@@ -125,3 +128,45 @@ def test_forged_sizes_fit_the_columns() -> None:
     assert t["shape"] == [1 << 62, -(1 << 63)]
     assert t["n_elements"] is None or -(1 << 63) <= int(t["n_elements"]) < (1 << 63)  # type: ignore[call-overload]
     assert "tensor.bad_dims" in rows["files"][0]["codes"]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("name", "imatrix", "keys"),
+    [
+        (
+            "tiny-llama-IQ2_XXS.gguf",
+            True,
+            [
+                "quantize.imatrix.file=imatrix.dat",
+                "quantize.imatrix.dataset=calib.txt",
+                "quantize.imatrix.entries_count=14",
+                "quantize.imatrix.chunks_count=40",
+            ],
+        ),
+        ("tiny-llama-Q8_0.gguf", False, []),
+    ],
+)
+def test_provenance_of_real_llama_quantize_files(name: str, imatrix: bool, keys: list[str]) -> None:
+    """llama-quantize's own keys (tools/quantize/quantize.cpp), read from the corpus as it wrote them."""
+    path = corpus_dir() / "models" / name
+    if not path.exists():
+        pytest.skip(f"the corpus is not here: {path}")
+    audit = audit_file(str(path), config=AuditConfig())
+    [row] = _tables(audit)["files"]
+    assert row["made_with_imatrix"] is imatrix and row["quantize_keys"] == keys
+    assert (row["imatrix_dataset"], row["imatrix_chunks_count"]) == (("calib.txt", 40) if imatrix else (None, None))
+    assert row["quantized_by"] is None  # llama-quantize does not sign its work; no tool records its build
+    made = provenance_of(audit.header) if audit.header else None
+    assert made is not None
+    phrases = made.phrases("derived", "f32.gguf")
+    assert phrases[-1] == "derivation from f32.gguf: derived"
+    assert ("importance matrix: file imatrix.dat, dataset calib.txt, 14 entries, 40 chunks" in phrases) is imatrix
+
+
+def test_a_hostile_quantize_key_is_cut_and_counted_once() -> None:
+    kvs, tensors = tiny_llama_like()
+    kvs += [kv_str("general.quantized_by", "q" * 5000), kv_str("quantize.tool", "x" * 5000)]
+    kvs += [kv_str(f"quantize.k{i}", "v") for i in range(40)]
+    [row] = _tables(_audit("/t/hostile.gguf", build_gguf(kvs, tensors)))["files"]
+    assert len(row["quantize_keys"]) == 32 and len(row["quantize_keys"][0]) < 260
+    assert len(row["quantized_by"]) <= 1100 and row["made_with_imatrix"] is False
