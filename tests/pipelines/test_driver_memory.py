@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pipeline_helpers import file_row
 
-from gguf_audit.checks.lineage import model_lineage
+from gguf_audit.checks.lineage import ModelLineage, families, judge_family, model_lineage
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.collect import Collector
 from gguf_audit.pipelines.lineage import _model_lineages
@@ -16,6 +16,7 @@ from gguf_audit.pipelines.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
 from gguf_audit.pipelines.output import Output
 from gguf_audit.pipelines.parts import ROW_GROUP_ROWS, RunParts
 from gguf_audit.pipelines.tally import facts_of
+from gguf_audit.tables.lineage import model_lineage_cells
 from gguf_audit.tables.schema import rows_to_table
 
 
@@ -72,3 +73,23 @@ def test_lineage_values_are_per_model_and_shared_values_are_one_object() -> None
     assert {id(m.directory) for m in quantized} == {id(quantized[0].directory)}
     assert all(m.urls[0] is groups[m.model_id][0] for m in quantized)  # the listing's own strings
     assert pairing == []  # no projector in the directory: pairing keeps no row
+
+
+def test_family_members_share_their_cells_and_the_anchor_keeps_the_findings() -> None:
+    def member(name: str, full: bool, kind: str) -> ModelLineage:
+        return ModelLineage(f"file:///m/{name}", (f"file:///m/{name}.gguf",), "llama", "name:Tiny", f"{7:032x}",
+                            full, kind, "file:///m")  # fmt: skip
+
+    quantized = [member(f"q{i}", False, "Q4_0") for i in range(4)]
+    [family] = families([member("f16", True, "F16"), *quantized])
+    cells = model_lineage_cells([judge_family(family)])
+    anchor = family.anchor
+    others = [cells[m.model_id] for m in quantized if m.model_id != anchor]
+    assert len(others) == 3 and all(c is others[0] for c in others)
+    assert others[0].reference_url == "file:///m/f16.gguf" and others[0].family_anchor == anchor
+    assert cells[anchor] is not others[0] and cells[anchor].columns() == others[0].columns()
+    assert cells["file:///m/f16"].reference_url is None and cells["file:///m/f16"].full_precision is True
+
+    [lonely] = families(quantized)  # no full-precision member: the finding is filed under the anchor alone
+    cells = model_lineage_cells([judge_family(lonely)])
+    assert [c.findings[0].code for c in cells.values() if c.findings] == ["lineage.no_full_precision"]
