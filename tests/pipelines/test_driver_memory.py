@@ -10,12 +10,12 @@ from pipeline_helpers import file_row
 
 from gguf_audit.checks.lineage import ModelLineage, families, judge_family, model_lineage
 from gguf_audit.format.shard_names import group_models
-from gguf_audit.pipelines.collect import Collector
-from gguf_audit.pipelines.lineage import _model_lineages
-from gguf_audit.pipelines.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
-from gguf_audit.pipelines.output import Output
-from gguf_audit.pipelines.parts import ROW_GROUP_ROWS, RunParts
-from gguf_audit.pipelines.tally import facts_of
+from gguf_audit.pipelines.scan.collect import Collector
+from gguf_audit.pipelines.scan.lineage import _model_lineages
+from gguf_audit.pipelines.scan.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
+from gguf_audit.pipelines.scan.tally import facts_of
+from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store.parts import ROW_GROUP_ROWS, RunParts
 from gguf_audit.tables.lineage import model_lineage_cells
 from gguf_audit.tables.schema import rows_to_table
 
