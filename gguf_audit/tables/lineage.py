@@ -107,15 +107,22 @@ def model_lineage_cells(verdicts: Iterable[FamilyVerdict]) -> dict[str, ModelLin
         # once per family: each is a pass over its members (per member, a family of F models cost F^2)
         reference = family.reference()
         anchor = family.anchor
+        # The members other than the anchor share one value per precision (frozen): one object, not one a model.
+        shared: dict[bool | None, ModelLineageCells] = {}
         for m in family.models:
-            out[m.model_id] = ModelLineageCells(
-                family_key=family.key,
-                full_precision=m.full_precision,
-                family_anchor=anchor,
-                family_source=v.source,
-                reference_url=reference.urls[0] if reference is not None and m.full_precision is False else None,
-                findings=v.findings if m.model_id == anchor else (),
-            )
+            cells = shared.get(m.full_precision) if m.model_id != anchor else None
+            if cells is None:
+                cells = ModelLineageCells(
+                    family_key=family.key,
+                    full_precision=m.full_precision,
+                    family_anchor=anchor,
+                    family_source=v.source,
+                    reference_url=reference.urls[0] if reference is not None and m.full_precision is False else None,
+                    findings=v.findings if m.model_id == anchor else (),
+                )
+                if m.model_id != anchor:
+                    shared[m.full_precision] = cells
+            out[m.model_id] = cells
     return out
 
 

@@ -36,8 +36,9 @@ from __future__ import annotations
 import importlib
 import logging
 import secrets
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import pyarrow as pa
@@ -48,6 +49,7 @@ from fsspec.core import url_to_fs
 from gguf_audit.checks.lineage import (
     Family,
     FamilyVerdict,
+    ModelLineage,
     Pair,
     carried_lineage,
     families,
@@ -156,12 +158,69 @@ _LINEAGE_INPUT: Final = (
 """The facts columns lineage reads (a quiet night reads them for every file: no more than these)."""
 
 
-def _rows_by_model(collector: Collector) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
+def _model_lineages(
+    collector: Collector, groups: Mapping[str, Sequence[str]]
+) -> tuple[dict[str, ModelLineage], list[dict[str, Any]]]:
+    """Each model with facts rows as its :class:`ModelLineage`, and the rows projector pairing needs.
+
+    Compact on purpose (a value per model, never the night's rows as dicts): the facts are
+    taken one batch's table at a time, a single-file model's lineage made from its row at
+    once, only the rows of sharded models held until their set is complete; the URLs and
+    ids are the listing's own strings and the values the models share (architecture,
+    refinement, digest, directory) are interned, so a family of 10^5 models holds one copy
+    of each. Pairing keeps only the rows of directories that hold a projector.
+    """
+    canon = {mid: mid for mid in groups}
+    projector_dirs = _projector_dirs(collector)
+    found: dict[str, ModelLineage] = {}
+    sharded: dict[str, list[dict[str, Any]]] = {}
+    pairing: list[dict[str, Any]] = []
     for facts in collector.facts:
         for row in facts.select(list(_LINEAGE_INPUT)).to_pylist():
-            out.setdefault(row["model_id"], []).append(row)
-    return out
+            model_id = canon.get(row["model_id"], row["model_id"])
+            urls = groups.get(model_id, ())
+            row["model_id"] = model_id
+            if len(urls) == 1 and urls[0] == row["url"]:
+                row["url"] = urls[0]
+            if projector_dirs and _directory(str(row["url"])) in projector_dirs:
+                pairing.append(row)
+            if len(urls) > 1:
+                sharded.setdefault(model_id, []).append(row)
+            else:
+                found[model_id] = _compact(model_lineage(model_id, [row]))
+    for model_id, rows in sharded.items():
+        found[model_id] = _compact(model_lineage(model_id, rows))
+    return found, pairing
+
+
+def _directory(url: str) -> str:
+    return url.rsplit("/", 1)[0] if "/" in url else ""
+
+
+def _projector_dirs(collector: Collector) -> set[str]:
+    """The directories of the projector (mmproj) files among the facts: pairing looks nowhere else."""
+    dirs: set[str] = set()
+    for facts in collector.facts:
+        projector = pc.or_(pc.is_valid(facts.column("projector_type")), pc.equal(facts.column("architecture"), "clip"))
+        hits = facts.filter(pc.fill_null(projector, False)).column("url").to_pylist()
+        dirs.update(_directory(str(u)) for u in hits)
+    return dirs
+
+
+def _intern(value: str | None) -> str | None:
+    return sys.intern(value) if value is not None else None
+
+
+def _compact(m: ModelLineage) -> ModelLineage:
+    """``m`` with the values its family shares interned (one string for all, not one per model)."""
+    return replace(
+        m,
+        architecture=_intern(m.architecture),
+        refinement=_intern(m.refinement),
+        tensors=_intern(m.tensors),
+        file_type_name=_intern(m.file_type_name),
+        directory=sys.intern(m.directory),
+    )
 
 
 def judge_lineage(
@@ -175,16 +234,19 @@ def judge_lineage(
 ) -> Lineage:
     """Families, findings and pairs of this night; the carried models whose family changed are judged again
     (and their problems, counted when carried, uncounted)."""
-    members = _rows_by_model(collector)
+    members, pairing = _model_lineages(collector, groups)
     columns = ["model_id", "architecture", "file_type_name", *ModelLineageCells().columns()]
     stored = {str(r["model_id"]): r for r in carried.select(columns).to_pylist()}
     # A carried model's files kept no facts rows on the driver: its stored row says its family.
     models = [
-        model_lineage(mid, members[mid])
-        if mid in members or mid not in stored
+        members[mid]
+        if mid in members
+        else model_lineage(mid, [])
+        if mid not in stored
         else carried_lineage(mid, urls, stored[mid])
         for mid, urls in groups.items()
     ]
+    del members
     grouped = families(models)
     seen, covered = (
         (listing.safetensors_dirs, listing.listed_dirs) if listing is not None else (frozenset(), frozenset())
@@ -203,15 +265,16 @@ def judge_lineage(
         _uncount(out, carried, rejudge, collector)
     carried_ids = set(carried.column("model_id").to_pylist()) - rejudge
     pairs = [p for v in verdicts for p in v.pairs if p.model_id not in carried_ids] if config.checks.compare else []
-    return Lineage(verdicts, cells, rejudge, pairs, found=_projector_pairs(members, carried_ids))
+    # Only the verdicts that say something stay (each holds its family's models): the rest are in ``cells``.
+    telling = [v for v in verdicts if v.findings or v.pairs]
+    return Lineage(telling, cells, rejudge, pairs, found=_projector_pairs(pairing, carried_ids))
 
 
-def _projector_pairs(
-    members: Mapping[str, Sequence[Mapping[str, Any]]], carried: set[str]
-) -> list[tuple[str, str, Finding]]:
-    """``(url, model id, finding)`` of each projector (mmproj) judged this night against the models beside it."""
-    model_of = {str(r["url"]): mid for mid, rows in members.items() for r in rows}
-    found = pair_rows(r for rows in members.values() for r in rows)
+def _projector_pairs(rows: Sequence[Mapping[str, Any]], carried: set[str]) -> list[tuple[str, str, Finding]]:
+    """``(url, model id, finding)`` of each projector (mmproj) judged this night against the models beside it
+    (``rows``: the facts rows of the directories that hold a projector)."""
+    model_of = {str(r["url"]): str(r["model_id"]) for r in rows}
+    found = pair_rows(rows)
     return [(url, model_of[url], f) for url, f in found if model_of.get(url) not in carried]
 
 

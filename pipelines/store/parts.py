@@ -89,10 +89,19 @@ class PartWriter:
     """
 
     def __init__(
-        self, fs: fsspec.AbstractFileSystem, root: str, table: str, run_id: str, tag: str, *, measure: bool = False
+        self,
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+        table: str,
+        run_id: str,
+        tag: str,
+        *,
+        measure: bool = False,
+        row_group_rows: int | None = None,
     ) -> None:
         self.fs = fs
         self.measure = measure
+        self.row_group_rows = row_group_rows  # None: ROW_GROUP_ROWS, read when rows come (tests lower it)
         self.table = table
         self.run_id = run_id
         self.schema = stored_schema(table)
@@ -116,7 +125,7 @@ class PartWriter:
         self._pending_rows += table.num_rows
         self._pending_bytes += table.nbytes
         self.rows += table.num_rows
-        if self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
+        if self._pending_rows >= (self.row_group_rows or ROW_GROUP_ROWS) or self._pending_bytes >= ROW_GROUP_BYTES:
             self._flush()
 
     def _open(self, layout: Layout) -> pq.ParquetWriter:
@@ -195,7 +204,9 @@ def _mtime_ms(info: Mapping[str, Any]) -> int:
 class RunParts:
     """A :class:`PartWriter` per table for one batch of one run, under the output ``out_url``.
 
-    ``measure_encodings`` for the driver's files (:func:`~gguf_audit.pipelines.store.layout.choose_layout`).
+    ``measure_encodings`` for the driver's files (:func:`~gguf_audit.pipelines.store.layout.choose_layout`);
+    ``row_group_rows`` flushes sooner than :data:`ROW_GROUP_ROWS` (the driver's, whose rows would
+    otherwise wait on it for the whole night).
     """
 
     def __init__(
@@ -207,11 +218,15 @@ class RunParts:
         tables: Sequence[str],
         *,
         measure_encodings: bool = False,
+        row_group_rows: int | None = None,
     ) -> None:
         fs, root = url_to_fs(out_url, **dict(storage_options or {}))
         self.fs: fsspec.AbstractFileSystem = fs
         root = root.rstrip("/") or root
-        self.writers = {t: PartWriter(fs, root, t, run_id, tag, measure=measure_encodings) for t in tables}
+        self.writers = {
+            t: PartWriter(fs, root, t, run_id, tag, measure=measure_encodings, row_group_rows=row_group_rows)
+            for t in tables
+        }
 
     def write(self, table: str, rows: pa.Table) -> None:
         self.writers[table].write(rows)

@@ -1,0 +1,95 @@
+"""The driver's memory per model: its data files flushed in small row groups, lineage from compact values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pipeline_helpers import file_row
+
+from gguf_audit.checks.lineage import ModelLineage, families, judge_family, model_lineage
+from gguf_audit.format.shard_names import group_models
+from gguf_audit.pipelines.scan.collect import Collector
+from gguf_audit.pipelines.scan.lineage import _model_lineages
+from gguf_audit.pipelines.scan.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
+from gguf_audit.pipelines.scan.tally import facts_of
+from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store.parts import ROW_GROUP_ROWS, RunParts
+from gguf_audit.tables.lineage import model_lineage_cells
+from gguf_audit.tables.schema import rows_to_table
+
+
+def test_the_driver_writes_its_rows_as_they_come_not_at_the_end(tmp_path: Path) -> None:
+    out = Output(str(tmp_path / "out"))
+    out.preflight()
+    parts = RunParts(out.url, out.fsspec_options, "r1", "driver", ("files",), measure_encodings=True, row_group_rows=3)
+    for chunk in range(3):
+        rows = [file_row(f"file:///m/{chunk}-{i}.gguf", "r1") for i in range(2)]
+        parts.write("files", rows_to_table("files", rows))
+    written = list((tmp_path / "out" / "files").rglob("*.parquet"))
+    assert len(written) == 1  # flushed once 3 rows were pending, before the writer closed
+    [part] = parts.close()
+    meta = pq.ParquetFile(tmp_path / "out" / "files" / part.path).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [4, 2]
+    assert part.rows == 6
+    # a night's driver holds at most a chunk of models' rows, far fewer than a worker's row group
+    assert DRIVER_ROW_GROUP_ROWS <= MODELS_PER_CHUNK < ROW_GROUP_ROWS
+
+
+def _facts(rows: list[dict[str, object]]) -> pa.Table:
+    full = [{**file_row(str(r["url"]), "r1"), **r} for r in rows]
+    return facts_of(rows_to_table("files", full))
+
+
+def test_lineage_values_are_per_model_and_shared_values_are_one_object() -> None:
+    shard_1 = "file:///m/big-00001-of-00002.gguf"
+    shard_2 = "file:///m/big-00002-of-00002.gguf"
+    singles = [f"file:///m/q{i}.gguf" for i in range(3)]
+    groups = group_models([shard_1, shard_2, *singles])
+    model_of = {u: mid for mid, urls in groups.items() for u in urls}
+
+    def row(url: str, digest: str, full: bool) -> dict[str, object]:
+        return {
+            "url": url, "model_id": model_of[url], "architecture": "llama", "name": "Tiny", "file_type_name": "Q4_0",
+            "shard_index": 1 if url == shard_1 else 2 if url == shard_2 else None,
+            "tensor_set_digest": digest, "full_precision": full,
+        }  # fmt: skip
+
+    first = [row(shard_1, f"{1:032x}", True), *(row(u, f"{3:032x}", False) for u in singles[:2])]
+    second = [row(singles[2], f"{3:032x}", False), row(shard_2, f"{2:032x}", True)]
+    collector = Collector(frozenset(model_of))
+    collector.facts.extend([_facts(first), _facts(second)])
+
+    found, pairing = _model_lineages(collector, groups)
+
+    big = model_of[shard_1]
+    assert found[big] == model_lineage(big, [first[0], second[1]])  # shards met across the batches' tables
+    assert found[big].tensors == f"{3:032x}" and found[big].full_precision is True
+    assert found[big].key == found[model_of[singles[0]]].key  # one family: the shards' digests add up
+    quantized = [found[model_of[u]] for u in singles]
+    assert {id(m.architecture) for m in quantized} == {id(quantized[0].architecture)}
+    assert {id(m.tensors) for m in quantized} == {id(quantized[0].tensors)}
+    assert {id(m.directory) for m in quantized} == {id(quantized[0].directory)}
+    assert all(m.urls[0] is groups[m.model_id][0] for m in quantized)  # the listing's own strings
+    assert pairing == []  # no projector in the directory: pairing keeps no row
+
+
+def test_family_members_share_their_cells_and_the_anchor_keeps_the_findings() -> None:
+    def member(name: str, full: bool, kind: str) -> ModelLineage:
+        return ModelLineage(f"file:///m/{name}", (f"file:///m/{name}.gguf",), "llama", "name:Tiny", f"{7:032x}",
+                            full, kind, "file:///m")  # fmt: skip
+
+    quantized = [member(f"q{i}", False, "Q4_0") for i in range(4)]
+    [family] = families([member("f16", True, "F16"), *quantized])
+    cells = model_lineage_cells([judge_family(family)])
+    anchor = family.anchor
+    others = [cells[m.model_id] for m in quantized if m.model_id != anchor]
+    assert len(others) == 3 and all(c is others[0] for c in others)
+    assert others[0].reference_url == "file:///m/f16.gguf" and others[0].family_anchor == anchor
+    assert cells[anchor] is not others[0] and cells[anchor].columns() == others[0].columns()
+    assert cells["file:///m/f16"].reference_url is None and cells["file:///m/f16"].full_precision is True
+
+    [lonely] = families(quantized)  # no full-precision member: the finding is filed under the anchor alone
+    cells = model_lineage_cells([judge_family(lonely)])
+    assert [c.findings[0].code for c in cells.values() if c.findings] == ["lineage.no_full_precision"]
