@@ -34,6 +34,7 @@ from gguf_audit.report.text import render_text
 from gguf_audit.testing.mutate import Mutant, Seed, encode, mutants, read_seed
 
 SHOWN = 5
+SLOWEST = 10
 
 
 def corpus_models() -> list[Path]:
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 internal.append((m.ident, codes))
             slow.append((seconds / base[m.seed], seconds, m.ident))
             slow.sort(reverse=True)
-            del slow[SHOWN:]
+            del slow[SLOWEST:]
     wall = time.perf_counter() - began
     peak = peak_rss_bytes()
     print(f"mutants: {args.mutants} in {wall:.0f} s ({args.mutants / wall:.0f}/s), seed {args.seed}")

@@ -44,6 +44,9 @@ def quote(value: object, limit: int = NAME_LIMIT) -> str:
     ``'blk.0.attn_q.weight'``, or ``'AAAA…' (16,777,216 characters)`` for a long one. A value
     other than a string is shown by its ``repr``, cut the same way.
     """
+    if isinstance(value, (bytes, bytearray)) and len(value) > limit:
+        # repr of the whole would be up to four times its size: cut the bytes first.
+        return f"{repr(bytes(value[:limit]))[:limit]}… ({len(value):,} bytes)"
     if not isinstance(value, str):
         return clip(repr(value), limit)
     if len(value) <= limit:

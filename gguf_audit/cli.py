@@ -18,12 +18,9 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
-from importlib.metadata import entry_points
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from gguf_audit import __version__
-from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, AuditTarget, audit_file
-from gguf_audit.compare import CompareUsageError, compare_files
 from gguf_audit.errors import (
     FormatError,
     GGUFAuditError,
@@ -34,16 +31,16 @@ from gguf_audit.errors import (
     one_line,
 )
 from gguf_audit.findings import CODES, LLAMA_CPP_BUILD, CodeInfo, Severity, llama_cpp_label
-from gguf_audit.format.safetensors import ReferenceFormatError
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
-from gguf_audit.io.protocols import EXTRAS, ProtocolUnavailable, check_protocol, local_directory
-from gguf_audit.io.upstream import UpstreamConfig, require_upstream
-from gguf_audit.plan import SampleConfig, SelectionError
 from gguf_audit.redact import install_log_redaction, redact_text, redact_url
-from gguf_audit.report.json import audit_to_json, comparison_to_json, dumps, file_samples_to_json
-from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, sarif_run
-from gguf_audit.report.text import render_comparison, render_file_samples, render_text
-from gguf_audit.samples import read_file_samples
+
+if TYPE_CHECKING:
+    from gguf_audit.audit import AuditConfig
+    from gguf_audit.plan import SampleConfig
+
+# A command imports what only it needs inside its function (the audit, the
+# decoders, the reports, compare), so a one-file ``inspect`` loads no more than
+# it runs, and ``codes`` or ``--version`` hardly anything (tests/test_cli_startup.py).
 
 __all__ = ["EXIT_STATUSES", "ExitStatus", "main", "say_error"]
 
@@ -97,6 +94,8 @@ def _parse_storage_options(text: str | None) -> dict[str, Any]:
 
 def _readable(url: str) -> str:
     """The URL, once its protocol is known and installed and it is not a local directory."""
+    from gguf_audit.io.protocols import ProtocolUnavailable, check_protocol, local_directory
+
     try:
         check_protocol(url)
     except ProtocolUnavailable as exc:
@@ -109,6 +108,8 @@ def _readable(url: str) -> str:
 
 
 def _sample_config(args: argparse.Namespace) -> SampleConfig:
+    from gguf_audit.plan import SampleConfig
+
     if args.sample_requests is None:
         return SampleConfig()
     try:
@@ -119,6 +120,12 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     options = _parse_storage_options(args.storage_options)
+    # Most model files hold a chat template: its render child starts now, beside the imports and the read.
+    from gguf_audit.templates.sandbox.runner import prestart
+
+    prestart()
+    from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, AuditTarget, audit_file
+
     sample_config = _sample_config(args)
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
     config = _with_upstream(config, args, options)
@@ -126,12 +133,18 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     audit = audit_file(AuditTarget(url, storage_options=options, display_url=redact_url(url)), config=config)
     fmt = "json" if args.json else args.format
     if fmt in ("json", "jsonl"):
+        from gguf_audit.report.json import audit_to_json, dumps
+
         out = audit_to_json(audit, full_arrays=args.full_arrays, samples=args.samples)
         sys.stdout.write(dumps(out) + "\n")  # one line: a JSON object and a JSON Lines record alike
     elif fmt == "sarif":
+        from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, sarif_run
+
         run = sarif_run(results_of_findings(audit.url, audit.findings), artifacts={audit.url: audit.size})
         sys.stdout.write(sarif_json(sarif_log([run])) + "\n")
     else:
+        from gguf_audit.report.text import render_text
+
         print(render_text(audit, samples=args.samples))
     if audit.header is None and any(f.code.startswith("io.") for f in audit.findings):
         # The store, not the file: a gate must tell "store down" from "file bad". The report above still says why.
@@ -144,6 +157,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _with_upstream(config: AuditConfig, args: argparse.Namespace, options: Mapping[str, Any]) -> AuditConfig:
     """``--upstream LOCATION`` compares with that place only (refused when it holds no upstream files);
     ``--upstream-auto`` looks beside the file, then where its header points. Neither: no upstream requests."""
+    from gguf_audit.io.upstream import UpstreamConfig, require_upstream
+
     if args.upstream is not None:
         try:
             upstream = UpstreamConfig(location=args.upstream)
@@ -166,6 +181,11 @@ def _parse_blocks(text: str | None) -> list[int] | None:
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
+    from gguf_audit.plan import SelectionError
+    from gguf_audit.report.json import dumps, file_samples_to_json
+    from gguf_audit.report.text import render_file_samples
+    from gguf_audit.samples import read_file_samples
+
     options = _parse_storage_options(args.storage_options)
     blocks = _parse_blocks(args.blocks)
     try:
@@ -189,6 +209,11 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    from gguf_audit.compare import CompareUsageError, compare_files
+    from gguf_audit.format.safetensors import ReferenceFormatError
+    from gguf_audit.report.json import comparison_to_json, dumps
+    from gguf_audit.report.text import render_comparison
+
     options = _parse_storage_options(args.storage_options)
     try:
         result = compare_files(_readable(args.quant), _readable(args.reference), storage_options=options)
@@ -259,10 +284,12 @@ def codes_markdown() -> str:
     return "\n".join(lines)
 
 
-def _parser(plugged_in: Callable[[str], bool] | None = None) -> argparse.ArgumentParser:
+def _parser(plugged_in: Callable[[str], bool] | None = None, *, given: str | None = None) -> argparse.ArgumentParser:
     """The whole command line. ``plugged_in(name)`` says which plugged-in commands to import (all by default);
     the others get a placeholder that takes any arguments, so ``inspect`` or ``codes`` never import the pipelines
-    (pyarrow, pandas, deltalake, dask: most of a one-file ``inspect``'s time and memory)."""
+    (pyarrow, pandas, deltalake, dask: most of a one-file ``inspect``'s time and memory). When ``given``, the
+    command the line names, is built in, the plugged-in commands are not even listed (reading the installed
+    packages' entry points costs tens of milliseconds)."""
     parser = argparse.ArgumentParser(
         prog="gguf-audit",
         description="Audit GGUF model files where they are stored, reading only headers and a few blocks.",
@@ -324,7 +351,8 @@ def _parser(plugged_in: Callable[[str], bool] | None = None) -> argparse.Argumen
     compare.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for both files")
     compare.set_defaults(func=_cmd_compare)
 
-    _add_plugged_in_commands(sub, plugged_in or (lambda name: True))
+    if given not in sub.choices:
+        _add_plugged_in_commands(sub, plugged_in or (lambda name: True))
     return parser
 
 
@@ -336,6 +364,8 @@ def _add_plugged_in_commands(sub: Any, wanted: Callable[[str], bool]) -> None:
     so the library never imports the pipelines). One that cannot be imported is
     left out; the other commands still work.
     """
+    from importlib.metadata import entry_points
+
     for plugin in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         if plugin.name in sub.choices:
             continue  # the entry points of two installs of the same package
@@ -353,6 +383,8 @@ def _add_plugged_in_commands(sub: Any, wanted: Callable[[str], bool]) -> None:
 
 def _extra_for(exc: ImportError) -> str:
     """The pip command that brings the module an import failed on."""
+    from gguf_audit.io.protocols import EXTRAS
+
     top = (exc.name or "").split(".")[0]
     extra = _PIPELINE_MODULES.get(top) or EXTRAS.get(top.removesuffix("fs"))
     return f"pip install 'gguf-audit[{extra or 'pipeline'}]'"
@@ -433,7 +465,7 @@ def _plugged_in_for(argv: Sequence[str]) -> Callable[[str], bool]:
 
 def _run(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _parser(_plugged_in_for(argv))
+    parser = _parser(_plugged_in_for(argv), given=_command_of(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

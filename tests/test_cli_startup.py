@@ -14,21 +14,41 @@ import pytest
 from corpus import corpus_dir
 
 HEAVY = ("pyarrow", "pandas", "deltalake", "dask", "distributed", "duckdb", "gguf_audit.pipelines")
+# What a one-file inspect of a local file does not run, so must not import: the comparison of a quantized file
+# with its reference, the HTTP client, the sandbox's child side, and the entry points of plugged-in commands
+# (read by fsspec for its own, so only gguf-audit's group is checked).
+NOT_FOR_INSPECT = (
+    "gguf_audit.compare",
+    "gguf_audit.format.safetensors",
+    "aiohttp",
+    "gguf_audit.templates.sandbox.worker",
+)
+# What neither the catalogue of codes nor the version needs: the audit, numpy, fsspec, the gguf package.
+NOT_FOR_CODES = ("gguf_audit.audit", "numpy", "fsspec", "gguf", "jinja2")
 PROBE = """
 import sys
+from importlib import metadata
+read_groups = []
+_entry_points = metadata.entry_points
+def entry_points(**kw):
+    read_groups.append(kw.get("group"))
+    return _entry_points(**kw)
+metadata.entry_points = entry_points
 from gguf_audit.cli import main
 try:
     status = main(sys.argv[1:])
 except SystemExit as exc:
     status = exc.code
 heavy = [m for m in {heavy!r} if m in sys.modules]
+if "entry points" in {heavy!r} and "gguf_audit.commands" in read_groups:
+    heavy.append("entry points")
 print("HEAVY=" + ",".join(heavy), file=sys.stderr)
 """
 
 
-def _imported(*argv: str) -> list[str]:
+def _imported(*argv: str, modules: tuple[str, ...] = HEAVY) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", PROBE.format(heavy=modules), *argv], capture_output=True, text=True, timeout=120
     )
     line = [x for x in done.stderr.splitlines() if x.startswith("HEAVY=")]
     assert line, done.stderr
@@ -52,3 +72,14 @@ def test_light_commands_import_no_pipeline_library(argv: tuple[str, ...]) -> Non
 
 def test_a_plugged_in_command_is_imported_when_given() -> None:
     assert "gguf_audit.pipelines" in _imported("tables", "--help")
+
+
+@pytest.mark.parametrize("argv", [("inspect", "MODEL", "--json"), ("inspect", "MODEL"), ("inspect", "--help")])
+def test_inspect_imports_only_what_it_runs(argv: tuple[str, ...]) -> None:
+    model = str(corpus_dir() / "models" / "tiny-llama-Q4_0.gguf")
+    assert _imported(*(model if a == "MODEL" else a for a in argv), modules=NOT_FOR_INSPECT) == []
+
+
+@pytest.mark.parametrize("argv", [("codes",), ("--version",)])
+def test_codes_and_version_import_no_audit(argv: tuple[str, ...]) -> None:
+    assert _imported(*argv, modules=NOT_FOR_CODES) == []

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from gguf_audit.bounded import quote
 from gguf_audit.codes import Code, endangers
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus
 from gguf_audit.format.model import Header, TensorInfo, ValueType
+from gguf_audit.format.tensor_rules import gguf_elements_fit
 from gguf_audit.format.wire import GGML_MAX_DIMS, GGML_MAX_NAME
 
 __all__ = ["GGML_MAX_NAME", "TENSOR_ALIGNMENT", "check_mapped_buffer", "check_structure", "ggml_ne"]
@@ -151,39 +153,49 @@ def _check_keys(header: Header) -> Iterator[Finding]:
 def _check_tensor_infos(header: Header) -> Iterator[Finding]:
     seen: set[str] = set()
     duplicates = 0
-    for t in header.tensors:
-        if b"\0" in t.raw_name:
-            yield finding(
-                Code.TENSOR_NUL_IN_NAME,
-                f"tensor name {quote(t.raw_name)} holds a NUL byte at {t.raw_name.index(0)}; ggml names it {t.name!r}",
-                tensor=t.name,
-                offset=t.info_offset,
-            )
-        name_bytes = len(t.raw_name) if t.raw_name else len(t.name.encode("utf-8", "surrogateescape"))
-        if name_bytes >= GGML_MAX_NAME:
-            yield finding(
-                Code.TENSOR_NAME_TOO_LONG,
-                f"tensor name {quote(t.name, 80)} is {name_bytes} bytes; ggml allows at most {GGML_MAX_NAME - 1}",
-                tensor=t.name,
-                offset=t.info_offset,
-            )
+    # The parser stops where gguf.cpp does, at the first info it refuses; its findings say what was left unread.
+    unread = header.n_tensors - len(header.tensors)
+    for index, t in enumerate(header.tensors):
+        found = list(_check_name(t))
         if t.name in seen:
             duplicates += 1
             if duplicates <= MAX_DUPLICATE_FINDINGS:
-                yield finding(
-                    Code.TENSOR_DUPLICATE_NAME,
-                    f"tensor {quote(t.name)} appears twice",
-                    tensor=t.name,
-                    offset=t.info_offset,
+                found.append(
+                    finding(
+                        Code.TENSOR_DUPLICATE_NAME,
+                        f"tensor {quote(t.name)} appears twice",
+                        tensor=t.name,
+                        offset=t.info_offset,
+                    )
                 )
         seen.add(t.name)
-        yield from _check_dims(t)
-        yield from _check_type(t)
+        found += [*_check_dims(t), *_check_type(t)]
+        if unread > 0 and index == len(header.tensors) - 1:
+            note = f"; gguf.cpp stops reading there, as the parser did: {unread} of {header.n_tensors} infos unread"
+            found = [replace(f, message=f.message + note) for f in found]
+        yield from found
     if duplicates > MAX_DUPLICATE_FINDINGS:
         yield finding(
             Code.TENSOR_DUPLICATE_NAME,
-            f"{duplicates - MAX_DUPLICATE_FINDINGS} more tensors repeat a name (a corrupt tensor count reads "
-            "zeros as nameless tensors)",
+            f"{duplicates - MAX_DUPLICATE_FINDINGS} more tensors repeat a name up to a NUL byte",
+        )
+
+
+def _check_name(t: TensorInfo) -> Iterator[Finding]:
+    if b"\0" in t.raw_name:
+        yield finding(
+            Code.TENSOR_NUL_IN_NAME,
+            f"tensor name {quote(t.raw_name)} holds a NUL byte at {t.raw_name.index(0)}; ggml names it {t.name!r}",
+            tensor=t.name,
+            offset=t.info_offset,
+        )
+    name_bytes = len(t.raw_name) if t.raw_name else len(t.name.encode("utf-8", "surrogateescape"))
+    if name_bytes >= GGML_MAX_NAME:
+        yield finding(
+            Code.TENSOR_NAME_TOO_LONG,
+            f"tensor name {quote(t.name, 80)} is {name_bytes} bytes; ggml allows at most {GGML_MAX_NAME - 1}",
+            tensor=t.name,
+            offset=t.info_offset,
         )
 
 
@@ -206,23 +218,13 @@ def _check_dims(t: TensorInfo) -> Iterator[Finding]:
         )
         return
     ne = ggml_ne(t.shape)
-    if not _gguf_elements_fit(ne):
+    if not gguf_elements_fit(ne):
         yield finding(
             Code.TENSOR_BAD_DIMS,
             f"tensor {quote(t.name)} with shape {list(t.shape)} has {t.n_elements} elements, past int64",
             tensor=t.name,
             offset=t.info_offset,
         )
-
-
-def _gguf_elements_fit(ne: Sequence[int]) -> bool:
-    """gguf.cpp's element-count test (b11312): the running product over the dims, each one > 1 checked."""
-    current = ne[0]
-    for d in ne[1:]:
-        if d > 1 and _INT64_MAX // d < current:
-            return False
-        current *= d
-    return True
 
 
 def _ggml_elements_fit(ne: Sequence[int]) -> bool:

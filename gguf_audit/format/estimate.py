@@ -25,6 +25,8 @@ __all__ = ["estimate_header_bytes"]
 _TYPICAL_TENSOR_INFO: Final = 8 + 28 + 4 + 2 * 8 + 4 + 8
 # A key-value record of a typical key and a scalar or short string value.
 _TYPICAL_KV: Final = 64
+# The longest key the estimate looks for by name (the tokenizer arrays' keys are about 25 bytes).
+_KNOWN_KEY_BYTES: Final = 64
 # The guess before the counts are read: most headers without a vocabulary fit.
 _GUESS_BEFORE_COUNTS: Final = 64 * 1024
 # The margin on a guess: 3 % and 4 KiB over (a second round trip costs more).
@@ -114,7 +116,9 @@ def _partial_array(r: Reader, kv_pos: int, needed: int) -> _PartialArray | None:
     try:
         sub = Reader(r.buf, r.file_size, 1 if r.v1 else 3, r.order, r.limits)
         sub.pos = kv_pos
-        key, _ = sub.read_text("key", "key")
+        # Only a few short keys matter here: a long one is not decoded (a corrupt length can make it megabytes).
+        raw, _ = sub.read_bytes_with_length("key")
+        key = raw.decode("utf-8", "replace") if len(raw) <= _KNOWN_KEY_BYTES else ""
         # Only a guess is made here: an error's message (which would quote a key of any length) is dropped.
         if sub.read_value_type("key") is not ValueType.ARRAY:
             return None

@@ -26,9 +26,10 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError
 from gguf_audit.format.estimate import estimate_header_bytes
 from gguf_audit.format.ggml_types import TypeStatus, ggml_type_info
-from gguf_audit.format.model import KV, ByteOrder, Header, NeedMore, TensorInfo, ValueType
+from gguf_audit.format.model import KV, ByteOrder, Header, NeedMore, TensorInfo, ValueType, decode_lenient
 from gguf_audit.format.pointer import parse_pointer
 from gguf_audit.format.reader import Checkpoint, RawTensor, Reader, Short
+from gguf_audit.format.tensor_rules import gguf_refuses_info
 from gguf_audit.format.wire import (
     DEFAULT_ALIGNMENT,
     DEFAULT_LIMITS,
@@ -165,8 +166,14 @@ def _parse_from(buf: bytes | memoryview, file_size: int | None, cp: Checkpoint, 
         family = 1 if r.v1 else 2
         if len(tensors) == 0 and n_tensors:
             r.check_count(n_tensors, MIN_TENSOR_BYTES[family], limits.max_tensor_count, "the tensor count", 8)
-        while len(tensors) < n_tensors:
-            tensors.append(_read_tensor_info(r, len(tensors)))
+        # gguf.cpp stops at the first tensor info it refuses (tensor_rules); so
+        # does this loop, keeping that info for the structural checks to report.
+        # It never reads a v1 file's infos: those are read on, for the v1 verdict's message.
+        seen = {t.raw_name for t in tensors}
+        while len(tensors) < n_tensors and (r.v1 or not tensors or not _stopped(tensors[-1], len(seen), len(tensors))):
+            t = _read_tensor_info(r, len(tensors))
+            tensors.append(t)
+            seen.add(t.raw_name)
             clean_pos = r.pos
     except Short as short:
         if n_kv < 0:
@@ -187,12 +194,17 @@ def _parse_from(buf: bytes | memoryview, file_size: int | None, cp: Checkpoint, 
     return _finish(r, cp, kvs, tensors, n_kv, n_tensors, file_size)
 
 
+def _stopped(last: RawTensor, distinct_names: int, read: int) -> bool:
+    """Whether gguf.cpp stops after ``last``, the latest of ``read`` infos (``distinct_names`` names among them)."""
+    return distinct_names < read or gguf_refuses_info(last.shape, last.type_id)
+
+
 def _read_kv(r: Reader, index: int) -> KV:
     at = r.pos
     key, raw = r.read_text(f"the key of key-value {index}", f"key {index}")
     if b"\0" in raw:
         # gguf_find_key compares with strcmp: llama.cpp sees the key up to its first NUL.
-        key = raw.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")
+        key = decode_lenient(raw[: raw.index(0)])
     # Messages about the value name the key, cut short: llama.cpp allows keys of up to 1 GiB.
     label = key if len(key) <= _KEY_SHOWN_CHARS else f"{key[:_KEY_SHOWN_CHARS]}... ({len(key)} characters)"
     vtype = r.read_value_type(label)
@@ -207,7 +219,7 @@ def _read_tensor_info(r: Reader, index: int) -> RawTensor:
     name, raw = r.read_name(f"the name of tensor {index}", GGML_MAX_NAME)
     if b"\0" in raw:
         # ggml_set_name copies a C string: ggml, and the loader after it, know the name up to its first NUL.
-        name = raw.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")
+        name = decode_lenient(raw[: raw.index(0)])
     dims_at = r.pos
     n_dims = r.read_u32(f"the dimension count of tensor {quote(name)}")
     if n_dims > r.limits.max_dims:

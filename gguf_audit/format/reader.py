@@ -22,7 +22,7 @@ from gguf_audit.bounded import quote
 from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError
 from gguf_audit.findings import Finding, finding
-from gguf_audit.format.model import KV, ByteOrder, StringArray, Value, ValueType
+from gguf_audit.format.model import KV, ByteOrder, StringArray, Value, ValueType, decode_utf8, escape_invalid
 from gguf_audit.format.wire import SCALAR_CODE, SCALAR_SIZE, VALUE_TYPES, Limits
 
 __all__ = ["Checkpoint", "RawTensor", "Reader", "Short"]
@@ -167,17 +167,17 @@ class Reader:
 
     def read_text(self, what: str, where: str) -> tuple[str, bytes]:
         raw, start = self.read_bytes_with_length(what)
-        try:
-            return raw.decode("utf-8"), raw
-        except UnicodeDecodeError as exc:
-            self.findings.append(
-                finding(
-                    Code.HEADER_INVALID_UTF8,
-                    f"{where} is not valid UTF-8 (byte {exc.start}: {raw[exc.start : exc.start + 4]!r})",
-                    offset=start + exc.start,
-                )
+        bad = decode_utf8(raw)
+        if isinstance(bad, str):
+            return bad, raw
+        self.findings.append(
+            finding(
+                Code.HEADER_INVALID_UTF8,
+                f"{where} is not valid UTF-8 (byte {bad}: {raw[bad : bad + 4]!r})",
+                offset=start + bad,
             )
-            return raw.decode("utf-8", "backslashreplace"), raw
+        )
+        return escape_invalid(raw), raw
 
     def read_name(self, what: str, max_bytes: int) -> tuple[str, bytes]:
         """A tensor name: refused, unread, once its length reaches ``max_bytes`` (ggml's GGML_MAX_NAME).

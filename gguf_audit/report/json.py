@@ -9,20 +9,23 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gguf_audit.audit import FileAudit
 from gguf_audit.bounded import ITEM_LIMIT, VALUE_LIMIT, clip
 from gguf_audit.checks.provenance import provenance_of
-from gguf_audit.compare import Comparison
 from gguf_audit.decode.sampled import DecodedBlock
 from gguf_audit.decode.stats import combine_stats
 from gguf_audit.findings import LLAMA_CPP_BUILD
 from gguf_audit.format.model import KV, Header, StringArray, Value, ValueType, json_scalar
 from gguf_audit.report.format import UNSAFE
 from gguf_audit.samples import FileSamples
+
+if TYPE_CHECKING:
+    # Only named in annotations: a report of one file does not import the comparison.
+    from gguf_audit.compare import Comparison
 
 __all__ = ["audit_to_json", "comparison_to_json", "dumps", "file_samples_to_json", "value_to_json"]
 

@@ -133,7 +133,21 @@ def test_a_message_quoting_megabytes_is_cut_with_its_length() -> None:
     assert len(message) < MESSAGE_LIMIT + 100 and "(998,813 characters cut)" in message
 
 
-def test_duplicate_tensor_names_are_reported_ten_at_a_time(tmp_path: Path) -> None:
+def test_tensor_infos_are_read_up_to_the_first_duplicate_name_as_gguf_cpp_reads_them(tmp_path: Path) -> None:
     kvs, _ = tiny_llama_like()
-    codes, verdict, _ = _audit(tmp_path, kvs, [Tensor("a.weight", (32,), 0) for _ in range(40)])
+    path = tmp_path / "m.gguf"
+    path.write_bytes(build_gguf(kvs, [Tensor("a.weight", (32,), 0) for _ in range(40)]))
+    audit = audit_file(str(path), config=HEADER_ONLY)
+    duplicates = [f for f in audit.findings if f.code == "tensor.duplicate_name"]
+    assert audit.header is not None and len(audit.header.tensors) == 2 and audit.header.n_tensors == 40
+    assert len(duplicates) == 1 and "38 of 40 infos unread" in duplicates[0].message
+    assert llama_cpp_verdict(audit.findings) is LlamaCpp.REFUSES
+
+
+def test_names_equal_only_up_to_a_nul_are_read_on_and_reported_ten_at_a_time(tmp_path: Path) -> None:
+    # gguf.cpp compares whole names, so it reads them all; the loader then sees one name (ggml cuts at the NUL).
+    kvs, _ = tiny_llama_like()
+    tensors = [Tensor(b"a.weight\0" + bytes([65 + i]), (32,), 0) for i in range(40)]
+    codes, verdict, header = _audit(tmp_path, kvs, tensors)
+    assert header is not None and len(header.tensors) == 40
     assert codes.count("tensor.duplicate_name") == 11 and verdict is LlamaCpp.REFUSES

@@ -9,6 +9,7 @@ what Python needs to find jinja2 and this package.
 
 from __future__ import annotations
 
+import atexit
 import os
 import selectors
 import signal
@@ -26,7 +27,15 @@ from gguf_audit.templates.conversations import probe_conversations, standard_con
 from gguf_audit.templates.limits import TemplateLimits
 from gguf_audit.templates.sandbox.protocol import Answer, Conversation, ProtocolError, encode_request, parse_line
 
-__all__ = ["DEFAULT_RENDER_SLOTS", "LIMIT_NAMES", "RenderSlots", "TemplateWorkerError", "limit_message", "render_all"]
+__all__ = [
+    "DEFAULT_RENDER_SLOTS",
+    "LIMIT_NAMES",
+    "RenderSlots",
+    "TemplateWorkerError",
+    "limit_message",
+    "prestart",
+    "render_all",
+]
 
 #: How long the child may take to start (import jinja2, lock itself down)
 #: before the audit gives up. Generous: slow CI hosts are not the template's fault.
@@ -130,6 +139,64 @@ def _spawn() -> subprocess.Popen[bytes]:
     )
 
 
+class _Spare:
+    """At most one render child started ahead of need (:func:`prestart`), for the next render to take."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._registered = False
+
+    def start(self) -> None:
+        with self._lock:
+            if self._proc is not None:
+                return
+            self._proc = _spawn()
+            if not self._registered:
+                atexit.register(self.stop)
+                self._registered = True
+
+    def take(self) -> subprocess.Popen[bytes]:
+        """The spare child if it is still alive, else a new one."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            return proc
+        if proc is not None:
+            _close_pipes(proc)
+        return _spawn()
+
+    def stop(self) -> None:
+        """Stop a spare nothing took (at exit: a file without a template never needed it)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+            _close_pipes(proc)
+
+
+_SPARE: Final = _Spare()
+
+
+def prestart() -> None:
+    """Start a render child now, for the next render of this process to take.
+
+    A child's start-up (an interpreter, jinja2) then overlaps whatever the
+    process does before it renders (a one-file ``inspect`` reads and checks the
+    header meanwhile). The child waits for its request before it puts its
+    limits on: a late one is as fresh as one started on demand. One not taken
+    is stopped at exit.
+    """
+    _SPARE.start()
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for handle in (proc.stdin, proc.stdout, proc.stderr):
+        if handle is not None and not handle.closed:
+            handle.close()
+
+
 @dataclass(slots=True)
 class _ChildRun:
     """What one child process said before it finished or was stopped."""
@@ -159,7 +226,7 @@ def _death_cause(returncode: int, stderr: str) -> str:
 
 def _run_child(request: bytes, jobs: int, limits: TemplateLimits, file_deadline: float) -> _ChildRun:
     """Run one child on ``request``; stop it when a job overstays its wall limit or the file its budget."""
-    proc = _spawn()
+    proc = _SPARE.take()
     results: list[dict[str, object]] = []
     ready = False
     stopped: str | None = None
@@ -242,9 +309,7 @@ def _run_child(request: bytes, jobs: int, limits: TemplateLimits, file_deadline:
             proc.kill()
             returncode = proc.wait()
         finally:
-            for handle in (proc.stdin, proc.stdout, proc.stderr):
-                if handle is not None and not handle.closed:
-                    handle.close()
+            _close_pipes(proc)
     stderr = err_tail.decode("utf-8", "replace")
     if stopped is None and len(results) < jobs:
         stopped = _death_cause(returncode, stderr)
