@@ -43,6 +43,7 @@ from gguf_audit.io.source import ReadConfig
 from gguf_audit.pipelines.listing.discover import discover
 from gguf_audit.pipelines.scan.mirror import read_head, source_fingerprints
 from gguf_audit.plan import SampleConfig
+from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.hub import LocalHub
 from gguf_audit.testing.s3 import MotoS3Server
 
@@ -65,6 +66,8 @@ class Cost:
     hub_api: float
     hub_resolves: float
     hub_bytes: float
+    cdn_requests: float = 0.0
+    """Ranges asked of the CDN the Hub's resolve redirects to (not counted against the Hub's resolve limit)."""
 
     def cells(self) -> list[str]:
         return [
@@ -74,6 +77,7 @@ class Cost:
             f"{self.s3_bytes:,.0f}",
             f"{self.hub_api:.3g}",
             f"{self.hub_resolves:.1f}",
+            f"{self.cdn_requests:.1f}",
             f"{self.hub_bytes:,.0f}",
         ]
 
@@ -97,7 +101,9 @@ def _measure_listing(hub: LocalHub, moto: MotoS3Server, bucket: str, extra: int)
     ]
 
 
-def _per_file(hub: LocalHub, moto: MotoS3Server, bucket: str, models: dict[str, bytes]) -> list[Cost]:
+def _per_file(
+    hub: LocalHub, cdn: RangeHTTPServer, moto: MotoS3Server, bucket: str, models: dict[str, bytes]
+) -> list[Cost]:
     source = discover(("hf://org",), storage_options={"hf": {"endpoint": hub.endpoint, "token": False}})
     options = {"hf": {"endpoint": hub.endpoint, "token": False}}
     moto.reset_stats()
@@ -107,6 +113,7 @@ def _per_file(hub: LocalHub, moto: MotoS3Server, bucket: str, models: dict[str, 
     n = len(models)
     checksum = Cost("mirror check, checksum-decided", n, heads / n, head_bytes / n, 0, 0, 0)
     hub.reset_stats()
+    cdn.reset_stats()
     with ThreadPoolExecutor(4) as pool:
         found = list(pool.map(lambda f: source_fingerprints(f, options, AUDIT), source.files))
     if any(f.weights is None for f in found):
@@ -118,7 +125,8 @@ def _per_file(hub: LocalHub, moto: MotoS3Server, bucket: str, models: dict[str, 
         head_bytes / n,
         0,
         hub.resolve_requests / n,
-        hub.resolve_bytes_sent / n,
+        (hub.resolve_bytes_sent + cdn.bytes_sent) / n,
+        len(cdn.requests) / n,
     )
     moto.reset_stats()
     for name in models:
@@ -129,18 +137,26 @@ def _per_file(hub: LocalHub, moto: MotoS3Server, bucket: str, models: dict[str, 
     return [checksum, fingerprint, own]
 
 
-def _derivation(hub: LocalHub, models: dict[str, bytes]) -> Cost:
+def _derivation(hub: LocalHub, cdn: RangeHTTPServer, models: dict[str, bytes]) -> Cost:
     options = {"endpoint": hub.endpoint, "token": False}
     reference = "hf://org/llama/tiny-llama-F16.gguf"
     quants = [n for n in models if not any(t in n for t in ("F16", "F32", "BF16"))]
     hub.reset_stats()
+    cdn.reset_stats()
     for name in quants:
         compare_files(
             f"hf://org/llama/{name}", reference, budget=CompareBudget(), storage_options=options, read_config=READ
         )
     n = len(quants)
     return Cost(
-        "derivation check (compare, default budget)", n, 0, 0, 0, hub.resolve_requests / n, hub.resolve_bytes_sent / n
+        "derivation check (compare, default budget)",
+        n,
+        0,
+        0,
+        0,
+        hub.resolve_requests / n,
+        (hub.resolve_bytes_sent + cdn.bytes_sent) / n,
+        len(cdn.requests) / n,
     )
 
 
@@ -199,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     models = _models()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", MotoS3Server.key)
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", MotoS3Server.secret)
-    with LocalHub() as hub, MotoS3Server() as moto:
+    with RangeHTTPServer() as cdn, LocalHub(cdn=cdn) as hub, MotoS3Server() as moto:
         os.environ["AWS_ENDPOINT_URL"] = moto.endpoint_url
         hub.add_org("org")
         hub.create_repo("org/llama")
@@ -218,9 +234,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
         rows = _measure_listing(hub, moto, bucket, args.objects)
-        rows += _per_file(hub, moto, bucket, models)
-        rows.append(_derivation(hub, models))
-    head = ["measured", "files", "S3 req/file", "S3 bytes/file", "Hub API/file", "Hub resolves/file", "Hub bytes/file"]
+        rows += _per_file(hub, cdn, moto, bucket, models)
+        rows.append(_derivation(hub, cdn, models))
+    head = [
+        "measured",
+        "files",
+        "S3 req/file",
+        "S3 bytes/file",
+        "Hub API/file",
+        "Hub resolves/file",
+        "CDN ranges/file",
+        "Hub+CDN bytes/file",
+    ]
     print(_table(head, [r.cells() for r in rows], args.markdown))
     print()
     print(
