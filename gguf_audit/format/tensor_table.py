@@ -74,7 +74,8 @@ def parse_tensor_table(buf: bytes | memoryview, at: TensorTableAt) -> Header:
     Raises FormatError when the bytes do not hold ``at.n_infos`` infos ending
     exactly at ``at.header_bytes`` (the file changed since ``at`` was taken).
     """
-    r = Reader(buf, len(buf), at.version, at.byte_order, DEFAULT_LIMITS)
+    # No size: a table cut short is a Short, reported below with the offsets of the file, not of ``buf``.
+    r = Reader(buf, None, at.version, at.byte_order, DEFAULT_LIMITS)
     try:
         raw = [_read_tensor_info(r, i) for i in range(at.n_infos)]
     except Short as short:
