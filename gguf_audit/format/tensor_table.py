@@ -10,7 +10,9 @@ with the same tensors and data offsets and no key-value pairs.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, replace
+from typing import Final
 
 from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError
@@ -21,7 +23,7 @@ from gguf_audit.format.wire import DEFAULT_LIMITS
 
 __all__ = ["TensorTableAt", "parse_tensor_table", "tensor_table_at"]
 
-IMATRIX_PREFIX = "quantize.imatrix."
+IMATRIX_PREFIX: Final = "quantize.imatrix."
 """llama-quantize writes these keys when an importance matrix made the quant."""
 
 
@@ -47,6 +49,33 @@ class TensorTableAt:
     @property
     def table_bytes(self) -> int:
         return self.header_bytes - self.info_offset
+
+    def packed(self) -> bytes:
+        """The value in 62 bytes: a scan's driver holds one per file read until the compare phase."""
+        size = -1 if self.file_size is None else self.file_size
+        return _PACKED.pack(
+            self.version,
+            self.byte_order == "big",
+            self.imatrix,
+            self.alignment,
+            self.info_offset,
+            self.header_bytes,
+            self.n_infos,
+            self.n_kv,
+            self.n_tensors,
+            size,
+        )
+
+    @classmethod
+    def unpacked(cls, data: bytes) -> TensorTableAt:
+        """The value :meth:`packed` gave ``data`` of."""
+        version, big, imatrix, alignment, info, end, n_infos, n_kv, n_tensors, size = _PACKED.unpack(data)
+        order: ByteOrder = "big" if big else "little"
+        file_size = None if size < 0 else size
+        return cls(version, order, alignment, info, end, n_infos, n_kv, n_tensors, file_size, imatrix)
+
+
+_PACKED: Final = struct.Struct("<I??QQQQQQq")
 
 
 def tensor_table_at(header: Header) -> TensorTableAt | None:

@@ -21,7 +21,6 @@ import pyarrow.compute as pc
 from gguf_audit import VERDICTS_VERSION, __version__
 from gguf_audit.checks.shards import ShardFacts, judge_shard_set
 from gguf_audit.codes import LLAMA_CPP_BUILD
-from gguf_audit.format.tensor_table import TensorTableAt
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan.execute import BatchResult
@@ -139,8 +138,9 @@ class Collector:
     tally: Tally = field(default_factory=Tally)
     facts: list[pa.Table] = field(default_factory=list)
     shard_facts: dict[str, ShardFacts] = field(default_factory=dict)
-    tensor_tables: dict[str, TensorTableAt] = field(default_factory=dict)
-    """Where each GGUF read this night keeps its tensor infos: the compare phase reads only those."""
+    tensor_tables: dict[str, bytes] = field(default_factory=dict)
+    """Where each GGUF read this night keeps its tensor infos, packed in 62 bytes
+    (:meth:`~gguf_audit.format.tensor_table.TensorTableAt.packed`): the compare phase reads only those."""
     dropped: int = 0
 
     def add(self, result: BatchResult) -> list[str]:

@@ -36,7 +36,7 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import finding
 from gguf_audit.format.shard_names import parse_shard_name
-from gguf_audit.format.tensor_table import TensorTableAt, tensor_table_at
+from gguf_audit.format.tensor_table import tensor_table_at
 from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.source import IOStats
 from gguf_audit.io.upstream import UpstreamCache
@@ -93,8 +93,9 @@ class BatchResult:
     """Rows written per table."""
     failures: tuple[str, ...] = ()
     """Batch-level failures survived (bugs of ours), for the driver's log."""
-    tensor_tables: tuple[tuple[str, TensorTableAt], ...] = ()
-    """``(url as listed, where its tensor infos lie)`` of each GGUF with tensors: its compare reads only those."""
+    tensor_tables: tuple[tuple[str, bytes], ...] = ()
+    """``(url as listed, where its tensor infos lie)`` of each GGUF with tensors, packed
+    (:meth:`~gguf_audit.format.tensor_table.TensorTableAt.packed`): its comparison reads only those."""
 
     @property
     def urls(self) -> list[str]:
@@ -211,7 +212,7 @@ class _Rows:
         self.facts: list[pa.Table] = []
         self.tally = Tally()
         self.shard_facts: list[ShardFacts] = []
-        self.tensor_tables: list[tuple[str, TensorTableAt]] = []
+        self.tensor_tables: list[tuple[str, bytes]] = []
 
     def add(self, tables: AuditTables, audit: FileAudit | None, url: str | None = None) -> None:
         for name, rows in tables.per_file().items():
@@ -224,7 +225,7 @@ class _Rows:
                 self.shard_facts.append(fact)
             table = tensor_table_at(audit.header) if audit.header is not None and url is not None else None
             if table is not None and url is not None:
-                self.tensor_tables.append((url, table))
+                self.tensor_tables.append((url, table.packed()))
 
     def result(self, batch_id: str, failures: Sequence[str] = ()) -> BatchResult:
         parts = self.parts.close()

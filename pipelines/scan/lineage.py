@@ -368,9 +368,9 @@ def compare_options(
     )
 
 
-def compare_batches(pairs: Sequence[Pair], tables: Mapping[str, TensorTableAt] | None = None) -> list[CompareBatch]:
+def compare_batches(pairs: Sequence[Pair], tables: Mapping[str, bytes] | None = None) -> list[CompareBatch]:
     """``pairs`` as tasks: grouped by reference, at most :data:`PAIRS_PER_TASK` a task, each with the tensor
-    tables (from this night's audits) of its files that ``tables`` holds."""
+    tables (from this night's audits, :meth:`TensorTableAt.packed`) of its files that ``tables`` holds."""
     tables = tables or {}
     by_reference: dict[str, list[Pair]] = {}
     for pair in pairs:
@@ -380,7 +380,7 @@ def compare_batches(pairs: Sequence[Pair], tables: Mapping[str, TensorTableAt] |
         for i in range(0, len(group), PAIRS_PER_TASK):
             chunk = tuple(group[i : i + PAIRS_PER_TASK])
             urls = [reference, *(p.quant_url for p in chunk)]
-            known = {u: tables[u] for u in urls if u in tables}
+            known = {u: TensorTableAt.unpacked(tables[u]) for u in urls if u in tables}
             batches.append(CompareBatch(str(len(batches)), reference, chunk, known))
     return batches
 

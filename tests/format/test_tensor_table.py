@@ -11,7 +11,7 @@ from corpus import corpus_dir
 from gguf_audit.errors import FormatError
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
-from gguf_audit.format.tensor_table import parse_tensor_table, tensor_table_at
+from gguf_audit.format.tensor_table import TensorTableAt, parse_tensor_table, tensor_table_at
 
 MODELS = sorted((corpus_dir() / "models").glob("*.gguf"))
 
@@ -47,3 +47,16 @@ def test_bytes_that_are_not_the_table_are_refused() -> None:
     moved = dataclasses.replace(at, info_offset=at.info_offset - 8)
     with pytest.raises(FormatError):
         parse_tensor_table(data[moved.info_offset : moved.header_bytes], moved)
+
+
+@pytest.mark.parametrize("file_size", [None, 0, 1 << 40])
+def test_the_packed_value_round_trips(file_size: int | None) -> None:
+    data = (corpus_dir() / "models" / "tiny-llama-IQ2_XXS.gguf").read_bytes()
+    header = parse_header(data, len(data))
+    assert isinstance(header, Header)
+    at = tensor_table_at(header)
+    assert at is not None
+    at = dataclasses.replace(at, file_size=file_size, byte_order="big", alignment=1 << 31)
+    packed = at.packed()
+    assert len(packed) == 62
+    assert TensorTableAt.unpacked(packed) == at
