@@ -397,10 +397,14 @@ def run_compare(
 
     ``on_io(requests, bytes)`` is told the phase's running totals after each task (the progress bar).
     """
+    # the batches take the tables they need; the driver holds none of them through the commit
+    tables, collector.tensor_tables = collector.tensor_tables, {}
     if not lineage.pairs:
         return
     as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs
 
+    batches = compare_batches(lineage.pairs, tables)
+    del tables
     futures = [
         client.submit(
             compare_batch,
@@ -409,7 +413,7 @@ def run_compare(
             key=f"gguf-audit-compare-{options.run_id}-{b.batch_id}-{secrets.token_hex(3)}",
             pure=False,
         )
-        for b in compare_batches(lineage.pairs, collector.tensor_tables)
+        for b in batches
     ]
     requests = bytes_read = 0
     for future in as_completed(futures):
