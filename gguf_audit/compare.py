@@ -38,8 +38,9 @@ from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.format.model import Header, NeedMore
 from gguf_audit.format.parser import parse_header
 from gguf_audit.format.safetensors import ReferenceFormatError, ReferenceTensor, parse_safetensors_header
+from gguf_audit.format.tensor_table import IMATRIX_PREFIX, TensorTableAt
 from gguf_audit.io.blocks import ByteStore, read_ranges_into
-from gguf_audit.io.header import read_header
+from gguf_audit.io.header import read_header, read_tensor_table
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
 from gguf_audit.plan import DEFAULT_SAMPLE_CONFIG, ByteRange, SamplePlan, merge_ranges, plan_blocks, plan_spread
 from gguf_audit.plan.explicit import spread_indices
@@ -89,12 +90,25 @@ class Reference:
     """The file's first bytes, as read for its header."""
 
 
-def read_reference(source: FsspecSource, *, config: ReadConfig = DEFAULT_READ_CONFIG) -> Reference:
-    """Read the header of a GGUF or safetensors reference file.
+def _gguf_reference(header: Header, buf: bytes) -> Reference:
+    tensors: dict[str, ReferenceTensor] = {}
+    for t in header.tensors:
+        if t.name not in tensors:
+            tensors[t.name] = ReferenceTensor(t.name, t.shape, t.type_id, t.type_name, t.data_offset, t.n_bytes)
+    return Reference("gguf", tensors, header.byte_order == "big", buf)
+
+
+def read_reference(
+    source: FsspecSource, *, config: ReadConfig = DEFAULT_READ_CONFIG, table: TensorTableAt | None = None
+) -> Reference:
+    """Read the header of a GGUF or safetensors reference file (only its tensor infos when ``table`` says
+    where a GGUF's lie).
 
     Raises ReferenceFormatError, FormatError for a broken GGUF header, SourceError
     when reads fail.
     """
+    if table is not None:
+        return _gguf_reference(read_tensor_table(source, table), b"")
     sniff = max(_SNIFF_BYTES, config.initial_bytes)  # a GGUF header as big as a header read's first request
     buf = source.read(0, sniff if source.size is None else min(sniff, source.size))
     # HTTP learns the size from this first answer; a short read is the end of the file.
@@ -104,11 +118,7 @@ def read_reference(source: FsspecSource, *, config: ReadConfig = DEFAULT_READ_CO
         if isinstance(parsed, NeedMore):
             head = read_header(source, config=config)
             parsed, buf = head.header, head.buffer
-        tensors: dict[str, ReferenceTensor] = {}
-        for t in parsed.tensors:
-            if t.name not in tensors:
-                tensors[t.name] = ReferenceTensor(t.name, t.shape, t.type_id, t.type_name, t.data_offset, t.n_bytes)
-        return Reference("gguf", tensors, parsed.byte_order == "big", buf)
+        return _gguf_reference(parsed, buf)
     result = parse_safetensors_header(buf, size)
     if isinstance(result, int):
         buf = buf + source.read(len(buf), result)
@@ -323,14 +333,16 @@ def open_reference(
     storage_options: Mapping[str, Any] | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
     read_config: ReadConfig = DEFAULT_READ_CONFIG,
+    table: TensorTableAt | None = None,
 ) -> OpenReference:
-    """Read a reference's header once, for any number of comparisons.
+    """Read a reference's header once, for any number of comparisons (only its tensor infos with ``table``).
 
     Raises CompareUsageError for a quantized reference, ReferenceFormatError,
     FormatError or SourceError when its header cannot be read.
     """
-    source = open_source(reference_url, storage_options=storage_options, fs=fs, config=read_config)
-    reference = read_reference(source, config=read_config)
+    size = None if table is None else table.file_size
+    source = open_source(reference_url, storage_options=storage_options, size=size, fs=fs, config=read_config)
+    reference = read_reference(source, config=read_config, table=table)
     quantized = [t for t in reference.tensors.values() if len(t.shape) >= 2 and _quantized(t.type_id)]
     if quantized:
         kinds = sorted({ggml_type_info(t.type_id).name for t in quantized if t.type_id is not None})
@@ -356,6 +368,8 @@ class QuantSample:
     io: IOStats
     planned: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Blocks planned per tensor (a tensor's measured blocks are fewer when reads failed)."""
+    imatrix: bool = False
+    """Whether the quant says an importance matrix made it (llama-quantize writes ``quantize.imatrix.*``)."""
 
 
 def sample_quantized(
@@ -367,17 +381,23 @@ def sample_quantized(
     storage_options: Mapping[str, Any] | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
     read_config: ReadConfig = DEFAULT_READ_CONFIG,
+    table: TensorTableAt | None = None,
 ) -> QuantSample:
-    """Read ``quant_url``'s header and the blocks a comparison with ``reference`` measures.
+    """Read ``quant_url``'s header (only its tensor infos when ``table`` says where they lie) and the
+    blocks a comparison with ``reference`` measures.
 
     Raises CompareUsageError for a file compared with itself, FormatError or
     SourceError when its header cannot be read.
     """
     if _same_file(quant_url, reference.url):
         raise CompareUsageError(f"a file compared with itself measures nothing. Got {quant_url!r} twice.")
-    q_source = open_source(quant_url, storage_options=storage_options, fs=fs, config=read_config)
-    q_head = read_header(q_source, config=read_config)
-    header = q_head.header
+    size = None if table is None else table.file_size
+    q_source = open_source(quant_url, storage_options=storage_options, size=size, fs=fs, config=read_config)
+    if table is None:
+        q_head = read_header(q_source, config=read_config)
+        header, held, imatrix = q_head.header, q_head.buffer, _used_imatrix(q_head.header)
+    else:
+        header, held, imatrix = read_tensor_table(q_source, table), b"", table.imatrix
     ref = reference.reference
     common, skipped = _match(header, ref)
     findings: list[Finding] = []
@@ -389,7 +409,9 @@ def sample_quantized(
                 f"({len(header.tensors)} and {len(ref.tensors)} tensors)",
             )
         )
-        return QuantSample(quant_url, header, (), tuple(skipped), tuple(findings), (), (), q_source.stats)
+        return QuantSample(
+            quant_url, header, (), tuple(skipped), tuple(findings), (), (), q_source.stats, imatrix=imatrix
+        )
     max_gap = DEFAULT_SAMPLE_CONFIG.max_gap_bytes
     if budget is None:
         plan = plan_spread(
@@ -398,7 +420,7 @@ def sample_quantized(
     else:
         common = _chosen_tensors(header, ref, common, budget.max_tensors)
         plan = _budget_plan(header, ref, common, blocks_per_tensor, budget, q_source.size)
-    q_read = read_samples(q_source, header, plan, held=q_head.buffer, max_gap_bytes=max_gap)
+    q_read = read_samples(q_source, header, plan, held=held, max_gap_bytes=max_gap)
     findings.extend(q_read.findings)
     decoded = tuple(d for d in q_read.decoded if d.status is SampleStatus.OK and d.values is not None)
     wanted = tuple(
@@ -407,9 +429,8 @@ def sample_quantized(
     planned: dict[str, int] = {}
     for b in plan.blocks:
         planned[b.tensor] = planned.get(b.tensor, 0) + 1
-    return QuantSample(
-        quant_url, header, tuple(common), tuple(skipped), tuple(findings), decoded, wanted, q_source.stats, planned
-    )
+    kept = (tuple(common), tuple(skipped), tuple(findings))
+    return QuantSample(quant_url, header, *kept, decoded, wanted, q_source.stats, planned, imatrix)
 
 
 def read_reference_ranges(reference: OpenReference, samples: Sequence[QuantSample]) -> ByteStore:
@@ -453,7 +474,7 @@ def measure(
             reason = f"{missing[name]} reference ranges could not be read" if name in missing else "no block sampled"
             skipped.append(Skipped(name, reason))
             continue
-        result = _tensor_error(name, pairs, sample.header, ref, sample.planned.get(name))
+        result = _tensor_error(name, pairs, sample.header, ref, sample.planned.get(name), imatrix=sample.imatrix)
         results.append(result)
         if result.layout_suspect:
             findings.append(
@@ -522,6 +543,8 @@ def _tensor_error(
     header: Header,
     reference: Reference,
     n_planned_blocks: int | None,
+    *,
+    imatrix: bool,
 ) -> TensorError:
     block = pairs[0][0].block
     tensor = header.tensors[block.tensor_index]
@@ -547,7 +570,7 @@ def _tensor_error(
         n_blocks=len(q_parts),
         n_planned_blocks=n_planned_blocks,
     )
-    judged = _derived_blocks(pairs, tensor.type_id, imatrix=_used_imatrix(header))
+    judged = _derived_blocks(pairs, tensor.type_id, imatrix=imatrix)
     return dataclasses.replace(
         measured, derivation=str(derivation_of(judged)), n_derived_blocks=sum(1 for j in judged if j)
     )
@@ -555,7 +578,7 @@ def _tensor_error(
 
 def _used_imatrix(header: Header) -> bool:
     """Whether the quant says an importance matrix made it (llama-quantize writes ``quantize.imatrix.*``)."""
-    return any(kv.key.startswith("quantize.imatrix.") for kv in header.kvs)
+    return any(kv.key.startswith(IMATRIX_PREFIX) for kv in header.kvs)
 
 
 def _derived_blocks(

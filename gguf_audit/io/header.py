@@ -13,10 +13,11 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
+from gguf_audit.format.tensor_table import TensorTableAt, parse_tensor_table
 from gguf_audit.format.wire import Limits
 from gguf_audit.io.source import FsspecSource, ReadConfig
 
-__all__ = ["HeaderRead", "read_header"]
+__all__ = ["HeaderRead", "read_header", "read_tensor_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +75,11 @@ def read_header(
             size = len(buf) + len(more)
         buf = buf + more
         resume = result.resume
+
+
+def read_tensor_table(source: FsspecSource, table: TensorTableAt) -> Header:
+    """The tensor infos of a GGUF whose audit said where they lie: one read of just those bytes.
+
+    Raises FormatError when they are not where ``table`` says, SourceError when the read fails.
+    """
+    return parse_tensor_table(source.read(table.info_offset, table.header_bytes), table)

@@ -138,6 +138,9 @@ class Collector:
     tally: Tally = field(default_factory=Tally)
     facts: list[pa.Table] = field(default_factory=list)
     shard_facts: dict[str, ShardFacts] = field(default_factory=dict)
+    tensor_tables: dict[str, bytes] = field(default_factory=dict)
+    """Where each GGUF read this night keeps its tensor infos, packed in 62 bytes
+    (:meth:`~gguf_audit.format.tensor_table.TensorTableAt.packed`): the compare phase reads only those."""
     dropped: int = 0
 
     def add(self, result: BatchResult) -> list[str]:
@@ -158,6 +161,7 @@ class Collector:
         self.tally.merge(result.tally)
         for fact in result.shard_facts:
             self.shard_facts[fact.url] = fact
+        self.tensor_tables.update(result.tensor_tables)
         return []
 
     def add_parts(self, parts: Sequence[PartFile]) -> None:

@@ -2,10 +2,15 @@
 family's full-precision file and writes the ``compare`` rows; it never raises for a pair's sake.
 
 A task is one reference and some of its quantized siblings: the reference's
-header is read once, each sibling's header and sampled blocks (within a
-:class:`~gguf_audit.compare.CompareBudget`, at the same elements whatever its
-type), then the reference ranges all of them need, once, merged. The
-reference's own read this night is not reused: its bytes went to its audit's
+tensor infos are read once, each sibling's tensor infos and sampled blocks
+(within a :class:`~gguf_audit.compare.CompareBudget`, at the same elements
+whatever its type), then the reference ranges all of them need, once, merged.
+The audit phase of the same night read every header whole and said where its
+tensor infos lie (:class:`~gguf_audit.format.tensor_table.TensorTableAt`), so
+only those bytes are read again, not the key-value pairs (the vocabulary: most
+of a header); a file the audit did not read this night (reused), or whose
+infos are no longer where they were, has its header read whole. The
+reference's own sampled blocks are not reused: they went to its audit's
 worker, and the few windows cost less than shipping them. The task writes
 one ``compare`` row per tensor compared and returns the data file, each
 pair's findings (a few small values: the driver files them as ``problems`` of
@@ -32,8 +37,9 @@ from gguf_audit.compare import (
     read_reference_ranges,
     sample_quantized,
 )
-from gguf_audit.errors import SourceError, describe_exception
+from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import Finding, finding
+from gguf_audit.format.tensor_table import TensorTableAt
 from gguf_audit.io.blocks import ByteStore
 from gguf_audit.io.source import IOStats, ReadConfig
 from gguf_audit.pipelines.listing.discover import options_for
@@ -70,6 +76,8 @@ class CompareBatch:
     batch_id: str
     reference_url: str
     pairs: tuple[Pair, ...]
+    tensor_tables: Mapping[str, TensorTableAt] = field(default_factory=dict)
+    """Where this night's audits found the tensor infos of the batch's files, by URL as listed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,18 +102,36 @@ def _failed(pair: Pair, exc: BaseException) -> Finding:
 
 def _open(batch: CompareBatch, options: CompareOptions) -> OpenReference:
     url = options.read_urls.get(batch.reference_url, batch.reference_url)
-    return open_reference(url, storage_options=options_for(url, options.storage_options), read_config=options.read)
+    storage_options = options_for(url, options.storage_options)
+    table = batch.tensor_tables.get(batch.reference_url)
+    if table is not None:
+        try:
+            return open_reference(url, storage_options=storage_options, read_config=options.read, table=table)
+        except FormatError:  # the file changed since its audit: read its header whole
+            pass
+    return open_reference(url, storage_options=storage_options, read_config=options.read)
 
 
-def _sample(pair: Pair, reference: OpenReference, options: CompareOptions) -> QuantSample | Finding:
+def _sample(
+    pair: Pair, reference: OpenReference, options: CompareOptions, table: TensorTableAt | None
+) -> QuantSample | Finding:
     quant = options.read_urls.get(pair.quant_url, pair.quant_url)
+    storage_options = options_for(quant, options.storage_options)
     try:
+        if table is not None:
+            try:
+                return sample_quantized(
+                    quant,
+                    reference,
+                    budget=options.budget,
+                    storage_options=storage_options,
+                    read_config=options.read,
+                    table=table,
+                )
+            except FormatError:  # the file changed since its audit: read its header whole
+                pass
         return sample_quantized(
-            quant,
-            reference,
-            budget=options.budget,
-            storage_options=options_for(quant, options.storage_options),
-            read_config=options.read,
+            quant, reference, budget=options.budget, storage_options=storage_options, read_config=options.read
         )
     except Exception as exc:  # noqa: BLE001 - a pair that cannot be compared is a finding, never a lost task
         return _failed(pair, exc)
@@ -137,7 +163,8 @@ def compare_batch(batch: CompareBatch, options: CompareOptions) -> CompareResult
         if reference is not None:
             pool = WORKER_POOLS.pool(options.threads)
             futures: list[tuple[Pair, Future[QuantSample | Finding]]] = [
-                (pair, pool.submit(_sample, pair, reference, options)) for pair in batch.pairs
+                (pair, pool.submit(_sample, pair, reference, options, batch.tensor_tables.get(pair.quant_url)))
+                for pair in batch.pairs
             ]
             samples = [(pair, future.result()) for pair, future in futures]
             taken = [s for _, s in samples if isinstance(s, QuantSample)]

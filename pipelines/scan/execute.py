@@ -36,6 +36,7 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import finding
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.format.tensor_table import tensor_table_at
 from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.source import IOStats
 from gguf_audit.io.upstream import UpstreamCache
@@ -92,6 +93,9 @@ class BatchResult:
     """Rows written per table."""
     failures: tuple[str, ...] = ()
     """Batch-level failures survived (bugs of ours), for the driver's log."""
+    tensor_tables: tuple[tuple[str, bytes], ...] = ()
+    """``(url as listed, where its tensor infos lie)`` of each GGUF with tensors, packed
+    (:meth:`~gguf_audit.format.tensor_table.TensorTableAt.packed`): its comparison reads only those."""
 
     @property
     def urls(self) -> list[str]:
@@ -208,8 +212,9 @@ class _Rows:
         self.facts: list[pa.Table] = []
         self.tally = Tally()
         self.shard_facts: list[ShardFacts] = []
+        self.tensor_tables: list[tuple[str, bytes]] = []
 
-    def add(self, tables: AuditTables, audit: FileAudit | None) -> None:
+    def add(self, tables: AuditTables, audit: FileAudit | None, url: str | None = None) -> None:
         for name, rows in tables.per_file().items():
             self.parts.write(name, rows)
         self.facts.append(facts_of(tables.files))
@@ -218,6 +223,9 @@ class _Rows:
             fact = _fact_of(audit)
             if fact is not None:
                 self.shard_facts.append(fact)
+            table = tensor_table_at(audit.header) if audit.header is not None and url is not None else None
+            if table is not None and url is not None:
+                self.tensor_tables.append((url, table.packed()))
 
     def result(self, batch_id: str, failures: Sequence[str] = ()) -> BatchResult:
         parts = self.parts.close()
@@ -226,7 +234,14 @@ class _Rows:
         facts = pa.concat_tables(self.facts) if self.facts else facts_of(audits_to_tables([], run_id="").files)
         facts = facts.combine_chunks()
         return BatchResult(
-            batch_id, parts, facts, self.tally, tuple(self.shard_facts), self.parts.rows(), tuple(failures)
+            batch_id,
+            parts,
+            facts,
+            self.tally,
+            tuple(self.shard_facts),
+            self.parts.rows(),
+            tuple(failures),
+            tuple(self.tensor_tables),
         )
 
 
@@ -237,7 +252,7 @@ def write_file_rows(
     rows = _Rows(RunParts(options.out, options.out_storage_options, options.run_id, batch.batch_id, FILE_TABLES))
     try:
         for audit, listed, model_id in zip(audits, batch.files, batch.model_ids, strict=True):
-            rows.add(_tables_of(AuditedFile(audit, listed, model_id), options.run_id), audit)
+            rows.add(_tables_of(AuditedFile(audit, listed, model_id), options.run_id), audit, listed.url)
         return rows.result(batch.batch_id, failures)
     except BaseException:
         rows.parts.abort()
@@ -279,7 +294,7 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
                 else _failed_audit(batch.files[i], Code.RUN_FILE_DEADLINE, deadline_message())
             )
             item = AuditedFile(audit, batch.files[i], batch.model_ids[i])
-            rows.add(_tables_of(item, options.run_id, gate), audit)
+            rows.add(_tables_of(item, options.run_id, gate), audit, item.listed.url)
 
 
 @functools.cache

@@ -60,6 +60,7 @@ from gguf_audit.checks.mmproj_pairing import pair_rows
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.format.tensor_table import TensorTableAt
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, for_workers, options_for
 from gguf_audit.pipelines.scan.collect import Collector
@@ -367,15 +368,20 @@ def compare_options(
     )
 
 
-def compare_batches(pairs: Sequence[Pair]) -> list[CompareBatch]:
-    """``pairs`` as tasks: grouped by reference, at most :data:`PAIRS_PER_TASK` a task."""
+def compare_batches(pairs: Sequence[Pair], tables: Mapping[str, bytes] | None = None) -> list[CompareBatch]:
+    """``pairs`` as tasks: grouped by reference, at most :data:`PAIRS_PER_TASK` a task, each with the tensor
+    tables (from this night's audits, :meth:`TensorTableAt.packed`) of its files that ``tables`` holds."""
+    tables = tables or {}
     by_reference: dict[str, list[Pair]] = {}
     for pair in pairs:
         by_reference.setdefault(pair.reference_url, []).append(pair)
     batches: list[CompareBatch] = []
     for reference, group in by_reference.items():
         for i in range(0, len(group), PAIRS_PER_TASK):
-            batches.append(CompareBatch(str(len(batches)), reference, tuple(group[i : i + PAIRS_PER_TASK])))
+            chunk = tuple(group[i : i + PAIRS_PER_TASK])
+            urls = [reference, *(p.quant_url for p in chunk)]
+            known = {u: TensorTableAt.unpacked(tables[u]) for u in urls if u in tables}
+            batches.append(CompareBatch(str(len(batches)), reference, chunk, known))
     return batches
 
 
@@ -391,10 +397,14 @@ def run_compare(
 
     ``on_io(requests, bytes)`` is told the phase's running totals after each task (the progress bar).
     """
+    # the batches take the tables they need; the driver holds none of them through the commit
+    tables, collector.tensor_tables = collector.tensor_tables, {}
     if not lineage.pairs:
         return
     as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs
 
+    batches = compare_batches(lineage.pairs, tables)
+    del tables
     futures = [
         client.submit(
             compare_batch,
@@ -403,7 +413,7 @@ def run_compare(
             key=f"gguf-audit-compare-{options.run_id}-{b.batch_id}-{secrets.token_hex(3)}",
             pure=False,
         )
-        for b in compare_batches(lineage.pairs)
+        for b in batches
     ]
     requests = bytes_read = 0
     for future in as_completed(futures):
