@@ -114,10 +114,11 @@ def test_server_that_ignores_range(http: RangeHTTPServer) -> None:
     audit = audit_file(http.url_for(rel))
     size = (corpus_dir() / rel).stat().st_size
     assert audit.findings == [] and audit.size == size
-    # The body is read only as far as asked, then the connection dropped:
-    # far less than the 10 MB file went over the wire.
+    # The body is read only as far as asked, then the connection dropped: the server could not send the
+    # whole 10 MB file. What it did send is what the client read plus what the kernel's loopback buffers took
+    # before the close (up to tcp_rmem's 6 MiB on Linux when the machine is loaded), so the bound is the file.
     assert audit.io.bytes_read == 512 * 1024
-    assert http.bytes_sent < size / 2
+    assert http.bytes_sent < size
 
 
 def test_transient_errors_are_retried(http: RangeHTTPServer) -> None:
