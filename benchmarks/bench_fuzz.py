@@ -10,7 +10,9 @@ JSON and SARIF. No oracle is asked. It prints:
 
 - mutants, uncaught exceptions (any exception out of the audit or a renderer; must be 0), and files
   with an ``internal.*`` finding (must be 0), with the first few named;
-- the slowest mutants (CPU time), each against its seed's through the same steps (median of 5; target at most 10x);
+- the slowest mutants (CPU time), each against its seed's through the same steps (median of 5; target at most 10x):
+  first as measured once in the stream, then re-measured as the seeds are (median of 5), which takes a
+  single garbage collection or scheduling hiccup out of a ratio over a ~7 ms seed;
 - peak memory (the process's peak resident set, and its growth over the start).
 """
 
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     start_rss = peak_rss_bytes()
     crashes: list[tuple[str, str]] = []
     internal: list[tuple[str, list[str]]] = []
-    slow: list[tuple[float, float, str]] = []
+    slow: list[tuple[float, float, str, Mutant]] = []
     kinds: Counter[str] = Counter()
     began = time.perf_counter()
     with TemporaryDirectory(prefix="bench-fuzz-") as tmp:
@@ -98,10 +100,15 @@ def main(argv: list[str] | None = None) -> int:
             path.unlink()
             if any(c.startswith("internal.") for c in codes):
                 internal.append((m.ident, codes))
-            slow.append((seconds / base[m.seed], seconds, m.ident))
-            slow.sort(reverse=True)
+            slow.append((seconds / base[m.seed], seconds, m.ident, m))
+            slow.sort(reverse=True, key=lambda s: s[:3])
             del slow[SLOWEST:]
-    wall = time.perf_counter() - began
+        wall = time.perf_counter() - began
+        again = {}
+        for _, _, ident, m in slow:
+            path = m.write(folder)
+            again[ident] = statistics.median(judge(path, config)[0] for _ in range(5))
+            path.unlink()
     peak = peak_rss_bytes()
     print(f"mutants: {args.mutants} in {wall:.0f} s ({args.mutants / wall:.0f}/s), seed {args.seed}")
     print(f"kinds: {dict(sorted(kinds.items()))}")
@@ -112,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     for ident, codes in internal[:SHOWN]:
         print(f"  {ident}: {codes}")
     print("seed times (ms): " + ", ".join(f"{k.removesuffix('.gguf')} {v * 1e3:.1f}" for k, v in base.items()))
-    print("slowest mutants against their seed:")
-    for ratio, seconds, ident in slow:
-        print(f"  {ratio:6.1f}x  {seconds * 1e3:8.1f} ms  {ident}")
+    print("slowest mutants against their seed (once in the stream; re-measured, median of 5):")
+    for ratio, seconds, ident, m in slow:
+        median = again[ident]
+        remeasured = f"{median / base[m.seed]:6.1f}x  {median * 1e3:8.1f} ms"
+        print(f"  {ratio:6.1f}x  {seconds * 1e3:8.1f} ms  |  {remeasured}  {ident}")
     print(f"peak RSS: {peak / 2**20:.0f} MiB ({(peak - start_rss) / 2**20:.0f} MiB over the start)")
     return 1 if crashes or internal else 0
 

@@ -60,7 +60,10 @@ def estimate_header_bytes(
     else:
         tensor_bytes = (cp.pos - tensors[0].info_offset) // len(tensors) if tensors else _TYPICAL_TENSOR_INFO
     rest += (n_tensors - len(tensors)) * tensor_bytes
-    estimate = pos + rest
+    # A record longer than guessed (a long key or string: its length is known
+    # once read) is asked for whole, with the rest of the header after it, so
+    # the next round does not stop a few bytes later, re-reading that record.
+    estimate = max(pos, needed) + rest
     return max(needed, int(estimate * _MARGIN) + _MARGIN_BYTES)
 
 
@@ -116,9 +119,12 @@ def _partial_array(r: Reader, kv_pos: int, needed: int) -> _PartialArray | None:
     try:
         sub = Reader(r.buf, r.file_size, 1 if r.v1 else 3, r.order, r.limits)
         sub.pos = kv_pos
-        # Only a few short keys matter here: a long one is not decoded (a corrupt length can make it megabytes).
-        raw, _ = sub.read_bytes_with_length("key")
-        key = raw.decode("utf-8", "replace") if len(raw) <= _KNOWN_KEY_BYTES else ""
+        # Only a few short keys matter here: a long one is skipped, not copied
+        # or decoded (a corrupt length can make it megabytes).
+        n = sub.read_count("key length")
+        sub.need(sub.pos + n, "key")
+        key = bytes(r.buf[sub.pos : sub.pos + n]).decode("utf-8", "replace") if n <= _KNOWN_KEY_BYTES else ""
+        sub.pos += n
         # Only a guess is made here: an error's message (which would quote a key of any length) is dropped.
         if sub.read_value_type("key") is not ValueType.ARRAY:
             return None
