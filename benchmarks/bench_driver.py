@@ -35,6 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gguf_audit.testing.cluster import external_cluster
+
 PYTHON = sys.executable
 
 
@@ -109,40 +111,6 @@ def contextlib_cluster(args: argparse.Namespace, local_cluster: Any, client_type
         yield client
 
 
-@contextmanager
-def external_cluster(tmp: Path, workers: int) -> Iterator[str]:
-    """``dask scheduler`` and ``dask worker`` subprocesses on 127.0.0.1; yields the scheduler's address."""
-    scheduler_file = tmp / "scheduler.json"
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    scheduler = subprocess.Popen(
-        [PYTHON, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--scheduler-file", str(scheduler_file), "--no-dashboard"],
-        **quiet,
-    )  # fmt: skip
-    worker: subprocess.Popen[bytes] | None = None
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
-            if time.monotonic() > deadline or scheduler.poll() is not None:
-                raise RuntimeError("the dask scheduler did not start")
-            time.sleep(0.05)
-        worker = subprocess.Popen(
-            [PYTHON, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file),
-             "--host", "127.0.0.1", "--nthreads", "2", "--nworkers", str(workers), "--no-dashboard"],
-            cwd=tmp, **quiet,
-        )  # fmt: skip
-        yield str(json.loads(scheduler_file.read_text())["address"])
-    finally:
-        for proc in (worker, scheduler):
-            if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-
-
 def run_night(root: Path, out: Path, workers: int, scheduler: str | None) -> dict[str, Any]:
     cmd = [PYTHON, __file__, "--night", "--root", str(root), "--out", str(out), "--workers", str(workers)]
     if scheduler:
@@ -187,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             for mode in modes:
                 out = tmp / f"out-{mode}-{n}"
                 if mode == "external":
-                    with external_cluster(tmp, args.workers) as address:
+                    with external_cluster(tmp, workers=args.workers) as address:
                         figures = run_night(root, out, args.workers, address)
                 else:
                     figures = run_night(root, out, args.workers, None)

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,18 +13,9 @@ from distributed import Client
 from pipeline_helpers import SAMPLE_COUNT, read_dataset
 
 from gguf_audit.cli import main as gguf_audit_main
+from gguf_audit.testing.cluster import external_cluster
 
 PYTHON = sys.executable
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(20)
 
 
 # A worker that cannot import gguf_audit, as on a cluster where the package was never installed:
@@ -48,7 +35,8 @@ _WORKER_WITHOUT_GGUF_AUDIT = (
 @pytest.fixture
 def external_scheduler(tmp_path: Path, aws_env: None) -> Iterator[str]:
     """A ``dask scheduler`` and one ``dask worker`` (two threads), as separate processes on 127.0.0.1."""
-    yield from _external(tmp_path, [PYTHON, "-m", "distributed.cli.dask_worker"])
+    with external_cluster(tmp_path) as address:
+        yield address
 
 
 @pytest.fixture
@@ -56,35 +44,10 @@ def scheduler_without_gguf_audit(tmp_path: Path, aws_env: None) -> Iterator[str]
     """The same, but the worker's Python cannot import gguf_audit."""
     repo = str(Path(__file__).resolve().parents[2])
     # No nanny: the worker runs in this very process (a nanny's child would start a fresh interpreter).
-    yield from _external(tmp_path, [PYTHON, "-c", _WORKER_WITHOUT_GGUF_AUDIT, repo, "--no-nanny"])
-
-
-def _external(tmp_path: Path, worker_command: list[str]) -> Iterator[str]:
-    scheduler_file = tmp_path / "scheduler.json"
-    common = ["--no-dashboard"]
-    scheduler = subprocess.Popen(
-        [PYTHON, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--scheduler-file", str(scheduler_file), *common],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy(),
-    )  # fmt: skip
-    worker: subprocess.Popen[bytes] | None = None
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
-            if time.monotonic() > deadline or scheduler.poll() is not None:
-                raise AssertionError("the dask scheduler did not start")
-            time.sleep(0.05)
-        address = json.loads(scheduler_file.read_text())["address"]
-        worker = subprocess.Popen(
-            [*worker_command, "--scheduler-file", str(scheduler_file),
-             "--host", "127.0.0.1", "--nthreads", "2", "--nworkers", "1", *common],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy(), cwd=tmp_path,
-        )  # fmt: skip
-        yield str(address)
-    finally:
-        if worker is not None:
-            _stop(worker)
-        _stop(scheduler)
+    with external_cluster(
+        tmp_path, worker_command=[PYTHON, "-c", _WORKER_WITHOUT_GGUF_AUDIT, repo, "--no-nanny"]
+    ) as address:
+        yield address
 
 
 def test_scan_with_scheduler_flag(
