@@ -32,7 +32,7 @@ from gguf_audit.errors import (
 )
 from gguf_audit.findings import CODES, LLAMA_CPP_BUILD, CodeInfo, Severity, llama_cpp_label
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
-from gguf_audit.redact import install_log_redaction, redact_text, redact_url
+from gguf_audit.redact import install_log_redaction, redact_known, redact_text, redact_url, secrets_in
 
 if TYPE_CHECKING:
     from gguf_audit.audit import AuditConfig
@@ -78,10 +78,14 @@ COMMANDS_GROUP: Final = "gguf_audit.commands"
 _UsageError = UsageError
 
 
+_argv_secrets: frozenset[str] = frozenset()
+"""The secrets the command line's URLs hold (:func:`~gguf_audit.redact.secrets_in`), set by :func:`_run`."""
+
+
 def say_error(text: str) -> None:
-    """Print one error line on standard error: redacted first, then made one line (so a cut never shows half
-    a secret)."""
-    print(one_line(redact_text(f"gguf-audit: {text}")), file=sys.stderr)
+    """Print one error line on standard error: redacted first (every URL, and the command line's own secrets
+    wherever an error quotes them), then made one line (so a cut never shows half a secret)."""
+    print(one_line(redact_known(redact_text(f"gguf-audit: {text}"), _argv_secrets)), file=sys.stderr)
 
 
 def _parse_storage_options(text: str | None) -> dict[str, Any]:
@@ -464,7 +468,9 @@ def _plugged_in_for(argv: Sequence[str]) -> Callable[[str], bool]:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    global _argv_secrets
     argv = sys.argv[1:] if argv is None else list(argv)
+    _argv_secrets = secrets_in(argv)
     parser = _parser(_plugged_in_for(argv), given=_command_of(argv))
     try:
         args = parser.parse_args(argv)

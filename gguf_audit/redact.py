@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from typing import Final
 from urllib.parse import unquote_plus
 
@@ -30,8 +31,10 @@ __all__ = [
     "install_handler_redaction",
     "install_log_redaction",
     "is_redacted",
+    "redact_known",
     "redact_text",
     "redact_url",
+    "secrets_in",
 ]
 
 REDACTED: Final = "***"
@@ -160,7 +163,7 @@ def redact_url(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """``text`` with every URL in it redacted (:func:`redact_url`), and any loose ``secret=value`` too."""
-    if "://" not in text and "=" not in text:
+    if "://" not in text and "=" not in text and "@" not in text:
         return text
     if "://" in text:  # the URL pattern is only tried where a URL can be
         text = _URL.sub(_redact_match, text)
@@ -169,6 +172,38 @@ def redact_text(text: str) -> str:
     if "=" not in text:
         return text
     return _LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, text)
+
+
+MIN_KNOWN_SECRET: Final = 4
+"""Shorter values are not looked for elsewhere: they would blank ordinary words."""
+
+
+def secrets_in(texts: Iterable[str]) -> frozenset[str]:
+    """The secret values the URLs in ``texts`` hold (a userinfo password, secret and signing query values).
+
+    A command line's own secrets, so that an error which quotes one out of its URL (a bucket name
+    ``user:pw@bucket`` a library refused, a path cut at its ``//``) still prints none (:func:`redact_known`).
+    """
+    found: set[str] = set()
+    for text in texts:
+        for match in _URL.finditer(text):
+            url = match.group(0)
+            authority = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0]
+            if "@" in authority:
+                userinfo = authority.rsplit("@", 1)[0]
+                found.update((userinfo, userinfo.partition(":")[2]))
+            query = url.partition("?")[2].partition("#")[0]
+            parts = [part.partition("=") for part in query.split("&") if "=" in part]
+            signed = any(_name(name) in _SECRET for name, _, _ in parts)
+            found.update(v for name, _, v in parts if _name(name) in _SECRET or (signed and _name(name) in _SIGNING))
+    return frozenset(s for s in found if len(s) >= MIN_KNOWN_SECRET)
+
+
+def redact_known(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` (longest first) replaced by ``***``, wherever it stands."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 def _redact_match(match: re.Match[str]) -> str:

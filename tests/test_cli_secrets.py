@@ -28,8 +28,12 @@ def _cases(tmp: Path) -> dict[str, list[list[str]]]:
         "sample": [["sample", SECRET_FILE]],
         "compare": [["compare", SECRET_FILE, model], ["compare", model, SECRET_FILE]],
         "codes": [["codes"]],
-        "config": [["config", "show", SECRET_URL]],
-        "scan": [["scan", str(tmp / "none"), "--out", SECRET_URL, "--no-progress"]],
+        "config": [["config", "show", SECRET_URL], ["config", "effective", SECRET_URL]],
+        "scan": [
+            ["scan", str(tmp / "none"), "--out", SECRET_URL, "--no-progress"],
+            # a library that refuses the bucket quotes "user:password@bucket", with no scheme before it
+            ["scan", f"s3://user:{PASSWORD}@bucket/models", "--out", str(tmp / "o"), "--no-progress"],
+        ],
         "demo": [["demo", str(tmp / "demo"), "--out", SECRET_URL, "--no-progress"]],
         "diff": [["diff", SECRET_URL], ["diff", SECRET_URL, "--json"]],
         "snapshot": [["snapshot", SECRET_URL, "--to", str(tmp / "snap")]],
@@ -68,3 +72,31 @@ def test_no_command_prints_a_secret(command: str, tmp_path: Path, capsys: pytest
             assert status in (ExitStatus.PROBLEMS, ExitStatus.USAGE), (argv, status, err)
             assert len(err.strip().splitlines()) <= 1 or command in ("demo", "inspect"), (argv, err)
             assert "Traceback" not in err
+
+
+def test_secrets_of_the_command_line_are_found_and_blanked() -> None:
+    """What the boundary blanks wherever an error quotes it: passwords, secret and signing query values."""
+    from gguf_audit.redact import redact_known, redact_text, secrets_in
+
+    found = secrets_in([SECRET_URL, "plain", "s3://b/k?versionId=7"])
+    assert {PASSWORD, SIGNATURE} <= found and "7" not in found and "b" not in found
+    quoted = f'Invalid bucket name "user:{PASSWORD}@bucket"; sig {SIGNATURE}'
+    assert PASSWORD not in redact_known(quoted, found) and SIGNATURE not in redact_known(quoted, found)
+    # a URL whose '//' a path normalisation cut, in a text with no '=' and no '://'
+    assert PASSWORD not in redact_text(f"cannot read 'https:/user:{PASSWORD}@127.0.0.1/c.toml'")
+
+
+def test_a_mirror_source_with_secrets_prints_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --source that cannot be listed leaves the copies undecided (exit 0): nothing printed or written holds
+    its password or signature."""
+    out = tmp_path / "out"
+    root = str(corpus_dir() / "models")
+    assert main(["scan", root, "--out", str(out), "--source", SECRET_URL, "--no-samples", "--no-progress"]) == 0
+    printed = "".join(capsys.readouterr())
+    assert "undecided" in printed
+    from deltalake import DeltaTable  # the rows as a reader sees them (data files are compressed)
+
+    written = str([DeltaTable(str(out / t)).to_pyarrow_table().to_pylist() for t in ("runs", "mirror", "files")])
+    assert "undecided" in written
+    for secret in (PASSWORD, SIGNATURE):
+        assert secret not in printed and secret not in written
