@@ -50,6 +50,7 @@ from gguf_audit.pipelines.listing.discover import DiscoveryError, Listing, disco
 from gguf_audit.pipelines.listing.hub import KnownRepo
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import PartFile, RunParts
+from gguf_audit.redact import redact_url
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.schema import rows_to_table
 
@@ -334,6 +335,9 @@ def _listed_source(config: ScanConfig, known: KnownRepo) -> tuple[Listing | None
     except DiscoveryError as exc:
         log.warning("mirror: %s", exc)
         return None, str(exc)
+    root = redact_url(config.mirror.source).rstrip("/")
+    if [redact_url(f.url).rstrip("/") for f in listing.files if f.error_code is None] == [root]:
+        return None, "it names one file, not a folder, bucket prefix or hf:// organisation of copies"
     return listing, None
 
 
@@ -390,6 +394,9 @@ def check_mirror(
     pairs, failed = _pairs(config, mirror, source or Listing((), 0.0))
     if source_error is not None:
         failed[""] = f"the source could not be listed ({source_error})"
+    elif source is not None and not source.files and mirror.files:
+        # Nothing to hold the copies against: a wrong --source or a store that lists nothing, never "all extra".
+        failed[""] = f"the source lists no file under {redact_url(config.mirror.source)!r}"
     rows: list[dict[str, Any]] = []
     to_judge: list[str] = []
     for path, (m, s) in pairs.items():

@@ -216,6 +216,11 @@ def test_a_source_that_cannot_be_listed_leaves_every_path_undecided(
     [row] = read_dataset(out, "mirror").to_pylist()
     assert (row["path"], row["status"], row["code"]) == ("llama/llama-Q4_0.gguf", "undecided", "mirror.undecided")
     assert "the source side failed: io." in row["message"] and "org/gone" in row["message"]
+    # A source that lists nothing (an empty folder) or names one file is no source: undecided, never extra.
+    (tmp_path / "empty").mkdir()
+    for source in (str(tmp_path / "empty"), f"{hub.endpoint}/org/llama/resolve/main/llama-Q4_0.gguf"):
+        assert main(["scan", root, *common, "--source", source, "--no-samples", "--no-progress"]) == 0
+        assert "mirror against its source: 1 undecided" in capsys.readouterr().out, source
     # Two roots and a source: a usage error, one line, before anything is listed.
     assert main(["scan", root, str(tmp_path), *common, "--source", "hf://org", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
