@@ -38,7 +38,7 @@ from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.format.model import Header, NeedMore
 from gguf_audit.format.parser import parse_header
 from gguf_audit.format.safetensors import ReferenceFormatError, ReferenceTensor, parse_safetensors_header
-from gguf_audit.format.tensor_table import IMATRIX_PREFIX, TensorTableAt
+from gguf_audit.format.tensor_table import IMATRIX_PREFIX, TableRef
 from gguf_audit.io.blocks import ByteStore, read_ranges_into
 from gguf_audit.io.header import read_header, read_tensor_table
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
@@ -99,10 +99,10 @@ def _gguf_reference(header: Header, buf: bytes) -> Reference:
 
 
 def read_reference(
-    source: FsspecSource, *, config: ReadConfig = DEFAULT_READ_CONFIG, table: TensorTableAt | None = None
+    source: FsspecSource, *, config: ReadConfig = DEFAULT_READ_CONFIG, table: TableRef | None = None
 ) -> Reference:
     """Read the header of a GGUF or safetensors reference file (only its tensor infos when ``table`` says
-    where a GGUF's lie).
+    where a GGUF's lie, nothing when it holds them).
 
     Raises ReferenceFormatError, FormatError for a broken GGUF header, SourceError
     when reads fail.
@@ -333,9 +333,10 @@ def open_reference(
     storage_options: Mapping[str, Any] | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
     read_config: ReadConfig = DEFAULT_READ_CONFIG,
-    table: TensorTableAt | None = None,
+    table: TableRef | None = None,
 ) -> OpenReference:
-    """Read a reference's header once, for any number of comparisons (only its tensor infos with ``table``).
+    """Read a reference's header once, for any number of comparisons (only its tensor infos with ``table``,
+    nothing when ``table`` holds them).
 
     Raises CompareUsageError for a quantized reference, ReferenceFormatError,
     FormatError or SourceError when its header cannot be read.
@@ -381,10 +382,10 @@ def sample_quantized(
     storage_options: Mapping[str, Any] | None = None,
     fs: fsspec.AbstractFileSystem | None = None,
     read_config: ReadConfig = DEFAULT_READ_CONFIG,
-    table: TensorTableAt | None = None,
+    table: TableRef | None = None,
 ) -> QuantSample:
-    """Read ``quant_url``'s header (only its tensor infos when ``table`` says where they lie) and the
-    blocks a comparison with ``reference`` measures.
+    """Read ``quant_url``'s header (only its tensor infos when ``table`` says where they lie, nothing when it
+    holds them) and the blocks a comparison with ``reference`` measures.
 
     Raises CompareUsageError for a file compared with itself, FormatError or
     SourceError when its header cannot be read.

@@ -21,7 +21,7 @@ from gguf_audit.format.parser import _read_tensor_info, _tensor_info
 from gguf_audit.format.reader import Reader, Short
 from gguf_audit.format.wire import DEFAULT_LIMITS
 
-__all__ = ["TensorTableAt", "parse_tensor_table", "tensor_table_at"]
+__all__ = ["KnownTable", "TableRef", "TensorTableAt", "parse_tensor_table", "tensor_table_at"]
 
 IMATRIX_PREFIX: Final = "quantize.imatrix."
 """llama-quantize writes these keys when an importance matrix made the quant."""
@@ -76,6 +76,28 @@ class TensorTableAt:
 
 
 _PACKED: Final = struct.Struct("<I??QQQQQQq")
+
+
+@dataclass(frozen=True, slots=True)
+class KnownTable:
+    """A GGUF's tensor table known without reading a byte of it: a scan's stored rows of an unchanged file.
+
+    ``header`` has the file's tensors, data offsets, byte order and sizes and no
+    key-value pairs; its tensors' ``info_offset`` is 0 (the rows do not keep
+    where each record lies, and a comparison needs none).
+    """
+
+    header: Header
+    imatrix: bool
+    """Whether the header holds ``quantize.imatrix.*`` keys."""
+
+    @property
+    def file_size(self) -> int | None:
+        return self.header.file_size
+
+
+TableRef = TensorTableAt | KnownTable
+"""What a comparison may know of a file's tensor table before reading it: where it lies, or the table itself."""
 
 
 def tensor_table_at(header: Header) -> TensorTableAt | None:

@@ -13,7 +13,7 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
-from gguf_audit.format.tensor_table import TensorTableAt, parse_tensor_table
+from gguf_audit.format.tensor_table import KnownTable, TableRef, parse_tensor_table
 from gguf_audit.format.wire import Limits
 from gguf_audit.io.source import FsspecSource, ReadConfig
 
@@ -77,9 +77,12 @@ def read_header(
         resume = result.resume
 
 
-def read_tensor_table(source: FsspecSource, table: TensorTableAt) -> Header:
-    """The tensor infos of a GGUF whose audit said where they lie: one read of just those bytes.
+def read_tensor_table(source: FsspecSource, table: TableRef) -> Header:
+    """The tensor infos of a GGUF whose audit said where they lie: one read of just those bytes (none for
+    a :class:`KnownTable`, whose header is at hand).
 
     Raises FormatError when they are not where ``table`` says, SourceError when the read fails.
     """
+    if isinstance(table, KnownTable):
+        return table.header
     return parse_tensor_table(source.read(table.info_offset, table.header_bytes), table)

@@ -8,8 +8,11 @@ whatever its type), then the reference ranges all of them need, once, merged.
 The audit phase of the same night read every header whole and said where its
 tensor infos lie (:class:`~gguf_audit.format.tensor_table.TensorTableAt`), so
 only those bytes are read again, not the key-value pairs (the vocabulary: most
-of a header); a file the audit did not read this night (reused), or whose
-infos are no longer where they were, has its header read whole. The
+of a header). A file the audit did not read this night (reused: its
+reference changed) comes with its tensor table as the night that read it
+stored it (:func:`~gguf_audit.pipelines.scan.reuse.stored_tables`), so only
+its sampled blocks are read; a file whose stored rows cannot stand for its
+header, or whose infos are no longer where they were, has its header read whole. The
 reference's own sampled blocks are not reused: they went to its audit's
 worker, and the few windows cost less than shipping them. The task writes
 one ``compare`` row per tensor compared and returns the data file, each
@@ -39,7 +42,7 @@ from gguf_audit.compare import (
 )
 from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import Finding, finding
-from gguf_audit.format.tensor_table import TensorTableAt
+from gguf_audit.format.tensor_table import TableRef
 from gguf_audit.io.blocks import ByteStore
 from gguf_audit.io.source import IOStats, ReadConfig
 from gguf_audit.pipelines.listing.discover import options_for
@@ -76,8 +79,9 @@ class CompareBatch:
     batch_id: str
     reference_url: str
     pairs: tuple[Pair, ...]
-    tensor_tables: Mapping[str, TensorTableAt] = field(default_factory=dict)
-    """Where this night's audits found the tensor infos of the batch's files, by URL as listed."""
+    tensor_tables: Mapping[str, TableRef] = field(default_factory=dict)
+    """By URL as listed: where this night's audits found the tensor infos of the batch's files, or the
+    tables of files not read this night as the nights that read them stored them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +117,7 @@ def _open(batch: CompareBatch, options: CompareOptions) -> OpenReference:
 
 
 def _sample(
-    pair: Pair, reference: OpenReference, options: CompareOptions, table: TensorTableAt | None
+    pair: Pair, reference: OpenReference, options: CompareOptions, table: TableRef | None
 ) -> QuantSample | Finding:
     quant = options.read_urls.get(pair.quant_url, pair.quant_url)
     storage_options = options_for(quant, options.storage_options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Final
 
@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.format.tensor_table import KnownTable
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
 from gguf_audit.pipelines.scan.collect import (
@@ -36,6 +37,7 @@ from gguf_audit.pipelines.scan.reuse import (
     reused_files,
     reused_problem_tally,
     reused_shard_facts,
+    stored_tables,
 )
 from gguf_audit.pipelines.scan.tally import Tally, facts_of
 from gguf_audit.pipelines.store.output import Output
@@ -151,6 +153,18 @@ class Night:
             log.warning("lineage failed, models judged without it: %s", describe_exception(exc))
             return Lineage([], {}, set(), [])
         return lineage
+
+    def stored_tables(self, urls: Iterable[str]) -> dict[str, KnownTable]:
+        """The tensor tables the stored rows hold of those of ``urls`` this night reused (none read again).
+
+        Never fails the night: should the rows not be read, the comparison reads those headers (and it is logged).
+        """
+        listed = {u: self.plan.reuse[u] for u in urls if u in self.plan.reuse}
+        try:
+            return stored_tables(self.out, self.base_run_id, listed)
+        except Exception as exc:  # noqa: BLE001 - the stored rows only spare header reads
+            log.warning("stored tensor tables not read, their headers will be: %s", describe_exception(exc))
+            return {}
 
     def judge_models(self, lineage: Lineage | None = None) -> tuple[int, tuple[IncompleteModel, ...]]:
         """Write the models' rows (carried, or judged now with their problems): how many, and the incomplete ones.

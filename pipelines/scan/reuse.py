@@ -29,10 +29,13 @@ the same bytes otherwise). The tool's own version is recorded, not compared.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -41,12 +44,15 @@ import pyarrow.dataset as ds
 
 from gguf_audit import VERDICTS_VERSION
 from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts
+from gguf_audit.format.tensor_table import KnownTable
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
 from gguf_audit.pipelines.scan.tally import Tally
 from gguf_audit.pipelines.store.output import Output, rows_in, source_pairs
 from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.schema import PARTITION_COLUMN
 from gguf_audit.tables.shard_facts import shard_facts_from_tables
+from gguf_audit.tables.stored_header import STORED_FILE_COLUMNS, STORED_TENSOR_COLUMNS, known_table
 
 __all__ = [
     "ReusePlan",
@@ -57,10 +63,14 @@ __all__ = [
     "reused_files",
     "reused_problem_tally",
     "reused_shard_facts",
+    "stored_tables",
 ]
 
 _RETRY_PREFIXES: Final = ("io.", "internal.", "run.")
 """A file whose last row has one of these is read again even when unchanged."""
+
+_IDENTITY: Final = ("url", "size", "etag", "version_id", "mtime", "sha256")
+"""The ``files`` columns that say which bytes a row describes (:meth:`ListedFile.unchanged_since`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,3 +238,52 @@ def reused_shard_facts(out: Output, files: pa.Table) -> list[ShardFacts]:
     )
     tensors = out.read_pairs("tensors", pairs, columns=["url", "index", "name"])
     return shard_facts_from_tables(files, metadata, tensors)
+
+
+def stored_tables(out: Output, base_run_id: str | None, listed: Mapping[str, ListedFile]) -> dict[str, KnownTable]:
+    """The tensor tables of unchanged files, from the rows of the nights that read them: no byte of the files.
+
+    ``listed`` is this night's listing of the files wanted (the reused
+    siblings and references a compare phase needs). Two reads, each filtered
+    to those files alone: the base run's ``files`` rows (the run that read
+    each file, its header's facts, the identity it was listed with), then the
+    ``tensors`` rows in the partitions of the runs that read them. A file is
+    left out, and its header read as before, when its base row no longer
+    matches its listing (:meth:`ListedFile.unchanged_since`, as
+    :func:`plan_reuse` compares them), its last read failed, or its rows
+    cannot stand for its header (an output from before a column existed:
+    :func:`~gguf_audit.tables.stored_header.known_table`).
+    """
+    if base_run_id is None or not listed:
+        return {}
+    columns = [*_IDENTITY, "codes", "source_run_id", *STORED_FILE_COLUMNS]
+    fresh: dict[str, dict[str, Any]] = {}
+    by_source: dict[str, list[str]] = {}
+    for row in out.read("files", [base_run_id], urls=sorted(listed), columns=columns).to_pylist():
+        url = str(row["url"])
+        then = ListedFile(*(row[c] for c in _IDENTITY))
+        if row["source_run_id"] is None or any(c.startswith(_RETRY_PREFIXES) for c in row["codes"] or ()):
+            continue
+        if listed[url].unchanged_since(then):
+            fresh[url] = row
+            by_source.setdefault(str(row["source_run_id"]), []).append(url)
+    if not by_source:
+        return {}
+    where = functools.reduce(
+        operator.or_,
+        [
+            (ds.field(PARTITION_COLUMN) == run) & ds.field("url").isin(pa.array(urls, pa.string()))
+            for run, urls in sorted(by_source.items())
+        ],
+    )
+    rows = out.read("tensors", sorted(by_source), columns=list(STORED_TENSOR_COLUMNS), where=where)
+    rows = rows.sort_by([("url", "ascending"), ("index", "ascending")])
+    found: dict[str, KnownTable] = {}
+    start = 0
+    for url, run in itertools.groupby(rows.column("url").to_pylist()):
+        n = sum(1 for _ in run)
+        table = known_table(fresh[str(url)], rows.slice(start, n), listed[str(url)].size)
+        start += n
+        if table is not None:
+            found[str(url)] = table
+    return found

@@ -353,6 +353,7 @@ def _leased_scan(
                     compare_options(config, run_id, out, listing.read_urls),
                     collector,
                     observer.comparing,
+                    night.stored_tables,
                 )
         else:
             lineage = night.lineage(config)
@@ -364,6 +365,7 @@ def _leased_scan(
                         compare_options(config, run_id, out, listing.read_urls),
                         collector,
                         observer.comparing,
+                        night.stored_tables,
                     )
 
         n_models, incomplete = night.judge_models(lineage)
