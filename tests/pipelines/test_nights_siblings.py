@@ -1,0 +1,286 @@
+"""A night that re-reads only a family's reference compares its unchanged siblings from their stored rows.
+
+The siblings were not read this night: their tensor tables come from the
+``files`` and ``tensors`` rows of the night that read them, so the compare
+phase reads only their sampled blocks, never a header range; the ``compare``
+rows are those of a full night. Rows that cannot stand for a header (lost, or
+an output from before a column existed) fall back to the header read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from corpus import corpus_dir
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction, RemoveAction
+from pipeline_helpers import s3_options
+
+from gguf_audit.compare import open_reference, sample_quantized
+from gguf_audit.format.model import Header
+from gguf_audit.format.parser import parse_header
+from gguf_audit.format.tensor_table import KnownTable
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.scan.reuse import stored_tables
+from gguf_audit.pipelines.scan.run import run_scan
+from gguf_audit.pipelines.store.delta import table_uri
+from gguf_audit.pipelines.store.output import Output
+from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.schema import SCHEMAS
+from gguf_audit.tables.stored_header import STORED_FILE_COLUMNS, STORED_TENSOR_COLUMNS, known_table
+from gguf_audit.testing.s3 import MotoS3Server
+
+MODELS = corpus_dir() / "models"
+REFERENCE = "tiny-llama-F16.gguf"
+SIBLINGS = ("tiny-llama-Q8_0.gguf", "tiny-llama-Q4_0.gguf")
+"""The siblings whose blocks decode (the truncated Q4_K_M is compared too, from what its stored rows say)."""
+VARYING = ("source_run_id", "run_id")
+
+
+@pytest.fixture
+def family(tmp_path: Path) -> Path:
+    root = tmp_path / "family"
+    root.mkdir()
+    for quant in ("F16", "Q8_0", "Q4_0"):
+        shutil.copy(MODELS / f"tiny-llama-{quant}.gguf", root)
+    data = (MODELS / "tiny-llama-Q4_K_M.gguf").read_bytes()
+    (root / "tiny-llama-Q4_K_M.gguf").write_bytes(data[: len(data) * 2 // 3])
+    return root
+
+
+def _name(url: object) -> str:
+    return str(url).rsplit("/", 1)[-1]
+
+
+def _files(out: Path, run_id: str) -> dict[str, dict[str, Any]]:
+    return {_name(r["url"]): r for r in Output(str(out)).read("files", [run_id]).to_pylist()}
+
+
+def _compare_rows(out: Path, run_id: str) -> list[dict[str, Any]]:
+    """The night's ``compare`` rows without what names the night, in a stable order, URLs as file names."""
+    rows = Output(str(out)).read("compare", [run_id]).to_pylist()
+    for row in rows:
+        for column in VARYING:
+            row.pop(column, None)
+        row["url"], row["reference_url"], row["model_id"] = _name(row["url"]), _name(row["reference_url"]), None
+    return sorted(rows, key=lambda r: (r["url"], r["tensor"]))
+
+
+def _header(path: Path) -> Header:
+    data = path.read_bytes()
+    parsed = parse_header(data, len(data))
+    assert isinstance(parsed, Header)
+    return parsed
+
+
+def _sibling_cost(config: ScanConfig, quant: Path, reference: Path, *, header: bool) -> tuple[int, int, int]:
+    """``(requests, bytes, lowest block offset)`` of comparing the sibling: its sampled blocks alone (its header
+    given, as its stored rows give it), or with its header read whole (``header``)."""
+    opened = open_reference(str(reference), read_config=config.io.read)
+    sample = sample_quantized(
+        str(quant),
+        opened,
+        budget=config.checks.compare_budget,
+        read_config=config.io.read,
+        table=None if header else KnownTable(_header(quant), imatrix=False),
+    )
+    lowest = min(d.block.offset for d in sample.decoded)
+    return sample.io.requests, sample.io.bytes_read, lowest
+
+
+def _touch(path: Path) -> None:
+    later = time.time() + 10
+    os.utime(path, (later, later))
+
+
+def test_a_reread_reference_compares_its_siblings_from_their_stored_rows(
+    client: Any, family: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    config = ScanConfig().replace(roots=(str(family),), out=str(out), incremental=True, compare_tensors=4)
+    full = run_scan(config, client=client)
+    _touch(family / REFERENCE)
+    night = run_scan(config, client=client)
+    assert (night.n_read, night.n_reused) == (1, 3)
+
+    # The same comparisons as the full night's, every sibling's.
+    rows = _compare_rows(out, night.run_id)
+    assert rows == _compare_rows(out, full.run_id)
+    assert {r["url"] for r in rows} >= set(SIBLINGS)
+
+    files = _files(out, night.run_id)
+    for sibling in SIBLINGS:
+        requests, bytes_read, lowest = _sibling_cost(config, family / sibling, family / REFERENCE, header=False)
+        # What the scan spent on the sibling is its sampled blocks' reads, no more: no header range.
+        assert (files[sibling]["compare_requests"], files[sibling]["compare_bytes"]) == (requests, bytes_read)
+        assert lowest >= _header(family / sibling).data_offset
+        # The full night read its tensor infos besides (the audit said where), so it cost more.
+        before = _files(out, full.run_id)[sibling]
+        assert before["compare_requests"] > requests and before["compare_bytes"] > bytes_read
+
+
+def _range(header: str | None) -> tuple[int, int]:
+    assert header is not None and header.startswith("bytes=")
+    start, _, end = header.removeprefix("bytes=").partition("-")
+    return int(start), int(end) + 1
+
+
+def test_on_moto_s3_the_siblings_get_only_their_sampled_ranges(
+    client: Any, moto: MotoS3Server, family: Path, tmp_path: Path
+) -> None:
+    bucket = f"siblings-{uuid.uuid4().hex[:12]}"
+    moto.make_bucket(bucket)
+    for path in sorted(family.iterdir()):
+        moto.put(bucket, f"family/{path.name}", path.read_bytes())
+    config = ScanConfig().replace(
+        roots=(f"s3://{bucket}/family",),
+        out=str(tmp_path / "out"),
+        storage_options={"s3": s3_options(moto)},
+        incremental=True,
+        compare_tensors=4,
+        retries=1,
+        backoff_s=0.01,
+    )
+    run_scan(config, client=client)
+    # The reference uploaded again with one value's lowest bit changed: only it is read.
+    data = bytearray((family / REFERENCE).read_bytes())
+    data[-2] ^= 1
+    moto.put(bucket, f"family/{REFERENCE}", bytes(data))
+    seen = len(moto.requests)
+    night = run_scan(config, client=client)
+    assert (night.n_read, night.n_reused) == (1, 3)
+    asked = moto.requests[seen:]
+
+    files = _files(tmp_path / "out", night.run_id)
+    for sibling in SIBLINGS:
+        gets = [r for r in asked if r.method == "GET" and r.path == f"/{bucket}/family/{sibling}"]
+        ranges = [_range(r.range) for r in gets]
+        # Every GET of the sibling is a sampled range past its header, and the files row counts them all.
+        assert ranges and min(start for start, _ in ranges) >= _header(family / sibling).data_offset
+        assert files[sibling]["compare_requests"] == len(ranges)
+        assert files[sibling]["compare_bytes"] == sum(end - start for start, end in ranges)
+
+    # A full night over the same bytes makes the same comparisons.
+    (family / REFERENCE).write_bytes(bytes(data))
+    fresh = run_scan(config.replace(out=str(tmp_path / "fresh"), incremental=False), client=client)
+    assert _compare_rows(tmp_path / "out", night.run_id) == _compare_rows(tmp_path / "fresh", fresh.run_id)
+
+
+def _rewrite(out: Path, table: str, change: Callable[[pa.Table], pa.Table]) -> None:
+    """Every data file of ``table`` replaced, in one commit, by a file of its rows as ``change`` leaves them
+    (what another writer, or an older gguf-audit, would have left)."""
+    dt = DeltaTable(table_uri(str(out), table))
+    root = Path(table_uri(str(out), table))
+    now = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = []
+    for add in pa.table(dt.get_add_actions(flatten=True)).to_pylist():
+        path, partition = str(add["path"]), {"run_id": str(add["partition.run_id"])}
+        new = path.replace(".parquet", "-rewritten.parquet")
+        rows = change(pq.read_table(root / path))
+        pq.write_table(rows, root / new)
+        size = (root / new).stat().st_size
+        actions.append(RemoveAction(path, True, now, int(add["size_bytes"]), partition))
+        actions.append(AddAction(new, size, partition, now, True, f'{{"numRecords":{rows.num_rows}}}'))
+    dt.create_write_transaction(actions, mode="append", schema=SCHEMAS[table], partition_by=["run_id"])
+
+
+def test_rows_that_cannot_stand_for_a_header_fall_back_to_reading_it(client: Any, family: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    config = ScanConfig().replace(roots=(str(family),), out=str(out), incremental=True, compare_tensors=4)
+    full = run_scan(config, client=client)
+    lost, old = ((family / s).as_uri() for s in SIBLINGS)
+    # One sibling's tensors rows are gone; the other's files row reads as an output's from before
+    # made_with_imatrix existed (null): neither can stand for its header.
+    _rewrite(out, "tensors", lambda rows: rows.filter(pc.not_equal(rows.column("url"), lost)))
+
+    def unknown_imatrix(rows: pa.Table) -> pa.Table:
+        i = rows.schema.get_field_index("made_with_imatrix")
+        column = pc.if_else(pc.equal(rows.column("url"), old), pa.scalar(None, pa.bool_()), rows.column(i))
+        return rows.set_column(i, rows.schema.field(i), column)
+
+    _rewrite(out, "files", unknown_imatrix)
+    imatrix = Output(str(out)).read("files", [full.run_id], columns=["url", "made_with_imatrix"]).to_pylist()
+    assert [r["url"] for r in imatrix if r["made_with_imatrix"] is None] == [old]
+    _touch(family / REFERENCE)
+    night = run_scan(config, client=client)
+    assert (night.n_read, night.n_reused) == (1, 3)
+
+    # Still the full night's comparisons; both siblings had their headers read whole to make them.
+    assert _compare_rows(out, night.run_id) == _compare_rows(out, full.run_id)
+    files = _files(out, night.run_id)
+    for sibling in SIBLINGS:
+        requests, bytes_read, _ = _sibling_cost(config, family / sibling, family / REFERENCE, header=True)
+        assert (files[sibling]["compare_requests"], files[sibling]["compare_bytes"]) == (requests, bytes_read)
+        assert bytes_read > _sibling_cost(config, family / sibling, family / REFERENCE, header=False)[1]
+
+
+def test_stored_tables_serve_only_files_the_listing_still_shows_unchanged(
+    client: Any, family: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    night = run_scan(ScanConfig().replace(roots=(str(family),), out=str(out), incremental=True), client=client)
+    output = Output(str(out))
+    rows = {str(r["url"]): r for r in output.read("files", [night.run_id]).to_pylist()}
+    listed = {u: ListedFile(u, r["size"], r["etag"], r["version_id"], r["mtime"], r["sha256"]) for u, r in rows.items()}
+    tables = stored_tables(output, night.run_id, listed)
+    assert set(tables) == set(listed)
+    for url, table in tables.items():
+        parsed = _header(Path(url.removeprefix("file://")))
+        assert [(t.name, t.shape, t.type_id, t.data_offset, t.n_bytes) for t in table.header.tensors] == [
+            (t.name, t.shape, t.type_id, t.data_offset, t.n_bytes) for t in parsed.tensors
+        ]
+        assert (table.header.byte_order, table.header.data_offset, table.file_size) == (
+            parsed.byte_order,
+            parsed.data_offset,
+            rows[url]["size"],
+        )
+    # A file listed with another size or modification time than its row: its stored table is not served.
+    changed = (family / SIBLINGS[0]).as_uri()
+    was = listed[changed]
+    for now in (
+        ListedFile(changed, was.size + 1 if was.size is not None else 1, was.etag, was.version_id, was.mtime, None),
+        ListedFile(changed, was.size, was.etag, was.version_id, None, "0" * 64),
+    ):
+        assert changed not in stored_tables(output, night.run_id, {**listed, changed: now})
+
+
+def test_a_stored_table_refuses_rows_that_are_not_the_header_s(client: Any, family: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    night = run_scan(ScanConfig().replace(roots=(str(family),), out=str(out)), client=client)
+    output = Output(str(out))
+    url = (family / SIBLINGS[0]).as_uri()
+    [row] = output.read("files", [night.run_id], urls=[url]).to_pylist()
+    tensors = output.read("tensors", [night.run_id], urls=[url], columns=list(STORED_TENSOR_COLUMNS))
+    assert known_table(row, tensors, row["size"]) is not None
+
+    def with_column(name: str, values: list[Any]) -> pa.Table:
+        i = tensors.schema.get_field_index(name)
+        return tensors.set_column(i, tensors.schema.field(i), pa.array(values, tensors.schema.field(i).type))
+
+    names = tensors.column("name").to_pylist()
+    offsets = tensors.column("data_offset").to_pylist()
+    refused = {
+        "a column an older output lacks": (
+            {**row, "made_with_imatrix": None},
+            tensors,
+        ),
+        "an unknown byte order": ({**row, "byte_order": "middle"}, tensors),
+        "no rows": (row, tensors.slice(0, 0)),
+        "a skipped index": (row, tensors.slice(1)),
+        "an escaped name": (row, with_column("name", ["bad\\udcff", *names[1:]])),
+        "a cut name": (row, with_column("name", ["x" * 300, *names[1:]])),
+        "a data offset off the file's": (row, with_column("data_offset", [offsets[0] + 32, *offsets[1:]])),
+    }
+    for what, (file_row, rows) in refused.items():
+        assert known_table(file_row, rows, row["size"]) is None, what
+    assert all(column in row for column in STORED_FILE_COLUMNS)
