@@ -95,6 +95,61 @@ class KnownTable:
     def file_size(self) -> int | None:
         return self.header.file_size
 
+    def packed(self) -> bytes:
+        """The value as bytes, about 60 a tensor plus its name: what a scan's driver holds and ships per file.
+
+        Raises ``struct.error`` for a value the format cannot hold (a count past
+        int64, more than 255 dimensions, a name past 65,535 bytes).
+        """
+        h = self.header
+        size = -1 if h.file_size is None else h.file_size
+        facts = (h.alignment, h.header_bytes, h.data_offset, h.min_file_size, h.n_kv, h.n_tensors, size)
+        parts = [_KNOWN.pack(h.version, h.byte_order == "big", self.imatrix, *facts, len(h.tensors))]
+        for t in h.tensors:
+            name = t.name.encode("utf-8", "surrogatepass")
+            parts.append(
+                _INFO.pack(t.type_id, t.offset, t.data_offset, t.n_elements, t.n_bytes, len(t.shape), len(name))
+            )
+            parts.append(struct.pack(f"<{len(t.shape)}q", *t.shape))
+            parts.append(name)
+        return b"".join(parts)
+
+    @classmethod
+    def unpacked(cls, data: bytes) -> KnownTable:
+        """The value :meth:`packed` gave ``data`` of."""
+        version, big, imatrix, alignment, header_bytes, data_offset, min_size, n_kv, n_tensors, size, count = (
+            _KNOWN.unpack_from(data)
+        )
+        pos = _KNOWN.size
+        tensors: list[TensorInfo] = []
+        for _ in range(count):
+            type_id, offset, at, n_elements, n_bytes, n_dims, n_name = _INFO.unpack_from(data, pos)
+            pos += _INFO.size
+            shape = struct.unpack_from(f"<{n_dims}q", data, pos)
+            pos += 8 * n_dims
+            name = data[pos : pos + n_name].decode("utf-8", "surrogatepass")
+            pos += n_name
+            tensors.append(TensorInfo(name, shape, type_id, offset, at, n_elements, n_bytes, info_offset=0))
+        order: ByteOrder = "big" if big else "little"
+        header = Header(
+            version=version,
+            byte_order=order,
+            alignment=alignment,
+            kvs=(),
+            tensors=tuple(tensors),
+            header_bytes=header_bytes,
+            data_offset=data_offset,
+            min_file_size=min_size,
+            file_size=None if size < 0 else size,
+            n_kv=n_kv,
+            n_tensors=n_tensors,
+        )
+        return cls(header, imatrix)
+
+
+_KNOWN: Final = struct.Struct("<I??qqqqqqqI")
+_INFO: Final = struct.Struct("<iqqqqBH")
+
 
 TableRef = TensorTableAt | KnownTable
 """What a comparison may know of a file's tensor table before reading it: where it lies, or the table itself."""

@@ -42,7 +42,7 @@ from gguf_audit.compare import (
 )
 from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import Finding, finding
-from gguf_audit.format.tensor_table import TableRef
+from gguf_audit.format.tensor_table import KnownTable, TableRef, TensorTableAt
 from gguf_audit.io.blocks import ByteStore
 from gguf_audit.io.source import IOStats, ReadConfig
 from gguf_audit.pipelines.listing.discover import options_for
@@ -79,9 +79,19 @@ class CompareBatch:
     batch_id: str
     reference_url: str
     pairs: tuple[Pair, ...]
-    tensor_tables: Mapping[str, TableRef] = field(default_factory=dict)
-    """By URL as listed: where this night's audits found the tensor infos of the batch's files, or the
-    tables of files not read this night as the nights that read them stored them."""
+    tensor_tables: Mapping[str, TensorTableAt] = field(default_factory=dict)
+    """Where this night's audits found the tensor infos of the batch's files, by URL as listed."""
+    stored: Mapping[str, bytes] = field(default_factory=dict)
+    """The tables of the batch's files not read this night, as the nights that read them stored them (packed
+    :class:`KnownTable` values, by URL as listed)."""
+
+    def table(self, url: str) -> TableRef | None:
+        """What the task knows of ``url``'s tensor table before reading it (None: its header is read)."""
+        at = self.tensor_tables.get(url)
+        if at is not None:
+            return at
+        stored = self.stored.get(url)
+        return None if stored is None else KnownTable.unpacked(stored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +117,7 @@ def _failed(pair: Pair, exc: BaseException) -> Finding:
 def _open(batch: CompareBatch, options: CompareOptions) -> OpenReference:
     url = options.read_urls.get(batch.reference_url, batch.reference_url)
     storage_options = options_for(url, options.storage_options)
-    table = batch.tensor_tables.get(batch.reference_url)
+    table = batch.table(batch.reference_url)
     if table is not None:
         try:
             return open_reference(url, storage_options=storage_options, read_config=options.read, table=table)
@@ -167,7 +177,7 @@ def compare_batch(batch: CompareBatch, options: CompareOptions) -> CompareResult
         if reference is not None:
             pool = WORKER_POOLS.pool(options.threads)
             futures: list[tuple[Pair, Future[QuantSample | Finding]]] = [
-                (pair, pool.submit(_sample, pair, reference, options, batch.tensor_tables.get(pair.quant_url)))
+                (pair, pool.submit(_sample, pair, reference, options, batch.table(pair.quant_url)))
                 for pair in batch.pairs
             ]
             samples = [(pair, future.result()) for pair, future in futures]

@@ -60,7 +60,7 @@ from gguf_audit.checks.mmproj_pairing import pair_rows
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
 from gguf_audit.format.shard_names import parse_shard_name
-from gguf_audit.format.tensor_table import KnownTable, TableRef, TensorTableAt
+from gguf_audit.format.tensor_table import TensorTableAt
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, for_workers, options_for
 from gguf_audit.pipelines.scan.collect import Collector
@@ -369,13 +369,14 @@ def compare_options(
 
 
 def compare_batches(
-    pairs: Sequence[Pair], tables: Mapping[str, bytes] | None = None, known: Mapping[str, KnownTable] | None = None
+    pairs: Sequence[Pair], tables: Mapping[str, bytes] | None = None, stored: Mapping[str, bytes] | None = None
 ) -> list[CompareBatch]:
     """``pairs`` as tasks: grouped by reference, at most :data:`PAIRS_PER_TASK` a task, each with the tensor
-    tables of its files: where this night's audits found them (``tables``, :meth:`TensorTableAt.packed`), or
-    for files not read this night the tables their stored rows hold (``known``)."""
+    tables of its files: where this night's audits found them (``tables``, :meth:`TensorTableAt.packed`), and
+    for files not read this night the tables their stored rows hold (``stored``, packed
+    :class:`~gguf_audit.format.tensor_table.KnownTable` values, unpacked by the task)."""
     tables = tables or {}
-    known = known or {}
+    stored = stored or {}
     by_reference: dict[str, list[Pair]] = {}
     for pair in pairs:
         by_reference.setdefault(pair.reference_url, []).append(pair)
@@ -384,9 +385,9 @@ def compare_batches(
         for i in range(0, len(group), PAIRS_PER_TASK):
             chunk = tuple(group[i : i + PAIRS_PER_TASK])
             urls = [reference, *(p.quant_url for p in chunk)]
-            given: dict[str, TableRef] = {u: known[u] for u in urls if u in known}
-            given.update({u: TensorTableAt.unpacked(tables[u]) for u in urls if u in tables})
-            batches.append(CompareBatch(str(len(batches)), reference, chunk, given))
+            known = {u: TensorTableAt.unpacked(tables[u]) for u in urls if u in tables}
+            kept = {u: stored[u] for u in urls if u in stored and u not in tables}
+            batches.append(CompareBatch(str(len(batches)), reference, chunk, known, kept))
     return batches
 
 
@@ -396,7 +397,7 @@ def run_compare(
     options: CompareOptions,
     collector: Collector,
     on_io: Callable[[int, int], None] | None = None,
-    stored: Callable[[Sequence[str]], Mapping[str, KnownTable]] | None = None,
+    stored: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None,
 ) -> None:
     """Compare ``lineage.pairs`` on the workers; their data files, I/O and findings go to ``collector`` and
     ``lineage``. A task that fails is logged and its pairs get no rows (the scan goes on).
@@ -412,9 +413,9 @@ def run_compare(
     as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs
 
     unread = sorted({u for p in lineage.pairs for u in (p.quant_url, p.reference_url)} - tables.keys())
-    known = stored(unread) if stored is not None and unread else {}
-    batches = compare_batches(lineage.pairs, tables, known)
-    del tables, known
+    kept = stored(unread) if stored is not None and unread else {}
+    batches = compare_batches(lineage.pairs, tables, kept)
+    del tables, kept
     futures = [
         client.submit(
             compare_batch,

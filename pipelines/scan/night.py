@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 
 from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.format.shard_names import parse_shard_name
-from gguf_audit.format.tensor_table import KnownTable
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
 from gguf_audit.pipelines.scan.collect import (
@@ -154,8 +153,9 @@ class Night:
             return Lineage([], {}, set(), [])
         return lineage
 
-    def stored_tables(self, urls: Iterable[str]) -> dict[str, KnownTable]:
-        """The tensor tables the stored rows hold of those of ``urls`` this night reused (none read again).
+    def stored_tables(self, urls: Iterable[str]) -> dict[str, bytes]:
+        """The tensor tables the stored rows hold of those of ``urls`` this night reused (none read again),
+        packed (:func:`~gguf_audit.pipelines.scan.reuse.stored_tables`).
 
         Never fails the night: should the rows not be read, the comparison reads those headers (and it is logged).
         """

@@ -33,6 +33,7 @@ import functools
 import itertools
 import json
 import operator
+import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -44,7 +45,6 @@ import pyarrow.dataset as ds
 
 from gguf_audit import VERDICTS_VERSION
 from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts
-from gguf_audit.format.tensor_table import KnownTable
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
 from gguf_audit.pipelines.scan.tally import Tally
@@ -240,8 +240,11 @@ def reused_shard_facts(out: Output, files: pa.Table) -> list[ShardFacts]:
     return shard_facts_from_tables(files, metadata, tensors)
 
 
-def stored_tables(out: Output, base_run_id: str | None, listed: Mapping[str, ListedFile]) -> dict[str, KnownTable]:
+def stored_tables(out: Output, base_run_id: str | None, listed: Mapping[str, ListedFile]) -> dict[str, bytes]:
     """The tensor tables of unchanged files, from the rows of the nights that read them: no byte of the files.
+
+    Each is packed (:meth:`~gguf_audit.format.tensor_table.KnownTable.packed`): the
+    driver holds a few dozen bytes a tensor for the files it compares, until their tasks take them.
 
     ``listed`` is this night's listing of the files wanted (the reused
     siblings and references a compare phase needs). Two reads, each filtered
@@ -278,12 +281,15 @@ def stored_tables(out: Output, base_run_id: str | None, listed: Mapping[str, Lis
     )
     rows = out.read("tensors", sorted(by_source), columns=list(STORED_TENSOR_COLUMNS), where=where)
     rows = rows.sort_by([("url", "ascending"), ("index", "ascending")])
-    found: dict[str, KnownTable] = {}
+    found: dict[str, bytes] = {}
     start = 0
     for url, run in itertools.groupby(rows.column("url").to_pylist()):
         n = sum(1 for _ in run)
         table = known_table(fresh[str(url)], rows.slice(start, n), listed[str(url)].size)
         start += n
-        if table is not None:
-            found[str(url)] = table
+        try:
+            if table is not None:
+                found[str(url)] = table.packed()
+        except struct.error:  # a value packing cannot hold: the header is read
+            continue
     return found

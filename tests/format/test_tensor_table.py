@@ -11,7 +11,7 @@ from corpus import corpus_dir
 from gguf_audit.errors import FormatError
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
-from gguf_audit.format.tensor_table import TensorTableAt, parse_tensor_table, tensor_table_at
+from gguf_audit.format.tensor_table import KnownTable, TensorTableAt, parse_tensor_table, tensor_table_at
 
 MODELS = sorted((corpus_dir() / "models").glob("*.gguf"))
 
@@ -60,3 +60,27 @@ def test_the_packed_value_round_trips(file_size: int | None) -> None:
     packed = at.packed()
     assert len(packed) == 62
     assert TensorTableAt.unpacked(packed) == at
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
+def test_a_known_table_packs_and_unpacks_to_the_same_tensors(path: Path) -> None:
+    data = path.read_bytes()
+    header = parse_header(data, len(data))
+    assert isinstance(header, Header)
+    imatrix = "IQ2_XXS" in path.name
+    known = KnownTable(dataclasses.replace(header, kvs=(), metadata={}), imatrix=imatrix)
+    packed = known.packed()
+    back = KnownTable.unpacked(packed)
+    assert back.imatrix is imatrix and back.file_size == len(data)
+    fields = ("name", "shape", "type_id", "offset", "data_offset", "n_elements", "n_bytes")
+    assert [tuple(getattr(t, f) for f in fields) for t in back.header.tensors] == [
+        tuple(getattr(t, f) for f in fields) for t in header.tensors
+    ]
+    for name in ("version", "byte_order", "alignment", "header_bytes", "data_offset", "min_file_size", "n_kv"):
+        assert getattr(back.header, name) == getattr(header, name), name
+    # Far smaller than the header it stands for (the vocabulary is not in it), under 100 bytes a tensor.
+    assert len(packed) < 100 * len(header.tensors) + 100
+    unknown = KnownTable.unpacked(
+        dataclasses.replace(known, header=dataclasses.replace(known.header, file_size=None)).packed()
+    )
+    assert unknown.file_size is None

@@ -232,9 +232,10 @@ def test_stored_tables_serve_only_files_the_listing_still_shows_unchanged(
     output = Output(str(out))
     rows = {str(r["url"]): r for r in output.read("files", [night.run_id]).to_pylist()}
     listed = {u: ListedFile(u, r["size"], r["etag"], r["version_id"], r["mtime"], r["sha256"]) for u, r in rows.items()}
-    tables = stored_tables(output, night.run_id, listed)
-    assert set(tables) == set(listed)
-    for url, table in tables.items():
+    packed = stored_tables(output, night.run_id, listed)
+    assert set(packed) == set(listed)
+    for url, data in packed.items():
+        table = KnownTable.unpacked(data)
         parsed = _header(Path(url.removeprefix("file://")))
         assert [(t.name, t.shape, t.type_id, t.data_offset, t.n_bytes) for t in table.header.tensors] == [
             (t.name, t.shape, t.type_id, t.data_offset, t.n_bytes) for t in parsed.tensors
