@@ -64,6 +64,7 @@ from gguf_audit.pipelines.scan.reuse import (
     reused_files,
     reused_problem_tally,
     reused_shard_facts,
+    stored_tables,
 )
 from gguf_audit.pipelines.scan.run import ScanObserver, run_scan
 from gguf_audit.pipelines.scan.tally import FACT_COLUMNS, Tally, facts_of
@@ -133,6 +134,7 @@ __all__ = [
     "safetensors_dirs",
     "source_fingerprints",
     "split_batch",
+    "stored_tables",
     "wait_for_files",
     "worker_problems",
     "write_file_rows",

@@ -26,7 +26,7 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 from pipeline_helpers import s3_options
 
-from gguf_audit.compare import open_reference, sample_quantized
+from gguf_audit.compare import open_reference, read_reference_ranges, sample_quantized
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.format.tensor_table import KnownTable
@@ -285,3 +285,39 @@ def test_a_stored_table_refuses_rows_that_are_not_the_header_s(client: Any, fami
     for what, (file_row, rows) in refused.items():
         assert known_table(file_row, rows, row["size"]) is None, what
     assert all(column in row for column in STORED_FILE_COLUMNS)
+
+
+def test_an_unchanged_reference_of_a_reread_sibling_is_read_only_for_its_windows(
+    client: Any, family: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    config = ScanConfig().replace(roots=(str(family),), out=str(out), incremental=True, compare_tensors=4)
+    full = run_scan(config, client=client)
+    sibling = SIBLINGS[0]
+    _touch(family / sibling)
+    night = run_scan(config, client=client)
+    assert (night.n_read, night.n_reused) == (1, 3)
+
+    rows = _compare_rows(out, night.run_id)
+    assert rows and rows == [r for r in _compare_rows(out, full.run_id) if r["url"] == sibling]
+    # The reference was not read this night: its table came from its stored rows, only the windows from it.
+    opened = open_reference(
+        str(family / REFERENCE), read_config=config.io.read, table=KnownTable(_header(family / REFERENCE), False)
+    )
+    sample = sample_quantized(
+        str(family / sibling),
+        opened,
+        budget=config.checks.compare_budget,
+        read_config=config.io.read,
+        table=KnownTable(_header(family / sibling), imatrix=False),
+    )
+    read_reference_ranges(opened, [sample])
+    files = _files(out, night.run_id)
+    assert (files[REFERENCE]["compare_requests"], files[REFERENCE]["compare_bytes"]) == (
+        opened.source.stats.requests,
+        opened.source.stats.bytes_read,
+    )
+    # Reading its header again would have cost more.
+    whole = open_reference(str(family / REFERENCE), read_config=config.io.read)
+    read_reference_ranges(whole, [sample])
+    assert files[REFERENCE]["compare_bytes"] < whole.source.stats.bytes_read
