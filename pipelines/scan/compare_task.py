@@ -8,9 +8,9 @@ whatever its type), then the reference ranges all of them need, once, merged.
 The audit phase of the same night read every header whole and said where its
 tensor infos lie (:class:`~gguf_audit.format.tensor_table.TensorTableAt`), so
 only those bytes are read again, not the key-value pairs (the vocabulary: most
-of a header). A file the audit did not read this night (reused: its
-reference changed) comes with its tensor table as the night that read it
-stored it (:func:`~gguf_audit.pipelines.scan.reuse.stored_tables`), so only
+of a header). A file the audit did not read this night (reused: a sibling
+whose reference was read, or the reference of a sibling that was) comes with
+its tensor table as the night that read it stored it (:func:`~gguf_audit.pipelines.scan.reuse.stored_tables`), so only
 its sampled blocks are read; a file whose stored rows cannot stand for its
 header, or whose infos are no longer where they were, has its header read whole. The
 reference's own sampled blocks are not reused: they went to its audit's
