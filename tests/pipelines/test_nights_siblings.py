@@ -287,7 +287,7 @@ def test_a_stored_table_refuses_rows_that_are_not_the_header_s(client: Any, fami
     assert all(column in row for column in STORED_FILE_COLUMNS)
 
 
-def test_an_unchanged_reference_of_a_reread_sibling_is_read_only_for_its_windows(
+def test_an_unchanged_reference_is_read_for_its_windows_alone_and_two_nights_rows_are_read_together(
     client: Any, family: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
@@ -321,3 +321,13 @@ def test_an_unchanged_reference_of_a_reread_sibling_is_read_only_for_its_windows
     whole = open_reference(str(family / REFERENCE), read_config=config.io.read)
     read_reference_ranges(whole, [sample])
     assert files[REFERENCE]["compare_bytes"] < whole.source.stats.bytes_read
+
+    # Then only the reference changes: the siblings' rows are in two nights' partitions, read together.
+    _touch(family / REFERENCE)
+    third = run_scan(config, client=client)
+    files = _files(out, third.run_id)
+    assert {files[s]["source_run_id"] for s in SIBLINGS} == {full.run_id, night.run_id}
+    for name in SIBLINGS:
+        requests, bytes_read, _ = _sibling_cost(config, family / name, family / REFERENCE, header=False)
+        assert (files[name]["compare_requests"], files[name]["compare_bytes"]) == (requests, bytes_read)
+    assert _compare_rows(out, third.run_id) == _compare_rows(out, full.run_id)
