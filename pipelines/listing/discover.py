@@ -24,7 +24,7 @@ import io
 import os
 import posixpath
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -41,7 +41,7 @@ from gguf_audit.pipelines.listing.counting import ListingRequests, counting
 from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing.local import Skipped, walk_local
 from gguf_audit.redact import redact_text
-from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.listed import ListedFile, ListedFiles
 
 SAFETENSORS_SUFFIX: Final = ".safetensors"
 
@@ -75,7 +75,8 @@ class DiscoveryError(GGUFAuditError, OSError):
 class Listing:
     """Every file a scan covers, in a stable order, and what listing them cost."""
 
-    files: tuple[ListedFile, ...]
+    files: Sequence[ListedFile]
+    """Held as Arrow columns (:class:`~gguf_audit.tables.listed.ListedFiles`) whatever sequence was given."""
     seconds: float
     safetensors_dirs: frozenset[str] = frozenset()
     """Directories (URLs without a trailing slash) where the listing saw a ``*.safetensors`` file: full-precision
@@ -88,20 +89,28 @@ class Listing:
     """Entries the roots hold that match the scan's globs but get no row (broken links, loops, a file already
     listed under another path, special files, unreadable directories), each named with why."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", ListedFiles.of(self.files))
+
+    @property
+    def compact(self) -> ListedFiles:
+        """:attr:`files` as the Arrow-backed sequence they are held in."""
+        return ListedFiles.of(self.files)
+
     @property
     def total_bytes(self) -> int:
         """The listed sizes added up (files whose size the listing did not give count nothing)."""
-        return sum(f.size or 0 for f in self.files)
+        return self.compact.total_size()
 
     @property
     def read_urls(self) -> dict[str, str]:
         """The URL to read each file from, by its (redacted) URL, for the files whose URL holds credentials."""
-        return {f.url: f.read_url for f in self.files if f.read_url is not None}
+        return self.compact.read_urls()
 
     @property
     def unsized(self) -> int:
         """Files whose size the listing did not give (manifests of plain URLs): learnt from the first read."""
-        return sum(1 for f in self.files if f.size is None)
+        return self.compact.unsized()
 
 
 def _protocol(url: str) -> str:
@@ -470,7 +479,7 @@ def discover(
     """
     begun = time.perf_counter()
     options = storage_options or {}
-    found: dict[str, ListedFile] = {}
+    found: list[ListedFiles] = []  # each root's and manifest's files as Arrow columns, as soon as it is listed
     safetensors: set[str] = set()
     listed_dirs: set[str] = set()
     skipped: list[Skipped] = []
@@ -478,26 +487,34 @@ def discover(
         for root in roots:
             listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests, known)
             skipped.extend(s for s in root_skipped if s not in skipped)
-            for listed in listed_files:
-                directory = listed.url.rsplit("/", 1)[0]
-                if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
-                    safetensors.add(directory)  # a source beside the GGUFs, not a file to audit
-                    continue
-                if whole:
-                    listed_dirs.add(directory)
-                found.setdefault(listed.url, listed)
+
+            def audited(listed_files: list[ListedFile], whole: bool) -> Iterator[ListedFile]:
+                for listed in listed_files:
+                    directory = listed.url.rsplit("/", 1)[0]
+                    if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
+                        safetensors.add(directory)  # a source beside the GGUFs, not a file to audit
+                        continue
+                    if whole:
+                        listed_dirs.add(directory)
+                    yield listed
+
+            found.append(ListedFiles.of(audited(listed_files, whole)))
+            del listed_files
         for manifest in manifests:
             _watch_manifest(manifest, options, requests)
-            for listed in read_manifest(manifest, options):
-                found.setdefault(listed.url, listed)
+            found.append(ListedFiles.of(read_manifest(manifest, options)))
+    files = ListedFiles.first_of_each_url(found)
+    del found
     dirs = frozenset(listed_dirs | safetensors)
+    named = {s.url for s in skipped}
+    taken = set(files.find_urls(named)) if named else set()
     return Listing(
-        tuple(found.values()),
+        files,
         time.perf_counter() - begun,
         frozenset(safetensors),
         dirs,
         requests.count,
-        tuple(s for s in skipped if s.url not in found),
+        tuple(s for s in skipped if s.url not in taken),
     )
 
 

@@ -398,7 +398,7 @@ def run_compare(
     ``on_io(requests, bytes)`` is told the phase's running totals after each task (the progress bar).
     """
     # the batches take the tables they need; the driver holds none of them through the commit
-    tables, collector.tensor_tables = collector.tensor_tables, {}
+    tables = collector.take_tensor_tables(u for p in lineage.pairs for u in (p.reference_url, p.quant_url))
     if not lineage.pairs:
         return
     as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs

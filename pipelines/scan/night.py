@@ -84,9 +84,8 @@ class Night:
         self.base_run_id = base_run_id
         self.plan = plan
         self.listing = listing
-        self.urls = [f.url for f in listing.files]
         self.model_ids = {u: mid for mid, members in groups.items() for u in members}
-        self.collector = Collector(frozenset(self.urls))
+        self.collector = Collector(listing.compact.urls())
         self.parts = RunParts(
             out.url,
             out.fsspec_options,
@@ -109,7 +108,7 @@ class Night:
         """
         if self.base_run_id is None or not self.plan.reuse:
             return
-        read = {f.url for f in self.plan.read}
+        read = set(self.plan.read.urls())
         carried, model_tally = carried_models(self.out, self.base_run_id, self.groups, read)
         self.carried = carried
         carried_ids = pa.array(sorted(set(carried.column("model_id").to_pylist())), pa.string())
@@ -142,7 +141,7 @@ class Night:
 
         Never fails the night: should lineage fail, the models are judged without it (and logged).
         """
-        read = (f.url for f in self.plan.read)
+        read = self.plan.read.urls()
         try:
             lineage = judge_lineage(self.out, config, self.groups, self.collector, self.carried, read, self.listing)
             reload_member_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
@@ -242,29 +241,29 @@ class Night:
             with contextlib.suppress(OSError):
                 self.out.fs.rm_file(self.out.path("files", part.path))
 
+    @property
+    def n_files(self) -> int:
+        """The files listed this night (each URL once)."""
+        return len(self.collector.ledger)
+
     def check_one_row_per_file(self) -> int:
         """Read the ``url`` column of every ``files`` data file of this night: every listed file exactly once.
 
-        Counted in Arrow (no Python string per row): only the offending URLs become Python values.
+        Counted against the listing on the driver's disk (:meth:`UrlLedger.one_row_report`), a data file at
+        a time: only the first offending URLs become Python values that stay.
         """
-        columns = [
+        columns = (
             pq.read_table(self.out.path("files", part.path), columns=["url"], filesystem=self.out.fs).column("url")
             for part in self.collector.parts.get("files", [])
-        ]
-        urls = pa.chunked_array([c for column in columns for c in column.chunks], pa.string())
-        counts = pc.value_counts(urls)
-        present = counts.field("values")
-        expected = pa.array(sorted(self.collector.expected), pa.string())
-        duplicated = sorted(present.filter(pc.greater(counts.field("counts"), 1)).to_pylist())
-        missing = sorted(expected.filter(pc.invert(pc.is_in(expected, value_set=present))).to_pylist())
-        unexpected = sorted(present.filter(pc.invert(pc.is_in(present, value_set=expected))).to_pylist())
-        if duplicated or missing or unexpected:
+        )
+        n, duplicated, missing, unexpected = self.collector.ledger.one_row_report(columns)
+        if duplicated[0] or missing[0] or unexpected[0]:
             raise RunError(
-                f"the files table does not hold exactly one row per listed file: {len(missing)} missing "
-                f"{missing[:3]}, {len(duplicated)} duplicated {duplicated[:3]}, {len(unexpected)} unexpected "
-                f"{unexpected[:3]}; nothing was committed"
+                f"the files table does not hold exactly one row per listed file: {missing[0]} missing "
+                f"{missing[1]}, {duplicated[0]} duplicated {duplicated[1]}, {unexpected[0]} unexpected "
+                f"{unexpected[1]}; nothing was committed"
             )
-        return len(urls)
+        return n
 
     def commit(
         self, config: ScanConfig, result: ScanResult, started: datetime, on_committed: CommitObserver | None = None
@@ -280,6 +279,10 @@ class Night:
             return part
 
         return self.out.commit(self.run_id, self.collector.parts, runs_part, on_committed=on_committed)
+
+    def close(self) -> None:
+        """Let go of the driver's own files (its ledger and spills), committed or not."""
+        self.collector.close()
 
     def discard(self) -> None:
         """Best effort: remove the data files this night wrote (nothing names them; vacuum would anyway)."""

@@ -45,7 +45,7 @@ from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
 from gguf_audit.pipelines.scan.tally import Tally
 from gguf_audit.pipelines.store.output import Output, rows_in, source_pairs
-from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.listed import ListedFile, ListedFiles
 from gguf_audit.tables.shard_facts import shard_facts_from_tables
 
 __all__ = [
@@ -68,7 +68,8 @@ class ReusePlan:
     """Which listed files keep their rows, and which are read."""
 
     reuse: dict[str, ListedFile]
-    read: list[ListedFile]
+    read: ListedFiles
+    """Held as Arrow columns, as the listing's files are (a first night reads them all and copies none)."""
 
 
 def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReusePlan:
@@ -78,7 +79,7 @@ def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReuseP
     keeps only the set of URLs found unchanged, never the rows.
     """
     if base_run_id is None:
-        return ReusePlan({}, list(listing.files))
+        return ReusePlan({}, listing.compact)
     listed = {f.url: f for f in listing.files}
     columns = ["url", "size", "etag", "version_id", "mtime", "sha256", "codes"]
     unchanged: set[str] = set()
@@ -94,7 +95,8 @@ def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReuseP
             ):
                 unchanged.add(url)
     reuse = {f.url: f for f in listing.files if f.url in unchanged}
-    return ReusePlan(reuse, [f for f in listing.files if f.url not in unchanged])
+    read = [i for i, url in enumerate(listing.compact.urls()) if url not in unchanged]
+    return ReusePlan(reuse, listing.compact.take(read))
 
 
 def base_run(out: Output, config: ScanConfig) -> tuple[str | None, str | None]:

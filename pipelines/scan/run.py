@@ -33,7 +33,7 @@ import os
 import secrets
 import time
 from asyncio import CancelledError  # what distributed raises for a future the scheduler lost
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -42,7 +42,7 @@ from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, discover, for_workers, options_for
-from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, make_batches, split_batch
+from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, iter_batches, split_batch
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch, lost_result
 from gguf_audit.pipelines.scan.lineage import compare_options, run_compare
@@ -164,7 +164,7 @@ def _dashboard(client: Any) -> str | None:
 
 def _run_batches(
     client: Any,
-    batches: Sequence[Batch],
+    batches: Iterable[Batch],
     options: TaskOptions,
     on_result: Callable[[BatchResult], Sequence[str]],
     task: Callable[[Batch, TaskOptions], BatchResult] = audit_batch,
@@ -294,7 +294,7 @@ def _leased_scan(
         raise RunError(
             f"no files matched {list(config.scan.include)} under {[*config.scan.roots, *config.scan.manifests]}"
         )
-    groups = group_models([f.url for f in listing.files])
+    groups = group_models(listing.compact.urls())
 
     base_run_id, reuse_note = base_run(out, config) if config.scan.incremental else (None, None)
     plan = plan_reuse(out, base_run_id, listing)
@@ -305,8 +305,8 @@ def _leased_scan(
     committing = False
     try:
         night.keep_reused()
-        done = len(collector.seen)
-        observer.progress(done, len(night.urls), 0)
+        done = collector.n_seen
+        observer.progress(done, night.n_files, 0)
         audit_seconds = 0.0
         scheduler, dashboard, n_workers = "none", None, 0
         if plan.read:
@@ -317,7 +317,7 @@ def _leased_scan(
                 size = config.io.batch_size or auto_batch_size(
                     len(plan.read), max(1, n_workers * threads_per_worker), config.io.threads, threads_per_worker
                 )
-                batches = make_batches(plan.read, night.model_ids, size)
+                batches = iter_batches(plan.read, night.model_ids, size)
                 options = TaskOptions(
                     run_id,
                     for_workers(config.storage_options),
@@ -340,7 +340,7 @@ def _leased_scan(
                         read_bytes += result.bytes_read
                     for failure in result.failures:
                         log.warning("batch %s: %s", result.batch_id, failure)
-                    observer.progress(done, len(night.urls), read_bytes)
+                    observer.progress(done, night.n_files, read_bytes)
                     return again
 
                 window = BATCHES_IN_FLIGHT_PER_THREAD * max(1, n_workers * threads_per_worker)
@@ -381,7 +381,7 @@ def _leased_scan(
             run_id=run_id,
             out=config.scan.out,
             base_run_id=base_run_id,
-            n_files=len(night.urls),
+            n_files=night.n_files,
             n_read=len(plan.read),
             n_reused=len(plan.reuse),
             n_models=n_models,
@@ -420,6 +420,8 @@ def _leased_scan(
         if not committing:
             night.discard()
         raise
+    finally:
+        night.close()
 
 
 def _committed(observer: ScanObserver) -> CommitObserver:
