@@ -145,7 +145,7 @@ class ListedFiles(Sequence[ListedFile]):
                 chunk = []
         if chunk:
             batches.append(_batch_of(chunk))
-        table = pa.Table.from_batches(batches, schema=_COLUMNS).combine_chunks() if batches else None
+        table = pa.Table.from_batches(batches, schema=_COLUMNS) if batches else None  # chunked: no copy
         return cls(table, rare)
 
     def __len__(self) -> int:
@@ -224,7 +224,7 @@ class ListedFiles(Sequence[ListedFile]):
         for part in parts:
             rare.update({offset + i: r for i, r in part._rare.items()})
             offset += len(part)
-        joined = cls(pa.concat_tables([p._table for p in parts]).combine_chunks(), rare)
+        joined = cls(pa.concat_tables([p._table for p in parts]), rare)
         if len(joined) < 2:
             return joined
         positions = pa.array(range(len(joined)), pa.int64())

@@ -267,7 +267,7 @@ def _list_root(
     exclude: Sequence[str],
     requests: ListingRequests | None = None,
     known: KnownRepo | None = None,
-) -> tuple[list[ListedFile], bool, tuple[Skipped, ...]]:
+) -> tuple[Iterable[ListedFile], bool, tuple[Skipped, ...]]:
     """The files under ``root``, whether the listing saw every file of their directories (a directory
     root on a store that lists; not a single file, not HTTP), and the entries it skipped."""
     protocol = _protocol(root)
@@ -308,7 +308,7 @@ def _list_root(
                 lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
                 fs.unstrip_protocol,
             )
-            entries, skipped = dict(walk.files), walk.skipped
+            entries, skipped = walk.files, walk.skipped
         else:
             # One stream of keys first (the common case, a prefix); only an empty answer asks whether the
             # root names one object, which costs a request a directory root never pays.
@@ -324,16 +324,26 @@ def _list_root(
         raise
     except (OSError, ValueError) as exc:
         raise DiscoveryError(f"cannot list root {root!r}: {type(exc).__name__}: {exc}") from exc
+    return _listed(fs, path, entries, include, exclude), True, skipped
+
+
+def _listed(
+    fs: fsspec.AbstractFileSystem,
+    path: str,
+    entries: Mapping[str, Mapping[str, Any]],
+    include: Sequence[str],
+    exclude: Sequence[str],
+) -> Iterator[ListedFile]:
+    """The files of ``entries`` (a root's listing) the globs select, in path order, made one at a time (the
+    caller keeps them as Arrow columns: a collection's worth never lives as Python objects at once)."""
     prefix = path.rstrip("/") + "/"
-    out = []
     for p in sorted(entries):
         info = entries[p]
         if info.get("type", "file") != "file":
             continue
         rel = p[len(prefix) :] if p.startswith(prefix) else posixpath.basename(p)
         if _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX):
-            out.append(listed_from_info(fs.unstrip_protocol(p), info))
-    return out, True, skipped
+            yield listed_from_info(fs.unstrip_protocol(p), info)
 
 
 def _with_siblings(fs: fsspec.AbstractFileSystem, path: str) -> list[ListedFile]:
@@ -480,6 +490,7 @@ def discover(
     begun = time.perf_counter()
     options = storage_options or {}
     found: list[ListedFiles] = []  # each root's and manifest's files as Arrow columns, as soon as it is listed
+    from_manifest = False
     safetensors: set[str] = set()
     listed_dirs: set[str] = set()
     skipped: list[Skipped] = []
@@ -488,7 +499,7 @@ def discover(
             listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests, known)
             skipped.extend(s for s in root_skipped if s not in skipped)
 
-            def audited(listed_files: list[ListedFile], whole: bool) -> Iterator[ListedFile]:
+            def audited(listed_files: Iterable[ListedFile], whole: bool) -> Iterator[ListedFile]:
                 for listed in listed_files:
                     directory = listed.url.rsplit("/", 1)[0]
                     if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
@@ -503,7 +514,9 @@ def discover(
         for manifest in manifests:
             _watch_manifest(manifest, options, requests)
             found.append(ListedFiles.of(read_manifest(manifest, options)))
-    files = ListedFiles.first_of_each_url(found)
+            from_manifest = True
+    # A root's own listing names each path once: only several roots or a manifest can name a URL twice.
+    files = found[0] if len(found) == 1 and not from_manifest else ListedFiles.first_of_each_url(found)
     del found
     dirs = frozenset(listed_dirs | safetensors)
     named = {s.url for s in skipped}
