@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,8 +37,9 @@ class _HashIndex:
         for start in range(0, len(values), _CHUNK):
             chunk = values.slice(start, _CHUNK).to_pylist()
             hashes[start : start + len(chunk)] = [hash(v) for v in chunk]
-        self._order = np.argsort(hashes, kind="stable")
-        self._hashes = hashes[self._order]
+        order = np.argsort(hashes, kind="stable")
+        self._hashes = hashes[order]
+        self._order = order.astype(np.int32) if len(order) < 2**31 else order  # half the bytes, nearly always
 
     def find(self, value: str) -> int:
         """The position of ``value``, or -1."""
@@ -63,13 +65,12 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         self._ids = table.column("model_id")
         n = len(self._ids)
         if n:
-            ids = self._ids.combine_chunks()
-            changes = pc.not_equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            changes = pc.not_equal(self._ids.slice(1), self._ids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
             self._starts = np.concatenate([[0], np.flatnonzero(changes) + 1]).astype(np.int64)
         else:
             self._starts = np.zeros(0, dtype=np.int64)
-        self._ends = np.append(self._starts[1:], n).astype(np.int64)
-        self._group_ids = self._ids.take(pa.array(self._starts))
+        # every file its own model (the common night): the ids are the groups' ids, no copy
+        self._group_ids = self._ids if len(self._starts) == n else self._ids.take(pa.array(self._starts))
         self._by_id = _HashIndex(self._group_ids)
         self._by_url = _HashIndex(self._urls)
 
@@ -81,7 +82,8 @@ class ModelGroups(Mapping[str, Sequence[str]]):
             yield from (str(m) for m in self._group_ids.slice(start, _CHUNK).to_pylist())
 
     def _members(self, group: int) -> list[str]:
-        start, end = int(self._starts[group]), int(self._ends[group])
+        start = int(self._starts[group])
+        end = int(self._starts[group + 1]) if group + 1 < len(self._starts) else len(self._urls)
         return [str(u) for u in self._urls.slice(start, end - start).to_pylist()]
 
     def __getitem__(self, model_id: str) -> list[str]:
@@ -168,31 +170,64 @@ def _grouped(urls: Iterable[str]) -> pa.Table:
     if not batches:
         return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
     table = pa.Table.from_batches(batches)
-    del batches
+    batches.clear()
     # the first of each URL (a listing names each once; group_models takes each once)
     if pc.count_distinct(table.column("url")).as_py() != table.num_rows:
         firsts = table.group_by("url", use_threads=False).aggregate([("pos", "min")]).column("pos_min")
         table = table.filter(pc.is_in(table.column("pos"), value_set=firsts))
+    shard = table.column("shard").to_numpy(zero_copy_only=False)
+    if not shard.any():  # the common collection: no copy of the rows
+        return _ordered_singles(table, pa.chunked_array([], pa.string()))
+    sets = _ordered_sets(table.take(pa.array(np.flatnonzero(shard))))
+    singles = _ordered_singles(table.take(pa.array(np.flatnonzero(~shard))), sets.column("model_id"))
+    return pa.concat_tables([sets, singles])
 
-    # where each set (shards) or base id (single files) first appears: the order of group_models' dicts
-    firsts = table.group_by(["shard", "base"], use_threads=False).aggregate([("pos", "min"), ("pos", "count")])
-    table = table.join(firsts, keys=["shard", "base"], use_threads=False)
-    set_ids = firsts.filter(firsts.column("shard")).column("base")
-    single = pc.invert(table.column("shard"))
-    # a single file keeps its id unless another single file or a shard set has it: then its URL's path is its id
-    taken = pc.and_(single, pc.or_(pc.greater(table.column("pos_count"), 1), pc.is_in(table.column("base"), set_ids)))
-    model_ids = table.column("base")
-    if pc.any(taken).as_py():
-        rows = pc.indices_nonzero(taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken)
-        own = [url_path(str(u)) for u in table.column("url").take(rows).to_pylist()]
-        mask = np.zeros(table.num_rows, dtype=bool)
-        mask[rows.to_numpy()] = True
-        model_ids = pc.replace_with_mask(model_ids.combine_chunks(), pa.array(mask), pa.array(own, pa.string()))
-    table = table.append_column("model_id", model_ids)
-    # shard sets first, then single files; a set's shards by index (then count, URL), single files as listed
-    table = table.select(["url", "model_id", "shard", "pos_min", "index", "count", "pos"])
-    sets = table.filter(table.column("shard")).sort_by(
-        [("pos_min", "ascending"), ("index", "ascending"), ("count", "ascending"), ("url", "ascending")]
+
+def _first_seen(values: pa.ChunkedArray) -> npt.NDArray[np.int32]:
+    """Each value's rank by where it first appears (equal values, equal ranks): the order of a dict's keys."""
+    ranks: npt.NDArray[np.int32] = pc.index_in(values, value_set=pc.unique(values)).to_numpy(zero_copy_only=False)
+    return ranks
+
+
+def _ordered_sets(rows: pa.Table) -> pa.Table:
+    """Shard sets in the order they first appear, each set's shards by index (then count, URL)."""
+    if rows.num_rows == 0:
+        return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
+    keyed = pa.table(
+        {
+            "set": _first_seen(rows.column("base")),
+            "index": rows.column("index"),
+            "count": rows.column("count"),
+            "url": rows.column("url"),
+        }
     )
-    singles = table.filter(pc.invert(table.column("shard"))).sort_by([("pos_min", "ascending"), ("pos", "ascending")])
-    return pa.concat_tables([sets.select(["url", "model_id"]), singles.select(["url", "model_id"])])
+    order = pc.sort_indices(
+        keyed, sort_keys=[("set", "ascending"), ("index", "ascending"), ("count", "ascending"), ("url", "ascending")]
+    )
+    return pa.table({"url": rows.column("url").take(order), "model_id": rows.column("base").take(order)})
+
+
+def _ordered_singles(rows: pa.Table, set_ids: pa.ChunkedArray) -> pa.Table:
+    """Single files by where their id first appears, then as listed; a file whose id another single file or a
+    shard set has is its URL's path instead."""
+    if rows.num_rows == 0:
+        return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
+    base = rows.column("base")
+    if pc.count_distinct(base).as_py() == len(base):  # the common collection: each id once, no hash of ranks
+        ranks = np.arange(len(base), dtype=np.int32)
+        taken = np.zeros(len(base), dtype=bool)
+    else:
+        ranks = _first_seen(base)
+        taken = np.bincount(ranks)[ranks] > 1
+    if len(set_ids):
+        taken |= pc.is_in(base, value_set=pc.unique(set_ids)).to_numpy(zero_copy_only=False)
+    model_ids: pa.Array | pa.ChunkedArray = base
+    if taken.any():
+        at = np.flatnonzero(taken)
+        own = [url_path(str(u)) for u in rows.column("url").take(pa.array(at)).to_pylist()]
+        model_ids = pc.replace_with_mask(base.combine_chunks(), pa.array(taken), pa.array(own, pa.string()))
+    order = np.lexsort((rows.column("pos").to_numpy(), ranks))
+    if np.array_equal(order, np.arange(len(order))):  # every id once, as listed: no copy
+        return pa.table({"url": rows.column("url"), "model_id": model_ids})
+    at_order = pa.array(order)
+    return pa.table({"url": rows.column("url").take(at_order), "model_id": model_ids.take(at_order)})

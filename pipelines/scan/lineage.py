@@ -171,7 +171,8 @@ def _model_lineages(
     refinement, digest, directory) are interned, so a family of 10^5 models holds one copy
     of each. Pairing keeps only the rows of directories that hold a projector.
     """
-    canon = {mid: mid for mid in groups}
+    # a dict's ids are shared with it; ModelGroups makes its strings when asked, so the facts' own are kept
+    canon = {mid: mid for mid in groups} if isinstance(groups, dict) else {}
     projector_dirs = _projector_dirs(collector)
     found: dict[str, ModelLineage] = {}
     sharded: dict[str, list[dict[str, Any]]] = {}

@@ -8,8 +8,9 @@ The driver writes only small rows itself: a ``files`` row per reused file, a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Final
 
@@ -29,6 +30,7 @@ from gguf_audit.pipelines.scan.collect import (
     model_summaries,
     runs_row,
 )
+from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import Lineage, judge_lineage, reload_member_facts, reload_shard_facts
 from gguf_audit.pipelines.scan.reuse import (
     ReusePlan,
@@ -58,6 +60,13 @@ DRIVER_ROW_GROUP_ROWS: Final = MODELS_PER_CHUNK
 held to the end of the night (65,536 rows pending cost 2.4 KB a model at close, bench_driver.py)."""
 
 
+def _chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``values`` in lists of ``size`` (the last may be shorter): a chunk of model ids at a time."""
+    it = iter(values)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
 class RunError(GGUFAuditError, RuntimeError):
     """The run itself failed (listing, cluster, invariant, commit); nothing was committed."""
 
@@ -84,7 +93,11 @@ class Night:
         self.base_run_id = base_run_id
         self.plan = plan
         self.listing = listing
-        self.model_ids = {u: mid for mid, members in groups.items() for u in members}
+        self.model_ids: Mapping[str, str] = (
+            groups.model_ids
+            if isinstance(groups, ModelGroups)
+            else {u: mid for mid, members in groups.items() for u in members}
+        )
         self.collector = Collector(listing.compact.urls())
         self.parts = RunParts(
             out.url,
@@ -166,10 +179,10 @@ class Night:
         self.parts.write("models", carried)
         incomplete = list(incomplete_models(carried))
         n_models = carried.num_rows
-        to_judge = [m for m in self.groups if m not in carried_ids]
-        self.summaries_judged = len(to_judge)
-        for start in range(0, len(to_judge), MODELS_PER_CHUNK):
-            judged = model_summaries(self.groups, self.collector, to_judge[start : start + MODELS_PER_CHUNK])
+        self.summaries_judged = 0
+        for chunk in _chunks((m for m in self.groups if m not in carried_ids), MODELS_PER_CHUNK):
+            self.summaries_judged += len(chunk)
+            judged = model_summaries(self.groups, self.collector, chunk)
             if lineage is not None:
                 judged = lineage.apply(judged)
             models = models_to_table(judged, run_id=self.run_id)

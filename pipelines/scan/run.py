@@ -41,12 +41,12 @@ import pyarrow as pa
 
 from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
-from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, discover, for_workers, options_for
 from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, iter_batches, split_batch
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch, lost_result
+from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import compare_options, run_compare
 from gguf_audit.pipelines.scan.mirror import check_mirror, check_mirror_config
 from gguf_audit.pipelines.scan.night import CommitObserver, Night, RunError
@@ -315,7 +315,7 @@ def _leased_scan(
         raise RunError(
             f"no files matched {list(config.scan.include)} under {[*config.scan.roots, *config.scan.manifests]}"
         )
-    groups = group_models(listing.compact.urls())
+    groups = ModelGroups(listing.compact.urls())
 
     base_run_id, reuse_note = base_run(out, config) if config.scan.incremental else (None, None)
     plan = plan_reuse(out, base_run_id, listing)
