@@ -279,8 +279,8 @@ def _driver_memory_pool() -> Iterator[None]:
     The driver's Arrow work is small and comes in bursts (a listing made into
     columns, a chunk of models, the one-row check): Arrow's default mimalloc
     pool kept about three times its peak as resident memory after it (15 MB
-    for 5 MB allocated, 30,000 listed files), the system allocator about its
-    peak (``benchmarks/bench_driver.py``).
+    for 5 MB allocated, making 30,000 listed files into columns), the system
+    allocator about its peak (``benchmarks/README.md``, ``bench_driver.py``).
     """
     previous = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
