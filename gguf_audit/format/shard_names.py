@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
-__all__ = ["ShardName", "file_name", "group_models", "model_id_for", "parse_shard_name"]
+__all__ = ["ShardName", "file_name", "group_models", "model_id_for", "parse_shard_name", "url_path"]
 
 # The spelling of LLAMA_SPLIT_PATH; huggingface.js' gguf package matches the same suffix.
 _SHARD_SUFFIX: Final = re.compile(r"-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf\Z")
@@ -42,6 +42,12 @@ def _split_url(url: str) -> tuple[str, str]:
 
 def _path_only(url: str) -> str:
     return _split_url(url)[0]
+
+
+def url_path(url: str) -> str:
+    """``url`` without its query and fragment: the id :func:`group_models` gives a single file whose own id
+    is taken."""
+    return _path_only(url)
 
 
 def file_name(url: str) -> str:

@@ -5,20 +5,24 @@ because the ``files`` table records these facts (its "what the listing said"
 columns) and the row builders take them; the tables must not import the
 pipelines. Discovery makes them, an incremental run compares them.
 
-Pure: a frozen value.
+Pure: a frozen value, and :class:`ListedFiles`, a collection's worth of them held as Arrow columns.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final, overload
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from gguf_audit.checks.hub_gguf import HubGGUF
 from gguf_audit.codes import Code
 from gguf_audit.redact import redact_url
 
-__all__ = ["ListedFile"]
+__all__ = ["ListedFile", "ListedFiles"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +84,194 @@ class ListedFile:
         if self.mtime is not None and previous.mtime is not None:
             return self.mtime == previous.mtime
         return False
+
+
+_COLUMNS: Final = pa.schema(
+    [
+        ("url", pa.string()),
+        ("size", pa.int64()),
+        ("etag", pa.string()),
+        ("version_id", pa.string()),
+        ("mtime", pa.timestamp("us", tz="UTC")),
+        ("sha256", pa.string()),
+        ("revision", pa.string()),
+    ]
+)
+"""What every listed file has, a column each; the rest (errors, Hub cards, read URLs) is rare and kept aside."""
+_CHUNK_ROWS: Final = 4096
+"""Files turned into (or made from) Arrow at a time: the Python objects alive at once while building or iterating."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Rare:
+    error_code: Code | None
+    error_message: str | None
+    hub_gguf: HubGGUF | None
+    read_url: str | None
+
+
+class ListedFiles(Sequence[ListedFile]):
+    """Listed files held column by column in Arrow: a :class:`ListedFile` is made when one is asked for.
+
+    A collection of a million files costs its URLs' bytes and a few words
+    each, not a Python object, a URL string and a datetime per file; the
+    fields few files have (listing errors, Hub cards, URLs holding
+    credentials) are kept by position beside the columns. Iterating makes
+    the files :data:`_CHUNK_ROWS` at a time.
+    """
+
+    __slots__ = ("_rare", "_table")
+
+    def __init__(self, table: pa.Table | None = None, rare: Mapping[int, _Rare] | None = None) -> None:
+        self._table = _COLUMNS.empty_table() if table is None else table
+        self._rare: dict[int, _Rare] = dict(rare or {})
+
+    @classmethod
+    def of(cls, files: Iterable[ListedFile]) -> ListedFiles:
+        """``files``, in their order (made :data:`_CHUNK_ROWS` at a time)."""
+        if isinstance(files, ListedFiles):
+            return files
+        batches: list[pa.RecordBatch] = []
+        rare: dict[int, _Rare] = {}
+        chunk: list[ListedFile] = []
+        start = 0
+        for f in files:
+            if f.error_code is not None or f.error_message is not None or f.hub_gguf is not None or f.read_url:
+                rare[start + len(chunk)] = _Rare(f.error_code, f.error_message, f.hub_gguf, f.read_url)
+            chunk.append(f)
+            if len(chunk) == _CHUNK_ROWS:
+                batches.append(_batch_of(chunk))
+                start += len(chunk)
+                chunk = []
+        if chunk:
+            batches.append(_batch_of(chunk))
+        table = pa.Table.from_batches(batches, schema=_COLUMNS) if batches else None  # chunked: no copy
+        return cls(table, rare)
+
+    def __len__(self) -> int:
+        return int(self._table.num_rows)
+
+    @overload
+    def __getitem__(self, index: int) -> ListedFile: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> ListedFiles: ...
+
+    def __getitem__(self, index: int | slice) -> ListedFile | ListedFiles:
+        n = len(self)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if step != 1:
+                return self.take(range(start, stop, step))
+            stop = max(start, stop)
+            rare = {i - start: r for i, r in self._rare.items() if start <= i < stop}
+            return ListedFiles(self._table.slice(start, stop - start), rare)
+        position = index + n if index < 0 else index
+        if not 0 <= position < n:
+            raise IndexError(f"listed file index out of range. Got {index!r} of {n}.")
+        [row] = self._table.slice(position, 1).to_pylist()
+        return _file_of(row, self._rare.get(position))
+
+    def __iter__(self) -> Iterator[ListedFile]:
+        for start in range(0, len(self), _CHUNK_ROWS):
+            rows = self._table.slice(start, _CHUNK_ROWS).to_pylist()
+            for i, row in enumerate(rows, start):
+                yield _file_of(row, self._rare.get(i))
+
+    def take(self, positions: Iterable[int]) -> ListedFiles:
+        """The files at ``positions``, in that order."""
+        chosen = list(positions)
+        rare = {new: self._rare[old] for new, old in enumerate(chosen) if old in self._rare}
+        return ListedFiles(self._table.take(pa.array(chosen, pa.int64())), rare)
+
+    def urls(self) -> Iterator[str]:
+        """Every file's URL, in order (made :data:`_CHUNK_ROWS` at a time)."""
+        column = self._table.column("url")
+        for start in range(0, len(self), _CHUNK_ROWS):
+            yield from (str(u) for u in column.slice(start, _CHUNK_ROWS).to_pylist())
+
+    def url_column(self) -> pa.ChunkedArray:
+        """Every file's URL as one Arrow column."""
+        return self._table.column("url")
+
+    def read_urls(self) -> dict[str, str]:
+        """The URL to read each file from, by its (redacted) URL, for the few whose URL holds credentials."""
+        urls = self._table.column("url")
+        return {str(urls[i].as_py()): r.read_url for i, r in sorted(self._rare.items()) if r.read_url is not None}
+
+    def total_size(self) -> int:
+        """The listed sizes added up (files without one count nothing)."""
+        total = pc.sum(self._table.column("size")).as_py()
+        return int(total or 0)
+
+    def unsized(self) -> int:
+        """Files whose size the listing did not give."""
+        return int(self._table.column("size").null_count)
+
+    def find_urls(self, urls: Iterable[str]) -> list[str]:
+        """Those of ``urls`` that are listed here."""
+        wanted = pa.array(sorted(set(urls)), pa.string())
+        column = self._table.column("url")
+        return [str(u) for u in column.filter(pc.is_in(column, value_set=wanted)).to_pylist()]
+
+    @classmethod
+    def first_of_each_url(cls, parts: Sequence[ListedFiles]) -> ListedFiles:
+        """``parts`` one after the other, each URL once (where it first appears)."""
+        if not parts:
+            return cls()
+        rare: dict[int, _Rare] = {}
+        offset = 0
+        for part in parts:
+            rare.update({offset + i: r for i, r in part._rare.items()})
+            offset += len(part)
+        joined = cls(pa.concat_tables([p._table for p in parts]), rare)
+        if len(joined) < 2:
+            return joined
+        positions = pa.array(range(len(joined)), pa.int64())
+        firsts = (
+            pa.table({"url": joined._table.column("url"), "at": positions})
+            .group_by("url", use_threads=False)
+            .aggregate([("at", "min")])
+            .column("at_min")
+        )
+        if len(firsts) == len(joined):
+            return joined
+        return joined.take(sorted(firsts.to_pylist()))
+
+    def __repr__(self) -> str:
+        return f"ListedFiles({len(self)} files)"
+
+
+def _batch_of(files: Sequence[ListedFile]) -> pa.RecordBatch:
+    return pa.record_batch(
+        [
+            pa.array([f.url for f in files], pa.string()),
+            pa.array([f.size for f in files], pa.int64()),
+            pa.array([f.etag for f in files], pa.string()),
+            pa.array([f.version_id for f in files], pa.string()),
+            pa.array([f.mtime for f in files], _COLUMNS.field("mtime").type),
+            pa.array([f.sha256 for f in files], pa.string()),
+            pa.array([f.revision for f in files], pa.string()),
+        ],
+        schema=_COLUMNS,
+    )
+
+
+def _file_of(row: Mapping[str, Any], rare: _Rare | None) -> ListedFile:
+    if rare is None:
+        return ListedFile(
+            row["url"], row["size"], row["etag"], row["version_id"], row["mtime"], row["sha256"], row["revision"]
+        )
+    return ListedFile(
+        row["url"],
+        row["size"],
+        row["etag"],
+        row["version_id"],
+        row["mtime"],
+        row["sha256"],
+        row["revision"],
+        rare.error_code,
+        rare.error_message,
+        rare.hub_gguf,
+        rare.read_url,
+    )

@@ -24,7 +24,7 @@ import io
 import os
 import posixpath
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -41,7 +41,7 @@ from gguf_audit.pipelines.listing.counting import ListingRequests, counting
 from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing.local import Skipped, walk_local
 from gguf_audit.redact import redact_text
-from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.listed import ListedFile, ListedFiles
 
 SAFETENSORS_SUFFIX: Final = ".safetensors"
 
@@ -75,7 +75,8 @@ class DiscoveryError(GGUFAuditError, OSError):
 class Listing:
     """Every file a scan covers, in a stable order, and what listing them cost."""
 
-    files: tuple[ListedFile, ...]
+    files: Sequence[ListedFile]
+    """Held as Arrow columns (:class:`~gguf_audit.tables.listed.ListedFiles`) whatever sequence was given."""
     seconds: float
     safetensors_dirs: frozenset[str] = frozenset()
     """Directories (URLs without a trailing slash) where the listing saw a ``*.safetensors`` file: full-precision
@@ -88,20 +89,28 @@ class Listing:
     """Entries the roots hold that match the scan's globs but get no row (broken links, loops, a file already
     listed under another path, special files, unreadable directories), each named with why."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", ListedFiles.of(self.files))
+
+    @property
+    def compact(self) -> ListedFiles:
+        """:attr:`files` as the Arrow-backed sequence they are held in."""
+        return ListedFiles.of(self.files)
+
     @property
     def total_bytes(self) -> int:
         """The listed sizes added up (files whose size the listing did not give count nothing)."""
-        return sum(f.size or 0 for f in self.files)
+        return self.compact.total_size()
 
     @property
     def read_urls(self) -> dict[str, str]:
         """The URL to read each file from, by its (redacted) URL, for the files whose URL holds credentials."""
-        return {f.url: f.read_url for f in self.files if f.read_url is not None}
+        return self.compact.read_urls()
 
     @property
     def unsized(self) -> int:
         """Files whose size the listing did not give (manifests of plain URLs): learnt from the first read."""
-        return sum(1 for f in self.files if f.size is None)
+        return self.compact.unsized()
 
 
 def _protocol(url: str) -> str:
@@ -258,7 +267,7 @@ def _list_root(
     exclude: Sequence[str],
     requests: ListingRequests | None = None,
     known: KnownRepo | None = None,
-) -> tuple[list[ListedFile], bool, tuple[Skipped, ...]]:
+) -> tuple[Iterable[ListedFile], bool, tuple[Skipped, ...]]:
     """The files under ``root``, whether the listing saw every file of their directories (a directory
     root on a store that lists; not a single file, not HTTP), and the entries it skipped."""
     protocol = _protocol(root)
@@ -299,7 +308,7 @@ def _list_root(
                 lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
                 fs.unstrip_protocol,
             )
-            entries, skipped = dict(walk.files), walk.skipped
+            entries, skipped = walk.files, walk.skipped
         else:
             # One stream of keys first (the common case, a prefix); only an empty answer asks whether the
             # root names one object, which costs a request a directory root never pays.
@@ -315,16 +324,26 @@ def _list_root(
         raise
     except (OSError, ValueError) as exc:
         raise DiscoveryError(f"cannot list root {root!r}: {type(exc).__name__}: {exc}") from exc
+    return _listed(fs, path, entries, include, exclude), True, skipped
+
+
+def _listed(
+    fs: fsspec.AbstractFileSystem,
+    path: str,
+    entries: Mapping[str, Mapping[str, Any]],
+    include: Sequence[str],
+    exclude: Sequence[str],
+) -> Iterator[ListedFile]:
+    """The files of ``entries`` (a root's listing) the globs select, in path order, made one at a time (the
+    caller keeps them as Arrow columns: a collection's worth never lives as Python objects at once)."""
     prefix = path.rstrip("/") + "/"
-    out = []
     for p in sorted(entries):
         info = entries[p]
         if info.get("type", "file") != "file":
             continue
         rel = p[len(prefix) :] if p.startswith(prefix) else posixpath.basename(p)
         if _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX):
-            out.append(listed_from_info(fs.unstrip_protocol(p), info))
-    return out, True, skipped
+            yield listed_from_info(fs.unstrip_protocol(p), info)
 
 
 def _with_siblings(fs: fsspec.AbstractFileSystem, path: str) -> list[ListedFile]:
@@ -470,7 +489,8 @@ def discover(
     """
     begun = time.perf_counter()
     options = storage_options or {}
-    found: dict[str, ListedFile] = {}
+    found: list[ListedFiles] = []  # each root's and manifest's files as Arrow columns, as soon as it is listed
+    from_manifest = False
     safetensors: set[str] = set()
     listed_dirs: set[str] = set()
     skipped: list[Skipped] = []
@@ -478,26 +498,36 @@ def discover(
         for root in roots:
             listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests, known)
             skipped.extend(s for s in root_skipped if s not in skipped)
-            for listed in listed_files:
-                directory = listed.url.rsplit("/", 1)[0]
-                if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
-                    safetensors.add(directory)  # a source beside the GGUFs, not a file to audit
-                    continue
-                if whole:
-                    listed_dirs.add(directory)
-                found.setdefault(listed.url, listed)
+
+            def audited(listed_files: Iterable[ListedFile], whole: bool) -> Iterator[ListedFile]:
+                for listed in listed_files:
+                    directory = listed.url.rsplit("/", 1)[0]
+                    if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
+                        safetensors.add(directory)  # a source beside the GGUFs, not a file to audit
+                        continue
+                    if whole:
+                        listed_dirs.add(directory)
+                    yield listed
+
+            found.append(ListedFiles.of(audited(listed_files, whole)))
+            del listed_files
         for manifest in manifests:
             _watch_manifest(manifest, options, requests)
-            for listed in read_manifest(manifest, options):
-                found.setdefault(listed.url, listed)
+            found.append(ListedFiles.of(read_manifest(manifest, options)))
+            from_manifest = True
+    # A root's own listing names each path once: only several roots or a manifest can name a URL twice.
+    files = found[0] if len(found) == 1 and not from_manifest else ListedFiles.first_of_each_url(found)
+    del found
     dirs = frozenset(listed_dirs | safetensors)
+    named = {s.url for s in skipped}
+    taken = set(files.find_urls(named)) if named else set()
     return Listing(
-        tuple(found.values()),
+        files,
         time.perf_counter() - begun,
         frozenset(safetensors),
         dirs,
         requests.count,
-        tuple(s for s in skipped if s.url not in found),
+        tuple(s for s in skipped if s.url not in taken),
     )
 
 

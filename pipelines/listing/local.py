@@ -19,7 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +45,31 @@ class LocalWalk:
     skipped: tuple[Skipped, ...]
 
 
-def _file_info(st: os.stat_result, *, link: bool) -> dict[str, Any]:
-    return {"type": "file", "size": st.st_size, "mtime": st.st_mtime, "islink": link}
+_Info = tuple[int, float, bool]
+"""A file's size, modification time and whether it was reached through a link: three values, not a dict."""
+
+
+def _file_info(st: os.stat_result, *, link: bool) -> _Info:
+    return (st.st_size, st.st_mtime, link)
+
+
+class _Infos(Mapping[str, Mapping[str, Any]]):
+    """File infos by path in fsspec's shape, each dict made when asked for (a tree's worth never at once)."""
+
+    __slots__ = ("_infos",)
+
+    def __init__(self, infos: dict[str, _Info]) -> None:
+        self._infos = infos
+
+    def __getitem__(self, path: str) -> Mapping[str, Any]:
+        size, mtime, link = self._infos[path]
+        return {"type": "file", "size": size, "mtime": mtime, "islink": link}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
 
 
 def walk_local(
@@ -60,7 +83,9 @@ def walk_local(
     """
     root = root.rstrip(os.sep) or os.sep
     skipped: list[Skipped] = []
-    by_file: dict[tuple[int, int], list[tuple[str, dict[str, Any]]]] = {}
+    # The first path of each real file; a list only for files reached under several paths (rare).
+    first_of: dict[tuple[int, int], tuple[str, _Info]] = {}
+    more_of: dict[tuple[int, int], list[tuple[str, _Info]]] = {}
     try:
         root_st = os.stat(root)
     except OSError as exc:
@@ -102,15 +127,22 @@ def walk_local(
             if not stat.S_ISREG(st.st_mode):
                 skipped.append(Skipped(to_url(path), "not a regular file"))
                 continue
-            by_file.setdefault((st.st_dev, st.st_ino), []).append((path, _file_info(st, link=is_link)))
+            key = (st.st_dev, st.st_ino)
+            found = (path, _file_info(st, link=is_link))
+            if key in first_of:
+                more_of.setdefault(key, []).append(found)
+            else:
+                first_of[key] = found
         stack.extend(reversed(subdirs))  # depth first, in name order
-    files: dict[str, dict[str, Any]] = {}
-    for paths in by_file.values():
+    files: dict[str, _Info] = {}
+    for key, kept_first in first_of.items():
+        paths = [kept_first, *more_of.get(key, ())]
         # One path per real file: a Hugging Face cache's snapshot path rather than its blob's hash name.
         kept, info = min(paths, key=lambda p: _is_hf_blob(p[0]))
         files[kept] = info
         skipped.extend(Skipped(to_url(p), f"same file as {to_url(kept)}") for p, _ in paths if p != kept)
-    return LocalWalk(files, tuple(sorted(skipped, key=lambda s: s.url)))
+    del first_of, more_of
+    return LocalWalk(_Infos(files), tuple(sorted(skipped, key=lambda s: s.url)))
 
 
 def _is_hf_blob(path: str) -> bool:

@@ -11,13 +11,13 @@ Pure: values in, values out.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from gguf_audit.tables.listed import ListedFile
 
-__all__ = ["MAX_SPLITS", "Batch", "auto_batch_size", "make_batches", "split_batch"]
+__all__ = ["MAX_SPLITS", "Batch", "auto_batch_size", "iter_batches", "make_batches", "split_batch"]
 
 MAX_SPLITS: Final = 12
 """Halvings of a batch whose workers keep dying (2**12 files end up alone)."""
@@ -36,12 +36,17 @@ def make_batches(
     files: Sequence[ListedFile], model_ids: Mapping[str, str], batch_size: int, *, prefix: str = "b"
 ) -> list[Batch]:
     """Consecutive files in batches of ``batch_size``."""
+    return list(iter_batches(files, model_ids, batch_size, prefix=prefix))
+
+
+def iter_batches(
+    files: Sequence[ListedFile], model_ids: Mapping[str, str], batch_size: int, *, prefix: str = "b"
+) -> Iterator[Batch]:
+    """:func:`make_batches`, a batch at a time: the driver holds the batches in flight, not the night's."""
     size = max(1, batch_size)
-    out = []
     for start in range(0, len(files), size):
         chunk = tuple(files[start : start + size])
-        out.append(Batch(f"{prefix}{start // size}", chunk, tuple(model_ids[f.url] for f in chunk)))
-    return out
+        yield Batch(f"{prefix}{start // size}", chunk, tuple(model_ids[f.url] for f in chunk))
 
 
 def auto_batch_size(n_files: int, slots: int, threads: int, threads_per_worker: int) -> int:

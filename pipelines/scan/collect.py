@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -24,6 +24,7 @@ from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan.execute import BatchResult
+from gguf_audit.pipelines.scan.ledger import TableSpill, UrlLedger
 from gguf_audit.pipelines.scan.tally import Tally
 from gguf_audit.pipelines.store.output import Recovered
 from gguf_audit.pipelines.store.parts import PartFile
@@ -126,22 +127,38 @@ class ScanResult:
 class Collector:
     """The driver's running state: the data files to commit, dedupe, counts, and what the model checks need.
 
-    It holds no table rows: per file only the small facts row the workers
-    return (:data:`~gguf_audit.pipelines.scan.tally.FACT_COLUMNS`) and, for shards,
-    their :class:`ShardFacts`.
+    It holds no table rows, and no Python object per file: which listed files
+    have rows is kept in a ledger on the driver's disk, and so are the small
+    facts row of each file the workers return
+    (:data:`~gguf_audit.pipelines.scan.tally.FACT_COLUMNS`) and where each one's
+    tensor infos lie (:mod:`~gguf_audit.pipelines.scan.ledger`). Only the
+    shards' :class:`ShardFacts` stay in memory (a shard set is judged from them).
     """
 
-    expected: frozenset[str]
-    seen: set[str] = field(default_factory=set)
+    expected: InitVar[Iterable[str]]
+    """The listed URLs: the only files whose rows are taken."""
+    ledger: UrlLedger = field(init=False)
     parts: dict[str, list[PartFile]] = field(default_factory=dict)
     rows: Counter[str] = field(default_factory=Counter)
     tally: Tally = field(default_factory=Tally)
-    facts: list[pa.Table] = field(default_factory=list)
+    facts: TableSpill = field(default_factory=TableSpill)
     shard_facts: dict[str, ShardFacts] = field(default_factory=dict)
-    tensor_tables: dict[str, bytes] = field(default_factory=dict)
-    """Where each GGUF read this night keeps its tensor infos, packed in 62 bytes
-    (:meth:`~gguf_audit.format.tensor_table.TensorTableAt.packed`): the compare phase reads only those."""
+    tensor_tables: TableSpill = field(default_factory=TableSpill)
+    """Where each GGUF read this night keeps its tensor infos (``url``, ``packed``: 62 bytes,
+    :meth:`~gguf_audit.format.tensor_table.TensorTableAt.packed`): the compare phase reads only those."""
     dropped: int = 0
+
+    def __post_init__(self, expected: Iterable[str]) -> None:
+        self.ledger = UrlLedger(expected)
+
+    @property
+    def n_seen(self) -> int:
+        """Listed files with rows so far."""
+        return self.ledger.n_seen
+
+    def seen_urls(self) -> set[str]:
+        """The listed files with rows so far (a Python set: for tests and small nights)."""
+        return self.ledger.seen_urls()
 
     def add(self, result: BatchResult) -> list[str]:
         """Take one batch's data files and facts, unless a file of it already has rows.
@@ -151,17 +168,21 @@ class Collector:
         batch's files are all taken or none, since its data files hold them all.
         """
         urls = result.urls
-        fresh = [u for u in dict.fromkeys(urls) if u in self.expected and u not in self.seen]
+        fresh = self.ledger.unseen(urls)
         if len(fresh) != len(urls):
             self.dropped += len(urls) - len(fresh)
             return fresh
-        self.seen.update(fresh)
+        self.ledger.mark_seen(fresh)
         self.add_parts(result.parts)
-        self.facts.append(result.facts.combine_chunks())  # a no-op for a worker's (see execute)
+        self.facts.append(result.facts)
         self.tally.merge(result.tally)
         for fact in result.shard_facts:
             self.shard_facts[fact.url] = fact
-        self.tensor_tables.update(result.tensor_tables)
+        if result.tensor_tables:
+            urls_of, packed = zip(*result.tensor_tables, strict=True)
+            self.tensor_tables.append(
+                pa.table({"url": pa.array(urls_of, pa.string()), "packed": pa.array(packed, pa.binary())})
+            )
         return []
 
     def add_parts(self, parts: Sequence[PartFile]) -> None:
@@ -170,22 +191,32 @@ class Collector:
             self.rows[part.table] += part.rows
 
     def add_reused(
-        self, urls: Sequence[str], facts: Sequence[pa.Table], tally: Tally, shard_facts: Sequence[ShardFacts]
+        self, urls: Iterable[str], facts: Sequence[pa.Table], tally: Tally, shard_facts: Sequence[ShardFacts]
     ) -> None:
         """Count the reused files (their files rows are written by the driver, see :meth:`add_parts`).
 
         ``facts`` are the facts rows of those of them whose model is judged again.
         """
-        self.seen.update(urls)
-        self.facts.extend(f.combine_chunks() for f in facts if f.num_rows)
+        self.ledger.mark_seen(urls)
+        self.facts.extend(f for f in facts if f.num_rows)
         self.tally.merge(tally)
         for fact in shard_facts:
             self.shard_facts[fact.url] = fact
 
     def add_facts(self, facts: pa.Table) -> None:
         """Facts rows of files already counted (reused files of a carried model judged again after all)."""
-        if facts.num_rows:
-            self.facts.append(facts.combine_chunks())
+        self.facts.append(facts)
+
+    def take_tensor_tables(self, urls: Iterable[str]) -> dict[str, bytes]:
+        """The packed tensor tables of ``urls`` (those this night read), then let go of every one."""
+        wanted = pa.array(sorted(set(urls)), pa.string())
+        out: dict[str, bytes] = {}
+        if len(wanted):
+            for table in self.tensor_tables:
+                hits = table.filter(pc.is_in(table.column("url"), value_set=wanted))
+                out.update(zip(hits.column("url").to_pylist(), hits.column("packed").to_pylist(), strict=True))
+        self.tensor_tables.close()
+        return out
 
     def members(self, model_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
         """The facts rows of the files of ``model_ids``, by model."""
@@ -195,6 +226,12 @@ class Collector:
             for row in facts.filter(pc.is_in(facts.column("model_id"), value_set=wanted)).to_pylist():
                 out.setdefault(row["model_id"], []).append(row)
         return out
+
+    def close(self) -> None:
+        """Let go of the driver's files (the ledger and the spills)."""
+        self.ledger.close()
+        self.facts.close()
+        self.tensor_tables.close()
 
 
 def model_summaries(

@@ -171,7 +171,8 @@ def _model_lineages(
     refinement, digest, directory) are interned, so a family of 10^5 models holds one copy
     of each. Pairing keeps only the rows of directories that hold a projector.
     """
-    canon = {mid: mid for mid in groups}
+    # a dict's ids are shared with it; ModelGroups makes its strings when asked, so the facts' own are kept
+    canon = {mid: mid for mid in groups} if isinstance(groups, dict) else {}
     projector_dirs = _projector_dirs(collector)
     found: dict[str, ModelLineage] = {}
     sharded: dict[str, list[dict[str, Any]]] = {}
@@ -407,7 +408,7 @@ def run_compare(
     did not read (:meth:`Night.stored_tables`): the comparison then reads none of those files' headers.
     """
     # the batches take the tables they need; the driver holds none of them through the commit
-    tables, collector.tensor_tables = collector.tensor_tables, {}
+    tables = collector.take_tensor_tables(u for p in lineage.pairs for u in (p.reference_url, p.quant_url))
     if not lineage.pairs:
         return
     as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs

@@ -8,8 +8,9 @@ The driver writes only small rows itself: a ``files`` row per reused file, a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Final
 
@@ -29,6 +30,7 @@ from gguf_audit.pipelines.scan.collect import (
     model_summaries,
     runs_row,
 )
+from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import Lineage, judge_lineage, reload_member_facts, reload_shard_facts
 from gguf_audit.pipelines.scan.reuse import (
     ReusePlan,
@@ -59,6 +61,13 @@ DRIVER_ROW_GROUP_ROWS: Final = MODELS_PER_CHUNK
 held to the end of the night (65,536 rows pending cost 2.4 KB a model at close, bench_driver.py)."""
 
 
+def _chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``values`` in lists of ``size`` (the last may be shorter): a chunk of model ids at a time."""
+    it = iter(values)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
 class RunError(GGUFAuditError, RuntimeError):
     """The run itself failed (listing, cluster, invariant, commit); nothing was committed."""
 
@@ -85,9 +94,12 @@ class Night:
         self.base_run_id = base_run_id
         self.plan = plan
         self.listing = listing
-        self.urls = [f.url for f in listing.files]
-        self.model_ids = {u: mid for mid, members in groups.items() for u in members}
-        self.collector = Collector(frozenset(self.urls))
+        self.model_ids: Mapping[str, str] = (
+            groups.model_ids
+            if isinstance(groups, ModelGroups)
+            else {u: mid for mid, members in groups.items() for u in members}
+        )
+        self.collector = Collector(listing.compact.urls())
         self.parts = RunParts(
             out.url,
             out.fsspec_options,
@@ -110,7 +122,7 @@ class Night:
         """
         if self.base_run_id is None or not self.plan.reuse:
             return
-        read = {f.url for f in self.plan.read}
+        read = set(self.plan.read.urls())
         carried, model_tally = carried_models(self.out, self.base_run_id, self.groups, read)
         self.carried = carried
         carried_ids = pa.array(sorted(set(carried.column("model_id").to_pylist())), pa.string())
@@ -143,7 +155,7 @@ class Night:
 
         Never fails the night: should lineage fail, the models are judged without it (and logged).
         """
-        read = (f.url for f in self.plan.read)
+        read = self.plan.read.urls()
         try:
             lineage = judge_lineage(self.out, config, self.groups, self.collector, self.carried, read, self.listing)
             reload_member_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
@@ -181,10 +193,10 @@ class Night:
         self.parts.write("models", carried)
         incomplete = list(incomplete_models(carried))
         n_models = carried.num_rows
-        to_judge = [m for m in self.groups if m not in carried_ids]
-        self.summaries_judged = len(to_judge)
-        for start in range(0, len(to_judge), MODELS_PER_CHUNK):
-            judged = model_summaries(self.groups, self.collector, to_judge[start : start + MODELS_PER_CHUNK])
+        self.summaries_judged = 0
+        for chunk in _chunks((m for m in self.groups if m not in carried_ids), MODELS_PER_CHUNK):
+            self.summaries_judged += len(chunk)
+            judged = model_summaries(self.groups, self.collector, chunk)
             if lineage is not None:
                 judged = lineage.apply(judged)
             models = models_to_table(judged, run_id=self.run_id)
@@ -256,29 +268,29 @@ class Night:
             with contextlib.suppress(OSError):
                 self.out.fs.rm_file(self.out.path("files", part.path))
 
+    @property
+    def n_files(self) -> int:
+        """The files listed this night (each URL once)."""
+        return len(self.collector.ledger)
+
     def check_one_row_per_file(self) -> int:
         """Read the ``url`` column of every ``files`` data file of this night: every listed file exactly once.
 
-        Counted in Arrow (no Python string per row): only the offending URLs become Python values.
+        Counted against the listing on the driver's disk (:meth:`UrlLedger.one_row_report`), a data file at
+        a time: only the first offending URLs become Python values that stay.
         """
-        columns = [
+        columns = (
             pq.read_table(self.out.path("files", part.path), columns=["url"], filesystem=self.out.fs).column("url")
             for part in self.collector.parts.get("files", [])
-        ]
-        urls = pa.chunked_array([c for column in columns for c in column.chunks], pa.string())
-        counts = pc.value_counts(urls)
-        present = counts.field("values")
-        expected = pa.array(sorted(self.collector.expected), pa.string())
-        duplicated = sorted(present.filter(pc.greater(counts.field("counts"), 1)).to_pylist())
-        missing = sorted(expected.filter(pc.invert(pc.is_in(expected, value_set=present))).to_pylist())
-        unexpected = sorted(present.filter(pc.invert(pc.is_in(present, value_set=expected))).to_pylist())
-        if duplicated or missing or unexpected:
+        )
+        n, duplicated, missing, unexpected = self.collector.ledger.one_row_report(columns)
+        if duplicated[0] or missing[0] or unexpected[0]:
             raise RunError(
-                f"the files table does not hold exactly one row per listed file: {len(missing)} missing "
-                f"{missing[:3]}, {len(duplicated)} duplicated {duplicated[:3]}, {len(unexpected)} unexpected "
-                f"{unexpected[:3]}; nothing was committed"
+                f"the files table does not hold exactly one row per listed file: {missing[0]} missing "
+                f"{missing[1]}, {duplicated[0]} duplicated {duplicated[1]}, {unexpected[0]} unexpected "
+                f"{unexpected[1]}; nothing was committed"
             )
-        return len(urls)
+        return n
 
     def commit(
         self, config: ScanConfig, result: ScanResult, started: datetime, on_committed: CommitObserver | None = None
@@ -294,6 +306,10 @@ class Night:
             return part
 
         return self.out.commit(self.run_id, self.collector.parts, runs_part, on_committed=on_committed)
+
+    def close(self) -> None:
+        """Let go of the driver's own files (its ledger and spills), committed or not."""
+        self.collector.close()
 
     def discard(self) -> None:
         """Best effort: remove the data files this night wrote (nothing names them; vacuum would anyway)."""

@@ -49,7 +49,7 @@ from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
 from gguf_audit.pipelines.scan.tally import Tally
 from gguf_audit.pipelines.store.output import Output, rows_in, source_pairs
-from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.listed import ListedFile, ListedFiles
 from gguf_audit.tables.schema import PARTITION_COLUMN
 from gguf_audit.tables.shard_facts import shard_facts_from_tables
 from gguf_audit.tables.stored_header import STORED_FILE_COLUMNS, STORED_TENSOR_COLUMNS, known_table
@@ -78,7 +78,8 @@ class ReusePlan:
     """Which listed files keep their rows, and which are read."""
 
     reuse: dict[str, ListedFile]
-    read: list[ListedFile]
+    read: ListedFiles
+    """Held as Arrow columns, as the listing's files are (a first night reads them all and copies none)."""
 
 
 def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReusePlan:
@@ -88,7 +89,7 @@ def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReuseP
     keeps only the set of URLs found unchanged, never the rows.
     """
     if base_run_id is None:
-        return ReusePlan({}, list(listing.files))
+        return ReusePlan({}, listing.compact)
     listed = {f.url: f for f in listing.files}
     columns = ["url", "size", "etag", "version_id", "mtime", "sha256", "codes"]
     unchanged: set[str] = set()
@@ -104,7 +105,8 @@ def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReuseP
             ):
                 unchanged.add(url)
     reuse = {f.url: f for f in listing.files if f.url in unchanged}
-    return ReusePlan(reuse, [f for f in listing.files if f.url not in unchanged])
+    read = [i for i, url in enumerate(listing.compact.urls()) if url not in unchanged]
+    return ReusePlan(reuse, listing.compact.take(read))
 
 
 def base_run(out: Output, config: ScanConfig) -> tuple[str | None, str | None]:

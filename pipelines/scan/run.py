@@ -33,18 +33,20 @@ import os
 import secrets
 import time
 from asyncio import CancelledError  # what distributed raises for a future the scheduler lost
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import pyarrow as pa
+
 from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
-from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, discover, for_workers, options_for
-from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, make_batches, split_batch
+from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, iter_batches, split_batch
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch, lost_result
+from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import compare_options, run_compare
 from gguf_audit.pipelines.scan.mirror import check_mirror, check_mirror_config
 from gguf_audit.pipelines.scan.night import CommitObserver, Night, RunError
@@ -164,7 +166,7 @@ def _dashboard(client: Any) -> str | None:
 
 def _run_batches(
     client: Any,
-    batches: Sequence[Batch],
+    batches: Iterable[Batch],
     options: TaskOptions,
     on_result: Callable[[BatchResult], Sequence[str]],
     task: Callable[[Batch, TaskOptions], BatchResult] = audit_batch,
@@ -264,9 +266,28 @@ def run_scan(
     # The lease first: recover() may then roll back only the runs of a writer whose lease expired.
     out.acquire(f"scan {run_id}", wait_s=config.scan.lease_wait_s, expiry_s=config.scan.lease_expiry_s)
     try:
-        return _leased_scan(config, out, run_id, started, begun, client, observer)
+        with _driver_memory_pool():
+            return _leased_scan(config, out, run_id, started, begun, client, observer)
     finally:
         out.release()
+
+
+@contextlib.contextmanager
+def _driver_memory_pool() -> Iterator[None]:
+    """Arrow's allocations on the system allocator while the driver runs a night (the workers keep theirs).
+
+    The driver's Arrow work is small and comes in bursts (a listing made into
+    columns, a chunk of models, the one-row check): Arrow's default mimalloc
+    pool kept about three times its peak as resident memory after it (15 MB
+    for 5 MB allocated, making 30,000 listed files into columns), the system
+    allocator about its peak (``benchmarks/README.md``, ``bench_driver.py``).
+    """
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(previous)
 
 
 def _leased_scan(
@@ -294,7 +315,7 @@ def _leased_scan(
         raise RunError(
             f"no files matched {list(config.scan.include)} under {[*config.scan.roots, *config.scan.manifests]}"
         )
-    groups = group_models([f.url for f in listing.files])
+    groups = ModelGroups(listing.compact.urls())
 
     base_run_id, reuse_note = base_run(out, config) if config.scan.incremental else (None, None)
     plan = plan_reuse(out, base_run_id, listing)
@@ -305,8 +326,8 @@ def _leased_scan(
     committing = False
     try:
         night.keep_reused()
-        done = len(collector.seen)
-        observer.progress(done, len(night.urls), 0)
+        done = collector.n_seen
+        observer.progress(done, night.n_files, 0)
         audit_seconds = 0.0
         scheduler, dashboard, n_workers = "none", None, 0
         if plan.read:
@@ -317,7 +338,7 @@ def _leased_scan(
                 size = config.io.batch_size or auto_batch_size(
                     len(plan.read), max(1, n_workers * threads_per_worker), config.io.threads, threads_per_worker
                 )
-                batches = make_batches(plan.read, night.model_ids, size)
+                batches = iter_batches(plan.read, night.model_ids, size)
                 options = TaskOptions(
                     run_id,
                     for_workers(config.storage_options),
@@ -340,7 +361,7 @@ def _leased_scan(
                         read_bytes += result.bytes_read
                     for failure in result.failures:
                         log.warning("batch %s: %s", result.batch_id, failure)
-                    observer.progress(done, len(night.urls), read_bytes)
+                    observer.progress(done, night.n_files, read_bytes)
                     return again
 
                 window = BATCHES_IN_FLIGHT_PER_THREAD * max(1, n_workers * threads_per_worker)
@@ -383,7 +404,7 @@ def _leased_scan(
             run_id=run_id,
             out=config.scan.out,
             base_run_id=base_run_id,
-            n_files=len(night.urls),
+            n_files=night.n_files,
             n_read=len(plan.read),
             n_reused=len(plan.reuse),
             n_models=n_models,
@@ -422,6 +443,8 @@ def _leased_scan(
         if not committing:
             night.discard()
         raise
+    finally:
+        night.close()
 
 
 def _committed(observer: ScanObserver) -> CommitObserver:

@@ -36,4 +36,4 @@ def test_a_batch_delivered_twice_adds_no_rows(tmp_path: Path, local_collection: 
     late = Collector(frozenset(f.url for f in listed))
     assert late.add(overlapping) == []
     assert late.add(first) == [listed[0].url]
-    assert late.seen == {f.url for f in listed[1:]}
+    assert late.seen_urls() == {f.url for f in listed[1:]}

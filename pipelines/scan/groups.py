@@ -1,0 +1,233 @@
+"""A night's models and their files, held as Arrow columns: :class:`ModelGroups`.
+
+:func:`~gguf_audit.format.shard_names.group_models` says which files make one
+model; as a dict of lists it costs a model-id string, a list and a URL string
+per file (about 300 bytes). Here the same groups, in the same order, cost the
+URLs' and ids' bytes and two hashes a file: the URLs are made into the
+columns a chunk at a time, grouped in Arrow, and looked up through sorted
+hashes (Python's own ``hash`` of the string, stable within the process).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gguf_audit.format.shard_names import model_id_for, parse_shard_name, url_path
+
+__all__ = ["ModelGroups", "ModelIds"]
+
+_CHUNK: Final = 4096
+"""URLs turned into Python strings at a time (building, iterating, hashing)."""
+
+
+class _HashIndex:
+    """Positions of some strings, found by their hash (collisions checked against the strings themselves)."""
+
+    __slots__ = ("_hashes", "_order", "_values")
+
+    def __init__(self, values: pa.ChunkedArray | pa.Array) -> None:
+        self._values = values
+        hashes = np.empty(len(values), dtype=np.int64)
+        for start in range(0, len(values), _CHUNK):
+            chunk = values.slice(start, _CHUNK).to_pylist()
+            hashes[start : start + len(chunk)] = [hash(v) for v in chunk]
+        order = np.argsort(hashes, kind="stable")
+        self._hashes = hashes[order]
+        self._order = order.astype(np.int32) if len(order) < 2**31 else order  # half the bytes, nearly always
+
+    def find(self, value: str) -> int:
+        """The position of ``value``, or -1."""
+        h = hash(value)
+        at = int(np.searchsorted(self._hashes, h))
+        while at < len(self._hashes) and self._hashes[at] == h:
+            position = int(self._order[at])
+            if self._values[position].as_py() == value:
+                return position
+            at += 1
+        return -1
+
+
+class ModelGroups(Mapping[str, Sequence[str]]):
+    """Files grouped by model (shards in index order), in :func:`group_models`' order, as Arrow columns.
+
+    ``groups[model_id]`` is a list of the model's URLs, made when asked for.
+    """
+
+    def __init__(self, urls: Iterable[str]) -> None:
+        table = _grouped(urls)
+        self._urls = table.column("url")
+        self._ids = table.column("model_id")
+        n = len(self._ids)
+        if n:
+            changes = pc.not_equal(self._ids.slice(1), self._ids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            self._starts = np.concatenate([[0], np.flatnonzero(changes) + 1]).astype(np.int64)
+        else:
+            self._starts = np.zeros(0, dtype=np.int64)
+        # every file its own model (the common night): the ids are the groups' ids, no copy
+        self._group_ids = self._ids if len(self._starts) == n else self._ids.take(pa.array(self._starts))
+        self._by_id = _HashIndex(self._group_ids)
+        self._by_url = _HashIndex(self._urls)
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self._group_ids), _CHUNK):
+            yield from (str(m) for m in self._group_ids.slice(start, _CHUNK).to_pylist())
+
+    def _members(self, group: int) -> list[str]:
+        start = int(self._starts[group])
+        end = int(self._starts[group + 1]) if group + 1 < len(self._starts) else len(self._urls)
+        return [str(u) for u in self._urls.slice(start, end - start).to_pylist()]
+
+    def __getitem__(self, model_id: str) -> list[str]:
+        group = self._by_id.find(model_id) if isinstance(model_id, str) else -1
+        if group < 0:
+            raise KeyError(model_id)
+        return self._members(group)
+
+    def __contains__(self, model_id: object) -> bool:
+        return isinstance(model_id, str) and self._by_id.find(model_id) >= 0
+
+    def items_in_order(self) -> Iterator[tuple[str, list[str]]]:
+        """Every model and its URLs, in order (a chunk of models' strings at a time)."""
+        for group, model_id in enumerate(self):
+            yield model_id, self._members(group)
+
+    def model_of(self, url: str) -> str | None:
+        """The model ``url`` belongs to, or None when it is not listed."""
+        position = self._by_url.find(url)
+        return None if position < 0 else str(self._ids[position].as_py())
+
+    @property
+    def model_ids(self) -> ModelIds:
+        """Each file's model, by URL."""
+        return ModelIds(self)
+
+
+class ModelIds(Mapping[str, str]):
+    """Each listed file's model id by its URL (:meth:`ModelGroups.model_of`), computed when asked for."""
+
+    __slots__ = ("_groups",)
+
+    def __init__(self, groups: ModelGroups) -> None:
+        self._groups = groups
+
+    def __getitem__(self, url: str) -> str:
+        model_id = self._groups.model_of(url)
+        if model_id is None:
+            raise KeyError(url)
+        return model_id
+
+    def __iter__(self) -> Iterator[str]:
+        urls = self._groups._urls
+        for start in range(0, len(urls), _CHUNK):
+            yield from (str(u) for u in urls.slice(start, _CHUNK).to_pylist())
+
+    def __len__(self) -> int:
+        return len(self._groups._urls)
+
+
+def _grouped(urls: Iterable[str]) -> pa.Table:
+    """``url`` and ``model_id`` columns, grouped and ordered as :func:`group_models` orders its dict."""
+    batches: list[pa.RecordBatch] = []
+    chunk: list[str] = []
+    seen_at = 0
+
+    def flush() -> None:
+        nonlocal seen_at
+        shards = [parse_shard_name(u) for u in chunk]
+        batches.append(
+            pa.record_batch(
+                {
+                    "url": pa.array(chunk, pa.string()),
+                    "pos": pa.array(range(seen_at, seen_at + len(chunk)), pa.int64()),
+                    "base": pa.array(
+                        [s.model_id if s is not None else model_id_for(u) for u, s in zip(chunk, shards, strict=True)],
+                        pa.string(),
+                    ),
+                    "shard": pa.array([s is not None for s in shards], pa.bool_()),
+                    "index": pa.array([s.shard_index if s is not None else 0 for s in shards], pa.int64()),
+                    "count": pa.array([s.shard_count if s is not None else 0 for s in shards], pa.int64()),
+                }
+            )
+        )
+        seen_at += len(chunk)
+        chunk.clear()
+
+    for url in urls:
+        chunk.append(url)
+        if len(chunk) == _CHUNK:
+            flush()
+    if chunk:
+        flush()
+    if not batches:
+        return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
+    table = pa.Table.from_batches(batches)
+    batches.clear()
+    # the first of each URL (a listing names each once; group_models takes each once)
+    if pc.count_distinct(table.column("url")).as_py() != table.num_rows:
+        firsts = table.group_by("url", use_threads=False).aggregate([("pos", "min")]).column("pos_min")
+        table = table.filter(pc.is_in(table.column("pos"), value_set=firsts))
+    shard = table.column("shard").to_numpy(zero_copy_only=False)
+    if not shard.any():  # the common collection: no copy of the rows
+        return _ordered_singles(table, pa.chunked_array([], pa.string()))
+    sets = _ordered_sets(table.take(pa.array(np.flatnonzero(shard))))
+    singles = _ordered_singles(table.take(pa.array(np.flatnonzero(~shard))), sets.column("model_id"))
+    return pa.concat_tables([sets, singles])
+
+
+def _first_seen(values: pa.ChunkedArray) -> npt.NDArray[np.int32]:
+    """Each value's rank by where it first appears (equal values, equal ranks): the order of a dict's keys."""
+    ranks: npt.NDArray[np.int32] = pc.index_in(values, value_set=pc.unique(values)).to_numpy(zero_copy_only=False)
+    return ranks
+
+
+def _ordered_sets(rows: pa.Table) -> pa.Table:
+    """Shard sets in the order they first appear, each set's shards by index (then count, URL)."""
+    if rows.num_rows == 0:
+        return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
+    keyed = pa.table(
+        {
+            "set": _first_seen(rows.column("base")),
+            "index": rows.column("index"),
+            "count": rows.column("count"),
+            "url": rows.column("url"),
+        }
+    )
+    order = pc.sort_indices(
+        keyed, sort_keys=[("set", "ascending"), ("index", "ascending"), ("count", "ascending"), ("url", "ascending")]
+    )
+    return pa.table({"url": rows.column("url").take(order), "model_id": rows.column("base").take(order)})
+
+
+def _ordered_singles(rows: pa.Table, set_ids: pa.ChunkedArray) -> pa.Table:
+    """Single files by where their id first appears, then as listed; a file whose id another single file or a
+    shard set has is its URL's path instead."""
+    if rows.num_rows == 0:
+        return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
+    base = rows.column("base")
+    if pc.count_distinct(base).as_py() == len(base):  # the common collection: each id once, no hash of ranks
+        ranks = np.arange(len(base), dtype=np.int32)
+        taken = np.zeros(len(base), dtype=bool)
+    else:
+        ranks = _first_seen(base)
+        taken = np.bincount(ranks)[ranks] > 1
+    if len(set_ids):
+        taken |= pc.is_in(base, value_set=pc.unique(set_ids)).to_numpy(zero_copy_only=False)
+    model_ids: pa.Array | pa.ChunkedArray = base
+    if taken.any():
+        at = np.flatnonzero(taken)
+        own = [url_path(str(u)) for u in rows.column("url").take(pa.array(at)).to_pylist()]
+        model_ids = pc.replace_with_mask(base.combine_chunks(), pa.array(taken), pa.array(own, pa.string()))
+    order = np.lexsort((rows.column("pos").to_numpy(), ranks))
+    if np.array_equal(order, np.arange(len(order))):  # every id once, as listed: no copy
+        return pa.table({"url": rows.column("url"), "model_id": model_ids})
+    at_order = pa.array(order)
+    return pa.table({"url": rows.column("url").take(at_order), "model_id": model_ids.take(at_order)})

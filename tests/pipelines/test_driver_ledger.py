@@ -1,0 +1,151 @@
+"""The driver's per-file state off the Python heap: the ledger, the spills, the listing and the groups as columns."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import pyarrow as pa
+import pytest
+
+from gguf_audit.codes import Code
+from gguf_audit.format.shard_names import group_models
+from gguf_audit.pipelines.scan.groups import ModelGroups
+from gguf_audit.pipelines.scan.ledger import TableSpill, UrlLedger
+from gguf_audit.tables.listed import ListedFile, ListedFiles
+
+T = TypeVar("T")
+
+
+def test_the_ledger_takes_each_listed_url_once_and_counts_the_rows_on_disk() -> None:
+    ledger = UrlLedger(f"s3://b/m{i}.gguf" for i in range(5))
+    assert len(ledger) == 5 and ledger.n_seen == 0
+    batch = ["s3://b/m1.gguf", "s3://b/m1.gguf", "s3://b/m2.gguf", "s3://b/other.gguf"]
+    assert ledger.unseen(batch) == ["s3://b/m1.gguf", "s3://b/m2.gguf"]  # once each, listed ones only
+    ledger.mark_seen(batch)
+    assert ledger.n_seen == 2 and ledger.seen_urls() == {"s3://b/m1.gguf", "s3://b/m2.gguf"}
+    assert ledger.unseen(["s3://b/m2.gguf", "s3://b/m3.gguf"]) == ["s3://b/m3.gguf"]
+    ledger.mark_seen(["s3://b/m2.gguf"])  # already seen: not counted twice
+    assert ledger.n_seen == 2
+
+    rows = pa.chunked_array(
+        [["s3://b/m0.gguf", "s3://b/m1.gguf", "s3://b/m1.gguf"], ["s3://b/m2.gguf", "s3://b/zz.gguf"]]
+    )
+    n, duplicated, missing, unexpected = ledger.one_row_report([rows, pa.array(["s3://b/m4.gguf"])])
+    assert n == 6
+    assert duplicated == (1, ["s3://b/m1.gguf"])
+    assert missing == (1, ["s3://b/m3.gguf"])
+    assert unexpected == (1, ["s3://b/zz.gguf"])
+    every = pa.array([f"s3://b/m{i}.gguf" for i in range(5)])
+    assert ledger.one_row_report([every]) == (5, (0, []), (0, []), (0, []))  # the check can be run again
+    ledger.close()
+
+
+def test_a_spill_gives_back_its_tables_in_order() -> None:
+    spill = TableSpill()
+    assert list(spill) == [] and len(spill) == 0
+    first = pa.table({"url": ["a", "b"], "n": [1, 2]})
+    second = pa.table({"url": ["c"], "n": [3]})
+    spill.append(first)
+    spill.append(first.slice(0, 0))  # nothing to keep
+    spill.extend([second])
+    assert len(spill) == 2 and spill.num_rows == 3
+    assert [t.to_pylist() for t in spill] == [first.to_pylist(), second.to_pylist()]
+    assert [t.to_pylist() for t in spill] == [first.to_pylist(), second.to_pylist()]  # read again, same
+    spill.close()
+    assert list(spill) == []
+
+
+def _listed(i: int) -> ListedFile:
+    return ListedFile(
+        f"s3://b/d{i // 3}/m{i}.gguf",
+        size=None if i == 4 else 100 + i,
+        etag=f'"{i:x}"',
+        version_id=None,
+        mtime=datetime(2026, 1, 1, 0, 0, i, 123456, tzinfo=UTC),
+        sha256=None if i % 2 else f"{i:064x}",
+        revision="main" if i == 2 else None,
+    )
+
+
+def test_listed_files_as_columns_give_back_every_field() -> None:
+    files = [_listed(i) for i in range(7)]
+    files[3] = ListedFile.at("https://user:pw@h/m3.gguf", size=5)
+    files[5] = ListedFile("s3://b/broken.gguf", error_code=Code.IO_NOT_FOUND, error_message="gone")
+    compact = ListedFiles.of(files)
+    assert len(compact) == 7 and list(compact) == files
+    assert [f.read_url for f in compact] == [f.read_url for f in files]  # not compared by ==
+    assert compact[-1] == files[-1] and compact[3].read_url == "https://user:pw@h/m3.gguf"
+    assert list(compact[2:5]) == files[2:5] and compact[2:5][1].read_url == files[3].read_url
+    assert list(compact.take([5, 0])) == [files[5], files[0]]
+    assert compact.read_urls() == {files[3].url: "https://user:pw@h/m3.gguf"}
+    assert compact.total_size() == sum(f.size or 0 for f in files) and compact.unsized() == 2
+    assert list(compact.urls()) == [f.url for f in files]
+    with pytest.raises(IndexError):
+        compact[7]
+
+    again = ListedFiles.of([files[1], _listed(9), files[0]])
+    joined = ListedFiles.first_of_each_url([compact, again])
+    assert [f.url for f in joined] == [f.url for f in files] + [_listed(9).url]  # each URL where it first came
+    assert joined[3].read_url == files[3].read_url and joined[5].error_code == Code.IO_NOT_FOUND
+
+
+URLS = [
+    "s3://b/a/big-00002-of-00003.gguf",
+    "s3://b/a/q4.gguf",
+    "s3://b/a/big-00001-of-00003.gguf",
+    "s3://b/a/big.gguf",  # its id is the shard set's: it keeps its URL
+    "s3://b/c/x-00001-of-00002.gguf?sig=1",
+    "s3://b/c/x-00002-of-00002.gguf?sig=2",
+    "s3://b/b/q4.gguf",
+    "https://h/m.gguf?x=1",
+    "s3://b/a/big-00003-of-00003.gguf",
+]
+
+
+def test_model_groups_are_group_models_as_columns() -> None:
+    groups = ModelGroups(URLS)
+    want = group_models(URLS)
+    assert list(groups) == list(want) and len(groups) == len(want)
+    assert {m: groups[m] for m in groups} == want
+    assert list(groups.items_in_order()) == list(want.items())
+    assert all(groups.model_ids[u] == m for m, urls in want.items() for u in urls)
+    assert "s3://b/a/big" in groups and "s3://b/a/nope" not in groups and 3 not in groups
+    assert groups.get("s3://b/a/nope") is None
+    with pytest.raises(KeyError):
+        groups.model_ids["s3://b/a/nope.gguf"]
+    assert len(groups.model_ids) == len(URLS) and list(groups.model_ids) == [u for us in want.values() for u in us]
+    assert list(ModelGroups([])) == []
+
+
+def test_the_listing_and_the_groups_hold_no_python_object_per_file() -> None:
+    """Columns, not objects: the listing and its groups cost a fifth of the heap the tuple and the dict did."""
+    n = 20_000
+    urls = [f"s3://bucket/org-{i // 100:04d}/model-{i:06d}/model-{i:06d}.Q4_K_M.gguf" for i in range(n)]
+
+    def held(make: Callable[[], T]) -> tuple[T, int]:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            made = make()
+            gc.collect()
+            return made, tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+
+    def listed() -> list[ListedFile]:
+        return [ListedFile(u, size=i, mtime=datetime(2026, 1, 1, tzinfo=UTC)) for i, u in enumerate(urls)]
+
+    def as_columns() -> tuple[ListedFiles, ModelGroups]:
+        compact = ListedFiles.of(listed())
+        return compact, ModelGroups(compact.urls())
+
+    objects, objects_bytes = held(lambda: (tuple(listed()), group_models(urls)))
+    del objects
+    (_, groups), columns_bytes = held(as_columns)
+    assert len(groups) == n and groups.model_ids[urls[-1]] == urls[-1].removesuffix(".gguf")
+    assert objects_bytes / n > 300  # a ListedFile, its URL and datetime, a model id, a list, dict entries
+    assert columns_bytes / n < 40  # the sorted hashes (12 bytes a file and a model, 8 a start); Arrow is not traced
