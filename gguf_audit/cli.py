@@ -98,6 +98,13 @@ def _parse_storage_options(text: str | None) -> dict[str, Any]:
 
 def _readable(url: str) -> str:
     """The URL, once its protocol is known and installed and it is not a local directory."""
+    from gguf_audit.io.plain import plain_protocol
+
+    protocol = plain_protocol(url)
+    if protocol in ("http", "https"):
+        return url  # the standard library reads these: no fsspec to ask
+    if protocol == "file" and not os.path.isdir(url):
+        return url
     from gguf_audit.io.protocols import ProtocolUnavailable, check_protocol, local_directory
 
     try:
@@ -128,13 +135,17 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from gguf_audit.templates.sandbox.runner import prestart
 
     prestart()
-    from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, AuditTarget, audit_file
+    from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, AuditResources, AuditTarget, audit_file
 
     sample_config = _sample_config(args)
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
     config = _with_upstream(config, args, options)
     url = _readable(args.url)
-    audit = audit_file(AuditTarget(url, storage_options=options, display_url=redact_url(url)), config=config)
+    # The header alone: a plain http(s) URL or local path is read with the standard library, the same requests
+    # and checks without fsspec's and aiohttp's start-up. Sampled blocks keep fsspec's concurrent reads.
+    resources = AuditResources(stdlib_reads=not args.samples)
+    target = AuditTarget(url, storage_options=options, display_url=redact_url(url))
+    audit = audit_file(target, config=config, resources=resources)
     fmt = "json" if args.json else args.format
     if fmt in ("json", "jsonl"):
         from gguf_audit.report.json import audit_to_json, dumps
@@ -161,6 +172,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _with_upstream(config: AuditConfig, args: argparse.Namespace, options: Mapping[str, Any]) -> AuditConfig:
     """``--upstream LOCATION`` compares with that place only (refused when it holds no upstream files);
     ``--upstream-auto`` looks beside the file, then where its header points. Neither: no upstream requests."""
+    if args.upstream is None and not args.upstream_auto:
+        return config
     from gguf_audit.io.upstream import UpstreamConfig, require_upstream
 
     if args.upstream is not None:
