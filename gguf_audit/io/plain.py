@@ -234,9 +234,12 @@ class PlainHTTPSource(RangeSource):
             location = resp.getheader("Location") if resp.status in _REDIRECTS else None
             if location is None:
                 try:
-                    return self._ranged_answer(resp, start, end, host, deadline, sock)
-                finally:
-                    self._settle(resp)
+                    body = self._ranged_answer(resp, start, end, host, deadline, sock)
+                except BaseException:
+                    self.close()  # a body cut short or a refusal: the next attempt starts on a fresh connection
+                    raise
+                self._settle(resp)
+                return body
             self._settle(resp)
             url = urllib.parse.urljoin(url, location)
         raise HTTPStatusError(310, f"more than {_MAX_REDIRECTS} redirects", self.url)
