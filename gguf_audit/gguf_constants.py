@@ -2,8 +2,8 @@
 
 ``import gguf`` runs its package ``__init__``, which imports every gguf-py
 module: the reader and writer, numpy, the quantizers, ``gguf.metadata`` and
-PyYAML, about 60 ms beyond numpy, where a header's checks need only the
-constants. ``gguf/constants.py`` imports nothing but the standard library, so
+PyYAML, about 40 ms more than numpy alone, where a header's checks need only
+the constants. ``gguf/constants.py`` imports nothing but the standard library, so
 it is executed here on its own and registered as ``gguf.constants``: every
 ``from gguf.constants import ...`` after it (ours, or gguf-py's own
 ``from .constants import *`` when something later imports the whole package)
