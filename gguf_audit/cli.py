@@ -137,7 +137,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     prestart()
     from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, AuditResources, AuditTarget, audit_file
 
-    sample_config = _sample_config(args)
+    # --sample-requests is checked even without --samples (a bad value is a usage error either way).
+    sample_config = _sample_config(args) if args.samples or args.sample_requests is not None else None
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
     config = _with_upstream(config, args, options)
     url = _readable(args.url)
