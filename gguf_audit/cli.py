@@ -10,6 +10,8 @@ SIGPIPE ended, without a traceback.
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import dataclasses
 import json
 import os
@@ -18,7 +20,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from gguf_audit import __version__
 from gguf_audit.errors import (
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 # decoders, the reports, compare), so a one-file ``inspect`` loads no more than
 # it runs, and ``codes`` or ``--version`` hardly anything (tests/test_cli_startup.py).
 
-__all__ = ["EXIT_STATUSES", "ExitStatus", "main", "say_error"]
+__all__ = ["EXIT_STATUSES", "ExitStatus", "main", "run", "say_error"]
 
 
 class ExitStatus(IntEnum):
@@ -465,6 +467,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return status
+
+
+QUICK_EXIT_COMMANDS: Final = frozenset({"inspect", "codes"})
+"""Commands whose process ends without the interpreter's teardown (see :func:`run`)."""
+
+
+def run() -> NoReturn:
+    """The ``gguf-audit`` script and ``python -m gguf_audit``: :func:`main`, then exit with its status.
+
+    After one of :data:`QUICK_EXIT_COMMANDS`, with no other thread left, the
+    process ends without the interpreter's teardown (clearing every module,
+    numpy's and jinja2's among them: 15 to 20 ms of a 0.3 s ``inspect``):
+    standard output and error are flushed and the ``atexit`` handlers run first
+    (a render child started and never used is stopped there). Every other
+    command exits the usual way: the pipelines' native libraries (DuckDB,
+    deltalake, dask) finish their work in it.
+    """
+    status = main()
+    if _command_of(sys.argv[1:]) in QUICK_EXIT_COMMANDS and threading.active_count() == 1:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # main already reported a closed pipe
+                stream.flush()
+        atexit._run_exitfuncs()
+        os._exit(status)
+    sys.exit(status)
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
