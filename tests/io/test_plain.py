@@ -22,6 +22,7 @@ from gguf_audit.io.plain import LocalFileSource, PlainHTTPSource, open_plain_sou
 from gguf_audit.io.read_config import ReadConfig
 from gguf_audit.report.json import audit_to_json, dumps
 from gguf_audit.testing.http import RangeHTTPServer
+from gguf_audit.testing.hub import LocalHub
 
 SMALL = "models/tiny-llama-Q8_0.gguf"
 BIG_HEADER = "vocab/ggml-vocab-deepseek-llm.gguf"
@@ -211,3 +212,22 @@ def test_local_paths_name_the_same_file_as_fsspec(tmp_path: Path, monkeypatch: p
     assert {f.code for a in missing for f in a.findings} == {"io.not_found"}
     assert missing[0].findings == missing[1].findings and missing[2].findings == missing[3].findings
     assert f"'{os.fspath(tmp_path)}/nope.gguf'" in missing[1].findings[0].message
+
+
+def test_a_redirect_to_another_origin_is_followed_as_fsspec_follows_it() -> None:
+    """A Hub resolve URL given as plain https: 302 to the blob on a CDN (another port, a presigned URL)."""
+    data = (corpus_dir() / BIG_HEADER).read_bytes()
+    with RangeHTTPServer() as cdn, LocalHub(cdn=cdn) as hub:
+        hub.add_org("org")
+        hub.create_repo("org/m")
+        hub.add_files("org/m", {"m.gguf": data})
+        url = hub.resolve_url("org/m", "m.gguf")
+        audits: dict[str, FileAudit] = {}
+        for reader in ("fsspec", "stdlib"):
+            cdn.reset_stats()
+            audits[reader] = _audit(url, reader)
+            assert len(cdn.requests) == 2 and cdn.bytes_sent == len(data)  # both reads went on to the CDN
+    assert audits["stdlib"].findings == audits["fsspec"].findings == []
+    assert audits["stdlib"].size == audits["fsspec"].size == len(data)
+    assert audits["stdlib"].io.requests == audits["fsspec"].io.requests == 2
+    assert audits["stdlib"].io.bytes_read == audits["fsspec"].io.bytes_read == len(data)
