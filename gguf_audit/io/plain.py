@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+from gguf_audit import __version__
 from gguf_audit.codes import Code
 from gguf_audit.errors import GGUFAuditError, SourceError
 from gguf_audit.io.base import RangeSource
@@ -43,6 +44,8 @@ _MAX_REDIRECTS: Final = 10
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _ERROR_BODY_BYTES: Final = 64 * 1024
 """An error answer's body read this far, so a short one keeps its connection alive."""
+_USER_AGENT: Final = f"gguf-audit/{__version__}"
+"""Sent with every request (some servers and CDNs refuse requests that name no client)."""
 _URL_SAFE: Final = "/%:@!$&'()*+,;=-._~"
 """Characters of a path or query sent as they are: a URL already percent-encoded is not encoded twice."""
 
@@ -270,7 +273,7 @@ class PlainHTTPSource(RangeSource):
         target = urllib.parse.quote(split.path or "/", safe=_URL_SAFE)
         if split.query:
             target += "?" + urllib.parse.quote(split.query, safe=_URL_SAFE + "?")
-        headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
+        headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
         conn = self._connection(scheme, split.netloc, deadline)
         try:
             conn.request("GET", target, headers=headers)
