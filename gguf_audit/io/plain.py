@@ -291,8 +291,8 @@ class PlainHTTPSource(RangeSource):
             self.close()
 
     def _note_rate_limit(self, resp: HTTPResponse, host: str) -> None:
-        headers = {k: v for k, v in resp.getheaders()}
-        limit = parse_rate_limit(headers)
+        # Lower-cased: header names are case-insensitive, and parse_rate_limit looks each up in two spellings.
+        limit = parse_rate_limit({name.lower(): value for name, value in resp.getheaders()})
         if resp.status == 429:
             self.stats.rate_limited += 1
             self.stats.requests += 1  # the caller counts the request that answers; this one did not

@@ -231,3 +231,20 @@ def test_a_redirect_to_another_origin_is_followed_as_fsspec_follows_it() -> None
     assert audits["stdlib"].size == audits["fsspec"].size == len(data)
     assert audits["stdlib"].io.requests == audits["fsspec"].io.requests == 2
     assert audits["stdlib"].io.bytes_read == audits["fsspec"].io.bytes_read == len(data)
+
+
+def test_a_429_naming_its_reset_pauses_and_asks_again_as_fsspec_does() -> None:
+    data = (corpus_dir() / SMALL).read_bytes()
+    with LocalHub() as hub:
+        hub.add_org("org")
+        hub.create_repo("org/m")
+        hub.add_files("org/m", {"m.gguf": data})
+        url = hub.resolve_url("org/m", "m.gguf")
+        audits: dict[str, FileAudit] = {}
+        for reader in ("fsspec", "stdlib"):
+            hub.fail_next_with_429(1, reset_s=1)
+            audits[reader] = _audit(url, reader, read=FAST)
+    for audit in audits.values():
+        assert audit.findings == [] and audit.size == len(data)
+        assert audit.io.rate_limited == 1 and audit.io.requests == 2
+        assert audit.io.rate_limit_wait_s >= 0.9  # the reset the 429 named, waited for
