@@ -64,7 +64,7 @@ def plain_protocol(url: str) -> str | None:
     None for anything else (read through fsspec)."""
     if "://" not in url:
         return None if "::" in url else "file"  # "a::b" chains fsspec filesystems
-    scheme = url.split("://", 1)[0].lower()
+    scheme = url.split("://", 1)[0]  # as fsspec's registry spells them: "HTTP://" is no protocol it knows
     return scheme if scheme in ("http", "https") else None
 
 

@@ -54,7 +54,8 @@ def _local_header(rel: str) -> Header:
 
 
 def test_the_stdlib_reader_is_chosen_only_for_plain_urls_without_options() -> None:
-    assert plain_protocol("http://h/m.gguf") == "http" and plain_protocol("HTTPS://h/m.gguf") == "https"
+    assert plain_protocol("http://h/m.gguf") == "http" and plain_protocol("https://h/m.gguf") == "https"
+    assert plain_protocol("HTTPS://h/m.gguf") is None  # fsspec knows no such protocol: the usage error stays its
     assert plain_protocol("/models/m.gguf") == "file" and plain_protocol("m.gguf") == "file"
     assert plain_protocol("s3://b/m.gguf") is None and plain_protocol("hf://o/r/m.gguf") is None
     assert plain_protocol("file:///m.gguf") is None and plain_protocol("simplecache::http://h/m") is None
