@@ -274,7 +274,11 @@ class PlainHTTPSource(RangeSource):
         if split.query:
             target += "?" + urllib.parse.quote(split.query, safe=_URL_SAFE + "?")
         headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
-        conn = self._connection(scheme, split.netloc, deadline)
+        userinfo, _, hostport = split.netloc.rpartition("@")
+        credentials = userinfo or self._own_userinfo(scheme, hostport)
+        if credentials:
+            headers["Authorization"] = _basic_auth(credentials)
+        conn = self._connection(scheme, hostport, deadline)
         try:
             conn.request("GET", target, headers=headers)
             sock = conn.sock
@@ -284,6 +288,13 @@ class PlainHTTPSource(RangeSource):
         except BaseException:
             self.close()  # a half-sent request or a half-read status line: the connection is not reusable
             raise
+
+    def _own_userinfo(self, scheme: str, hostport: str) -> str:
+        """The ``user:password`` of the URL read, for a request to its own origin only (a redirect elsewhere
+        does not carry it, as aiohttp does not)."""
+        own = urllib.parse.urlsplit(self.url)
+        userinfo, _, own_hostport = own.netloc.rpartition("@")
+        return userinfo if (own.scheme, own_hostport) == (scheme, hostport) else ""
 
     def _settle(self, resp: HTTPResponse) -> None:
         """Keep the connection for the next request only when this answer was read to its end."""
@@ -342,6 +353,19 @@ class PlainHTTPSource(RangeSource):
         if total is not None:
             check_body(body, stop, asked)
         return body[start:stop]
+
+
+def _basic_auth(userinfo: str) -> str:
+    """The ``Authorization`` value for a URL's ``user:password@`` (percent-decoded, as aiohttp sends it)."""
+    import base64
+
+    user, _, password = userinfo.partition(":")
+    pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    try:
+        raw = pair.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = pair.encode("utf-8")
+    return "Basic " + base64.b64encode(raw).decode("ascii")
 
 
 def _read_upto(resp: HTTPResponse, n: int, deadline: float, sock: socket.socket | None) -> bytes:

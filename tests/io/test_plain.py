@@ -9,6 +9,7 @@ audits both ways back to back and compares the results whole.
 from __future__ import annotations
 
 import os
+import urllib.parse
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from corpus import corpus_dir
 from gguf_audit.audit import AuditConfig, AuditResources, AuditTarget, FileAudit, audit_file
 from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
-from gguf_audit.io.plain import LocalFileSource, PlainHTTPSource, open_plain_source, plain_protocol
+from gguf_audit.io.plain import LocalFileSource, PlainHTTPSource, _basic_auth, open_plain_source, plain_protocol
 from gguf_audit.io.read_config import ReadConfig
 from gguf_audit.report.json import audit_to_json, dumps
 from gguf_audit.testing.http import RangeHTTPServer
@@ -249,3 +250,13 @@ def test_a_429_naming_its_reset_pauses_and_asks_again_as_fsspec_does() -> None:
         assert audit.findings == [] and audit.size == len(data)
         assert audit.io.rate_limited == 1 and audit.io.requests == 2
         assert audit.io.rate_limit_wait_s >= 0.9  # the reset the 429 named, waited for
+
+
+@pytest.mark.parametrize(("user", "password"), [("alice", "hunter2"), ("al@ice", "p:ss wörd"), ("bob", "")])
+def test_a_urls_credentials_are_sent_as_aiohttp_sends_them(user: str, password: str) -> None:
+    """``http://user:password@host/...``: HTTP Basic auth, the parts percent-decoded and encoded as Latin-1, as
+    aiohttp encodes a URL's credentials (``BasicAuth.from_url``)."""
+    import aiohttp
+
+    userinfo = f"{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}"
+    assert _basic_auth(userinfo) == aiohttp.encode_basic_auth(user, password, encoding="latin1")
