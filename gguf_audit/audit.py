@@ -268,6 +268,8 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
             findings.append(finding(code, f"{shown}: {type(exc).__name__}: {exc}"))
         else:
             findings.append(finding(Code.INTERNAL_UNEXPECTED, describe_exception(exc)))
+    if source is not None:
+        source.close()  # every read is done: a kept-alive connection is not left for the collector to close
     hub = target.hub_gguf
     if header is not None and hub is not None:  # what the listing knows of the file, against its header
         findings.extend(isolated("Hub card", lambda: check_hub_gguf(header, hub, shown)))

@@ -70,6 +70,9 @@ class RangeSource:
         """The file size, asked of the store when nobody told it yet."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Let go of what the source holds open for its next read (a kept-alive connection); reads may follow."""
+
     def _learn_size(self, content_range: str | None) -> None:
         """Take the total size from a ``Content-Range`` (``bytes a-b/N`` or ``bytes */N``), or check it.
 
