@@ -1,8 +1,8 @@
 """Range reads of plain ``http(s)://`` URLs and local paths with the standard library alone.
 
 A one-file command (``gguf-audit inspect``) reads a header in one or two
-requests; fsspec, aiohttp and their event loop cost a quarter of a second to
-import before the first byte is asked for, more than the reads themselves.
+requests; fsspec, aiohttp and asyncio cost about 0.2 s to import before the
+first byte is asked for, far more than the reads themselves.
 These sources make the same requests and apply the same rules as
 :mod:`gguf_audit.io.source` (the size from the listing or the first
 ``Content-Range``, every answer checked by :mod:`gguf_audit.io.ranged`, a
@@ -52,7 +52,7 @@ _URL_SAFE: Final = "/%:@!$&'()*+,;=-._~"
 
 class HTTPStatusError(GGUFAuditError, OSError):
     """An HTTP answer whose status is an error; ``status`` is what :func:`~gguf_audit.io.errors.classify_error`
-    maps to a code (404 not found, 401/403 permission denied, 5xx transient)."""
+    maps to a code and a retry decision (401/403 permission denied; 408, 425, 429, 500, 502, 503, 504 retried)."""
 
     def __init__(self, status: int, reason: str, url: str) -> None:
         self.status = status
