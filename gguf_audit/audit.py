@@ -14,29 +14,23 @@ from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final
-
-import fsspec
+from typing import TYPE_CHECKING, Any, Final
 
 from gguf_audit.checks.clip import is_projector
 from gguf_audit.checks.facts import header_facts
 from gguf_audit.checks.header import check_mapping, check_semantics, check_structural, isolated
 from gguf_audit.checks.hub_gguf import HubGGUF, check_hub_gguf
-from gguf_audit.checks.upstream import check_upstream
 from gguf_audit.codes import Code
-from gguf_audit.decode.stats import SampleRow
 from gguf_audit.errors import FormatError, SourceError, describe_exception
 from gguf_audit.findings import SEVERITY_RANK, Finding, LlamaCpp, Severity, finding, is_loadable, llama_cpp_verdict
 from gguf_audit.format.model import Header
 from gguf_audit.format.wire import Limits
+from gguf_audit.io.base import RangeSource
 from gguf_audit.io.errors import classify_error
 from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.header import read_header
-from gguf_audit.io.source import DEFAULT_READ_CONFIG, FsspecSource, IOStats, ReadConfig, open_source
-from gguf_audit.io.upstream import UpstreamCache, UpstreamConfig, locate_upstream
-from gguf_audit.plan import SampleConfig
+from gguf_audit.io.read_config import DEFAULT_READ_CONFIG, IOStats, ReadConfig
 from gguf_audit.redact import redact_text, redact_url
-from gguf_audit.samples import SampleRead, sample_file
 from gguf_audit.templates.audit import (
     DEFAULT_TEMPLATE_CACHE,
     TemplateAudit,
@@ -44,6 +38,16 @@ from gguf_audit.templates.audit import (
     audit_header_templates,
 )
 from gguf_audit.validate import check_bool
+
+if TYPE_CHECKING:
+    # Only what a header-only audit does not run is imported where it runs: the fsspec sources, sampling and
+    # the upstream comparison (fsspec, aiohttp and the decoders are most of a one-file inspect's start-up).
+    import fsspec
+
+    from gguf_audit.decode.stats import SampleRow
+    from gguf_audit.io.upstream import UpstreamCache, UpstreamConfig
+    from gguf_audit.plan import SampleConfig
+    from gguf_audit.samples import SampleRead
 
 __all__ = [
     "DEFAULT_AUDIT_CONFIG",
@@ -125,6 +129,11 @@ class AuditResources:
     """Audits each distinct set of chat templates once."""
     upstream_cache: UpstreamCache | None = None
     """Reads each upstream place once for the files that share it (a batch's); None reads per file."""
+    stdlib_reads: bool = False
+    """Read a plain ``http(s)://`` URL or local path with the standard library (:mod:`gguf_audit.io.plain`)
+    rather than fsspec, when no ``fs`` is lent and the target has no storage options: the same requests,
+    checks and codes, without importing fsspec and aiohttp (a one-file ``inspect``'s start-up). Sampled
+    ranges are then read one after another, not concurrently."""
 
 
 DEFAULT_AUDIT_RESOURCES: Final = AuditResources()
@@ -221,18 +230,10 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
     templates: list[TemplateAudit] = []
     sampled: SampleRead | None = None
     upstream_url: str | None = None
-    source = None
+    source: RangeSource | None = None
     url, shown = target.url, target.shown
     try:
-        source = open_source(
-            url,
-            storage_options=target.storage_options,
-            size=target.size,
-            fs=lent.fs,
-            config=config.read,
-            revision=target.revision,
-            gate=lent.gate,
-        )
+        source = _open(target, config, lent)
         stats = source.stats
         read = read_header(source, config=config.read, limits=config.limits)
         header = read.header
@@ -248,6 +249,8 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
             source.confirm_size()  # a size one answer told: asked again before a verdict rests on it
         findings.extend(checks)
         if config.samples is not None:
+            from gguf_audit.samples import sample_file
+
             sampled = sample_file(source, read, config=config.samples).read
             findings.extend(sampled.findings)
             rows, fingerprint = list(sampled.rows), sampled.fingerprint
@@ -265,6 +268,8 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
             findings.append(finding(code, f"{shown}: {type(exc).__name__}: {exc}"))
         else:
             findings.append(finding(Code.INTERNAL_UNEXPECTED, describe_exception(exc)))
+    if source is not None:
+        source.close()  # every read is done: a kept-alive connection is not left for the collector to close
     hub = target.hub_gguf
     if header is not None and hub is not None:  # what the listing knows of the file, against its header
         findings.extend(isolated("Hub card", lambda: check_hub_gguf(header, hub, shown)))
@@ -289,7 +294,31 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
     )
 
 
-def _size_confirmed(source: FsspecSource | None, shown: str) -> Finding | None:
+def _open(target: AuditTarget, config: AuditConfig, lent: AuditResources) -> RangeSource:
+    """The byte source of ``target``: the standard library's when lent ``stdlib_reads`` and it can read the
+    URL (:func:`~gguf_audit.io.plain.open_plain_source`), else fsspec's."""
+    if lent.stdlib_reads and lent.fs is None:
+        from gguf_audit.io.plain import open_plain_source
+
+        plain = open_plain_source(
+            target.url, storage_options=target.storage_options, size=target.size, config=config.read, gate=lent.gate
+        )
+        if plain is not None:
+            return plain
+    from gguf_audit.io.source import open_source
+
+    return open_source(
+        target.url,
+        storage_options=target.storage_options,
+        size=target.size,
+        fs=lent.fs,
+        config=config.read,
+        revision=target.revision,
+        gate=lent.gate,
+    )
+
+
+def _size_confirmed(source: RangeSource | None, shown: str) -> Finding | None:
     """The ``io.size_mismatch`` finding when asking again shows the size a header error rests on was a lie."""
     if source is None or source.size_from != "the first answer":
         return None
@@ -300,7 +329,7 @@ def _size_confirmed(source: FsspecSource | None, shown: str) -> Finding | None:
     return None
 
 
-def _without_size_verdicts(findings: list[Finding], source: FsspecSource | None, shown: str) -> list[Finding]:
+def _without_size_verdicts(findings: list[Finding], source: RangeSource | None, shown: str) -> list[Finding]:
     """``findings`` without the verdicts that rest on the size when the store's answers disagreed on it for good.
 
     A later read (a sampled range) that kept stating another total shows the
@@ -341,6 +370,8 @@ def _check_upstream(
     facts = header_facts(header, target.url)
     if facts.continuation or not facts.model or config.upstream is None:
         return None
+    from gguf_audit.io.upstream import locate_upstream
+
     upstream = locate_upstream(
         target.url,
         header,
@@ -352,6 +383,8 @@ def _check_upstream(
     )
     if upstream is None:
         return None
+    from gguf_audit.checks.upstream import check_upstream
+
     findings.extend(check_upstream(facts, upstream))
     return upstream.url
 

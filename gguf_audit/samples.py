@@ -24,9 +24,10 @@ from gguf_audit.decode.stats import SampleRow
 from gguf_audit.errors import SourceError
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header
+from gguf_audit.io.base import RangeSource
 from gguf_audit.io.blocks import read_ranges_into
 from gguf_audit.io.header import HeaderRead, read_header
-from gguf_audit.io.source import DEFAULT_READ_CONFIG, ByteSource, FsspecSource, IOStats, ReadConfig, open_source
+from gguf_audit.io.source import DEFAULT_READ_CONFIG, ByteSource, IOStats, ReadConfig, open_source
 from gguf_audit.plan import (
     DEFAULT_SAMPLE_CONFIG,
     ByteRange,
@@ -143,7 +144,7 @@ class FileSamples:
 
 
 def sample_file(
-    source: FsspecSource,
+    source: RangeSource,
     head: HeaderRead | None = None,
     *,
     config: SampleConfig = DEFAULT_SAMPLE_CONFIG,

@@ -13,6 +13,8 @@ import sys
 import pytest
 from corpus import corpus_dir
 
+from gguf_audit.testing.http import RangeHTTPServer
+
 HEAVY = ("pyarrow", "pandas", "deltalake", "dask", "distributed", "duckdb", "gguf_audit.pipelines")
 # What a one-file inspect of a local file does not run, so must not import: the comparison of a quantized file
 # with its reference, the HTTP client, the sandbox's child side, and the entry points of plugged-in commands
@@ -23,6 +25,11 @@ NOT_FOR_INSPECT = (
     "aiohttp",
     "gguf_audit.templates.sandbox.worker",
 )
+# What a header-only inspect of a plain http(s) URL or a local path does not import: the standard library reads
+# it (gguf_audit/io/plain.py), gguf-py's constants are loaded without gguf-py (gguf_audit/gguf_constants.py), and
+# the pipelines' libraries stay out. numpy is not in the list: the parsed header's arrays and the vocabulary
+# checks are numpy's.
+NOT_FOR_PLAIN_INSPECT = ("gguf", "aiohttp", "fsspec", "asyncio", "pyarrow", "pandas", "deltalake", "dask")
 # What neither the catalogue of codes nor the version needs: the audit, numpy, fsspec, the gguf package.
 NOT_FOR_CODES = ("gguf_audit.audit", "numpy", "fsspec", "gguf", "jinja2")
 PROBE = """
@@ -78,6 +85,23 @@ def test_a_plugged_in_command_is_imported_when_given() -> None:
 def test_inspect_imports_only_what_it_runs(argv: tuple[str, ...]) -> None:
     model = str(corpus_dir() / "models" / "tiny-llama-Q4_0.gguf")
     assert _imported(*(model if a == "MODEL" else a for a in argv), modules=NOT_FOR_INSPECT) == []
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif", "text"])
+@pytest.mark.parametrize("where", ["local", "http"])
+def test_inspect_of_a_plain_url_imports_no_fsspec_gguf_py_nor_pipeline_library(
+    where: str, fmt: str, http: RangeHTTPServer
+) -> None:
+    rel = "models/tiny-llama-Q4_K_M.gguf"
+    url = str(corpus_dir() / rel) if where == "local" else http.url_for(rel)
+    assert _imported("inspect", url, "--format", fmt, modules=NOT_FOR_PLAIN_INSPECT) == []
+    if where == "http":
+        assert len(http.requests) == 1  # the header was read, by the standard library
+
+
+def test_inspect_with_samples_still_reads_through_fsspec(http: RangeHTTPServer) -> None:
+    url = http.url_for("models/tiny-llama-Q4_K_M.gguf")
+    assert _imported("inspect", url, "--samples", modules=("fsspec", "aiohttp")) == ["fsspec", "aiohttp"]
 
 
 @pytest.mark.parametrize("argv", [("codes",), ("--version",)])

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "gguf_audit",
             "gguf_audit.errors",
+            "gguf_audit.gguf_constants",
             "gguf_audit.bounded",
             "gguf_audit.findings",
             "gguf_audit.codes",

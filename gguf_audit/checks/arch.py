@@ -29,8 +29,7 @@ from enum import StrEnum
 from functools import cache
 from typing import Final
 
-from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSORS, TENSOR_NAMES, Keys
-
+from gguf_audit.gguf_constants import MODEL_ARCH_NAMES, MODEL_TENSORS, TENSOR_NAMES, Keys
 from gguf_audit.llama import llama_tables
 
 __all__ = [

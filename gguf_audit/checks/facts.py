@@ -20,11 +20,11 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.constants import Keys
 
 from gguf_audit.checks.arch import NON_MODEL_ARCHITECTURES, ArchSpec, arch_key, arch_spec
 from gguf_audit.format.model import Header, StringArray, ValueType
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.gguf_constants import Keys
 
 __all__ = ["LAYER_ARRAY_TYPES", "NO_VOCAB", "SPECIAL_ID_KEYS", "HeaderFacts", "header_facts"]
 

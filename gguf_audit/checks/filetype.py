@@ -16,8 +16,6 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Final
 
-from gguf.constants import GGMLQuantizationType, Keys, LlamaFileType
-
 from gguf_audit.checks.arch import block_index
 from gguf_audit.checks.facts import HeaderFacts
 from gguf_audit.codes import Code
@@ -25,6 +23,7 @@ from gguf_audit.findings import Finding, finding
 from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.format.model import TensorInfo
 from gguf_audit.format.shard_names import model_id_for
+from gguf_audit.gguf_constants import GGMLQuantizationType, Keys, LlamaFileType
 
 __all__ = ["check_file_type", "file_name_quantization"]
 

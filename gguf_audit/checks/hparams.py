@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from typing import Final
 
 import numpy as np
-from gguf.constants import Keys
 
 from gguf_audit.checks.arch import block_index
 from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, HeaderFacts
 from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import ValueType
+from gguf_audit.gguf_constants import Keys
 from gguf_audit.llama import llama_tables
 
 __all__ = ["check_hparams", "refused_in_load_hparams"]

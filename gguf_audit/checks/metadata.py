@@ -15,14 +15,13 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Final
 
-from gguf.constants import Keys
-
 from gguf_audit.bounded import quote
 from gguf_audit.checks.arch import KNOWN_ARCHITECTURES, NON_MODEL_ARCHITECTURES
 from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, SPECIAL_ID_KEYS, HeaderFacts
 from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import KV, ValueType
+from gguf_audit.gguf_constants import Keys
 from gguf_audit.llama import llama_tables
 
 __all__ = ["check_architecture", "check_key_types", "check_required_keys", "missing_key", "wrong_type"]

@@ -17,7 +17,6 @@ from functools import cache
 from typing import Final
 
 import numpy as np
-from gguf.constants import Keys
 
 from gguf_audit.bounded import quote
 from gguf_audit.checks.arch import ShapeFamily, block_index, is_known_tensor_name
@@ -26,6 +25,7 @@ from gguf_audit.checks.structure import ggml_ne
 from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import TensorInfo, ValueType
+from gguf_audit.gguf_constants import Keys
 from gguf_audit.llama import llama_tables
 
 __all__ = ["LLAMA_MAX_LAYERS", "MAX_NAMED_FINDINGS", "check_tensors"]

@@ -19,7 +19,6 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.constants import Keys, TokenType
 
 from gguf_audit.bounded import quote
 from gguf_audit.checks.facts import NO_VOCAB, SPECIAL_ID_KEYS, HeaderFacts
@@ -27,6 +26,7 @@ from gguf_audit.checks.metadata import missing_key
 from gguf_audit.codes import Code, endangers
 from gguf_audit.findings import Finding, Severity, finding
 from gguf_audit.format.model import StringArray
+from gguf_audit.gguf_constants import Keys, TokenType
 from gguf_audit.llama import llama_tables
 from gguf_audit.templates.conversations import standard_conversations
 

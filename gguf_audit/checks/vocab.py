@@ -28,13 +28,13 @@ from collections.abc import Iterator
 from typing import Final
 
 import numpy as np
-from gguf.constants import TokenType
 
 from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
 from gguf_audit.checks.hparams import refused_in_load_hparams
 from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import StringArray
+from gguf_audit.gguf_constants import TokenType
 from gguf_audit.llama import llama_tables
 
 __all__ = ["check_vocab"]

@@ -35,11 +35,11 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.constants import GGMLQuantizationType as Q
 from gguf.quants import dequantize as gguf_dequantize
 
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus, ggml_type_info
+from gguf_audit.gguf_constants import GGMLQuantizationType as Q
 
 __all__ = [
     "BIG_ENDIAN_TYPE_IDS",

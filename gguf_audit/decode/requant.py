@@ -23,10 +23,10 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.constants import GGMLQuantizationType
 from gguf.quants import quantize
 
 from gguf_audit.format.ggml_types import ggml_type_info
+from gguf_audit.gguf_constants import GGMLQuantizationType
 
 __all__ = [
     "IMATRIX_TYPES",

@@ -12,9 +12,9 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.constants import GGMLQuantizationType as Q
 
 from gguf_audit.decode.kernels import Q2_0, RawBlocks, U8Array, elements, u16le, whole_blocks
+from gguf_audit.gguf_constants import GGMLQuantizationType as Q
 
 __all__ = ["ScaleProblems", "block_scale_problems"]
 

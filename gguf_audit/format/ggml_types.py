@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+from gguf_audit.gguf_constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 __all__ = [
     "GGML_TYPE_COUNT",

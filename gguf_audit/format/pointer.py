@@ -27,7 +27,6 @@ Pure: bytes in, a :class:`Pointer` or None out.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -88,6 +87,8 @@ def _parse_lfs(text: bytes) -> Pointer | None:
 
 
 def _parse_xet(text: bytes) -> Pointer | None:
+    import tomllib  # here: only a Xet pointer (no GGUF magic) is parsed as TOML; reading a header needs none
+
     try:
         doc = tomllib.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):

@@ -7,7 +7,6 @@ carrying the code and :func:`describe_io_error`'s one-line message.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Final
 
 from gguf_audit.codes import Code
@@ -57,9 +56,10 @@ _TRANSIENT_NAMES: Final = frozenset(
         "ConnectionClosedError",
         "ReadTimeoutError",
         "IncompleteReadError",
+        "IncompleteRead",
     }
 )
-"""aiohttp's and botocore's connection failures, by name (neither is imported here)."""
+"""aiohttp's, botocore's and http.client's connection failures, by name (none is imported here)."""
 
 
 def classify_error(exc: BaseException) -> tuple[Code, bool]:
@@ -75,7 +75,7 @@ def classify_error(exc: BaseException) -> tuple[Code, bool]:
         return Code.IO_NOT_FOUND, False
     if isinstance(exc, PermissionError):
         return Code.IO_PERMISSION_DENIED, False
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+    if isinstance(exc, TimeoutError):  # asyncio.TimeoutError too: the same class since Python 3.11
         return Code.IO_TIMEOUT, True
     status = getattr(exc, "status", None) or getattr(exc, "code", None)
     if isinstance(status, int):

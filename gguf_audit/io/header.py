@@ -15,7 +15,8 @@ from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.format.tensor_table import KnownTable, TableRef, parse_tensor_table
 from gguf_audit.format.wire import Limits
-from gguf_audit.io.source import FsspecSource, ReadConfig
+from gguf_audit.io.base import RangeSource
+from gguf_audit.io.read_config import ReadConfig
 
 __all__ = ["HeaderRead", "read_header", "read_tensor_table"]
 
@@ -30,7 +31,7 @@ class HeaderRead:
 
 
 def read_header(
-    source: FsspecSource,
+    source: RangeSource,
     *,
     config: ReadConfig | None = None,
     limits: Limits | None = None,
@@ -77,7 +78,7 @@ def read_header(
         resume = result.resume
 
 
-def read_tensor_table(source: FsspecSource, table: TableRef) -> Header:
+def read_tensor_table(source: RangeSource, table: TableRef) -> Header:
     """The tensor infos of a GGUF whose audit said where they lie: one read of just those bytes (none for
     a :class:`KnownTable`, whose header is at hand).
 

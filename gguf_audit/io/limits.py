@@ -12,14 +12,16 @@ file of the process at once.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
 import time
 import urllib.parse
 import weakref
 from collections.abc import Mapping
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "DEFAULT_HOST_LIMITS",
@@ -53,6 +55,8 @@ class HostLimits:
         Call it from a coroutine (the loop is the running one); hold it with
         ``async with`` around each request.
         """
+        import asyncio  # here: a one-file read through the standard library never needs an event loop
+
         loop = asyncio.get_running_loop()
         with self._lock:
             per_loop = self._slots.get(loop)
@@ -125,8 +129,8 @@ class HostPauses:
 
     A 429 to one file's request pauses every file of the process reading from
     that host until the reset the server named, rather than letting each file
-    run into its own 429. Thread-safe; waiting is async (each request awaits
-    :meth:`wait` before it goes out).
+    run into its own 429. Thread-safe; each request awaits :meth:`wait` (or, read
+    without an event loop, calls :meth:`wait_blocking`) before it goes out.
     """
 
     def __init__(self) -> None:
@@ -148,9 +152,18 @@ class HostPauses:
 
     async def wait(self, host: str, limit_s: float) -> float:
         """Sleep until ``host`` may be asked again, ``limit_s`` at most; the seconds slept."""
+        import asyncio
+
         delay = min(self.remaining(host), max(0.0, limit_s))
         if delay > 0:
             await asyncio.sleep(delay)
+        return delay
+
+    def wait_blocking(self, host: str, limit_s: float) -> float:
+        """:meth:`wait` for a thread that reads without an event loop (:mod:`gguf_audit.io.plain`)."""
+        delay = min(self.remaining(host), max(0.0, limit_s))
+        if delay > 0:
+            time.sleep(delay)
         return delay
 
 

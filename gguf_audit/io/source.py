@@ -14,7 +14,6 @@ import itertools
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -24,7 +23,8 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.codes import Code
 from gguf_audit.errors import SourceError
-from gguf_audit.io.errors import RangeAnswerError, SizeMismatchError, classify_error, describe_io_error
+from gguf_audit.io.base import RangeSource
+from gguf_audit.io.errors import RangeAnswerError
 from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.hub import hub_endpoint, hub_headers, parse_hf_url, resolve_url
 from gguf_audit.io.hub_source import CDN_URLS, EXPIRY_MARGIN_S, REDIRECTS, cdn_expiry
@@ -36,7 +36,7 @@ from gguf_audit.io.limits import (
     host_key,
     parse_rate_limit,
 )
-from gguf_audit.io.ranged import check_body, check_partial, parse_content_range, read_upto, whole_body_end
+from gguf_audit.io.ranged import check_body, check_partial, read_upto, whole_body_end
 from gguf_audit.io.read_config import DEFAULT_READ_CONFIG, ByteSource, IOStats, ReadConfig
 
 # ReadConfig, IOStats and ByteSource live in read_config.py and are re-exported here, where they are used.
@@ -77,7 +77,7 @@ def _protocol_of(fs: fsspec.AbstractFileSystem) -> str:
 
 
 @dataclass
-class FsspecSource:
+class FsspecSource(RangeSource):
     """Range reads through an fsspec filesystem.
 
     Every request, a header's or a sampled range's, goes through one retry
@@ -108,43 +108,7 @@ class FsspecSource:
     """Whether a read's response tells the file size (so no look-up is needed first)."""
 
     def __post_init__(self) -> None:
-        if self.known_size is not None and self.size_from is None:
-            self.size_from = "the listing"
-
-    @property
-    def size(self) -> int | None:
-        return self.known_size
-
-    def _learn_size(self, content_range: str | None) -> None:
-        """Take the total size from a ``Content-Range`` (``bytes a-b/N`` or ``bytes */N``), or check it.
-
-        Raises SizeMismatchError when it is not the size learnt before (from the listing or an earlier answer).
-        """
-        parsed = parse_content_range(content_range)
-        if parsed is not None and parsed.total is not None:
-            self._agree(parsed.total, content_range)
-
-    def _agree(self, told: int, content_range: str | None) -> None:
-        if self.known_size is None:
-            self.known_size = told
-            self.size_from = self.size_from or "the first answer"
-        elif told != self.known_size:
-            raise SizeMismatchError(self.known_size, self.size_from or "an earlier answer", told, content_range)
-
-    def confirm_size(self) -> None:
-        """Ask again for the last byte when the size rests on one answer; raises SourceError when they disagree.
-
-        Called before a verdict that rests on the size (truncated, trailing
-        bytes): a second answer stating another total shows the first lied,
-        one stating the same (or a listing that agreed) lets the verdict stand.
-        """
-        if not self.sizes_from_response or self.size_from != "the first answer" or not self.known_size:
-            return
-        self.read(self.known_size - 1, self.known_size)
-
-    def _waiting(self) -> AbstractContextManager[None]:
-        """The block a request waits in: the CPU gate's slot given back, if there is a gate."""
-        return self.gate.released() if self.gate is not None else nullcontext()
+        self._note_listed_size()
 
     def ensure_size(self) -> int | None:
         """The file size, from one ``info`` call when nobody told it yet."""
@@ -159,9 +123,6 @@ class FsspecSource:
     def _async(self) -> bool:
         return isinstance(self.fs, AsyncFileSystem)
 
-    def _clip(self, start: int, end: int) -> int:
-        return end if self.known_size is None else min(end, self.known_size)
-
     # --- one request
 
     def read(self, start: int, end: int) -> bytes:
@@ -170,7 +131,7 @@ class FsspecSource:
         with self._waiting():
             if self._async:
                 return sync(self.fs.loop, self._attempts, start, end, None, True)  # type: ignore[no-any-return]
-            return self._call(lambda: self._fetch(start, end))  # type: ignore[no-any-return]
+            return self._call(lambda: self._fetch(start, end))
 
     def _fetch(self, start: int, end: int) -> bytes:
         """One ranged read of a sync filesystem; fewer bytes only at the end of the file."""
@@ -192,37 +153,6 @@ class FsspecSource:
         if len(body) > end - start:
             raise RangeAnswerError(f"asked bytes={start}-{end - 1}, got {len(body)} bytes")
         return body
-
-    def _retry_delay(self, exc: Exception, attempt: int) -> float:
-        """Seconds to wait before retrying after ``exc`` failed attempt ``attempt`` (0 first).
-
-        Raises the final SourceError when ``exc`` is not transient or the
-        retries are spent: the one decision every read's retries follow.
-        """
-        if isinstance(exc, SourceError):
-            raise exc
-        code, transient = classify_error(exc)
-        if not transient or attempt >= self.config.retries:
-            if isinstance(exc, SizeMismatchError):
-                self.size_conflict = (exc.known, exc.told)
-            suffix = f" (after {attempt + 1} attempts)" if attempt else ""
-            raise SourceError(code, f"{describe_io_error(exc)}{suffix}") from exc
-        return float(self.config.backoff_s * 2**attempt)
-
-    def _call(self, fn: Any, *, count_bytes: bool = True) -> Any:
-        """Run one request of a sync filesystem with retries on transient failures; raise SourceError."""
-        for attempt in itertools.count():
-            begun = time.perf_counter()
-            try:
-                result = fn()
-            except Exception as exc:  # noqa: BLE001 - classified: retried, or raised as a SourceError
-                self.stats.add(0, time.perf_counter() - begun)
-                time.sleep(self._retry_delay(exc, attempt))
-                continue
-            nbytes = len(result) if count_bytes and isinstance(result, bytes | bytearray) else 0
-            self.stats.add(nbytes, time.perf_counter() - begun)
-            return result
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _attempts(self, start: int, end: int, slot: asyncio.Semaphore | None, timed: bool) -> bytes:
         """:meth:`_get` with the same retries as :meth:`_call`, each attempt holding ``slot`` if given."""
@@ -260,7 +190,7 @@ class FsspecSource:
 
     def _read_or_error(self, start: int, end: int) -> bytes | SourceError:
         try:
-            return self._call(lambda: self._fetch(start, end))  # type: ignore[no-any-return]
+            return self._call(lambda: self._fetch(start, end))
         except SourceError as exc:
             return exc
 

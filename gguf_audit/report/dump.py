@@ -15,10 +15,10 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
-from gguf.constants import LlamaFileType
 
 from gguf_audit.format.model import KV, Header, ValueType
 from gguf_audit.format.shard_names import file_name, parse_shard_name
+from gguf_audit.gguf_constants import LlamaFileType
 
 __all__ = ["file_type_label", "float32_repr", "parameter_count", "parameter_label", "scalar_repr", "shard_hint"]
 

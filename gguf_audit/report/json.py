@@ -16,16 +16,15 @@ import numpy as np
 from gguf_audit.audit import FileAudit
 from gguf_audit.bounded import ITEM_LIMIT, VALUE_LIMIT, clip
 from gguf_audit.checks.provenance import provenance_of
-from gguf_audit.decode.sampled import DecodedBlock
-from gguf_audit.decode.stats import combine_stats
 from gguf_audit.findings import LLAMA_CPP_BUILD
 from gguf_audit.format.model import KV, Header, StringArray, Value, ValueType, json_scalar
 from gguf_audit.report.format import UNSAFE
-from gguf_audit.samples import FileSamples
 
 if TYPE_CHECKING:
-    # Only named in annotations: a report of one file does not import the comparison.
+    # Only named in annotations: a report of one file imports neither the comparison nor the sampled reads.
     from gguf_audit.compare import Comparison
+    from gguf_audit.decode.sampled import DecodedBlock
+    from gguf_audit.samples import FileSamples
 
 __all__ = ["audit_to_json", "comparison_to_json", "dumps", "file_samples_to_json", "value_to_json"]
 
@@ -125,6 +124,8 @@ def audit_to_json(audit: FileAudit, *, full_arrays: bool = False, samples: bool 
 
 def file_samples_to_json(samples: FileSamples) -> dict[str, Any]:
     """The ``sample --json`` object: every block's values and statistics, by tensor."""
+    from gguf_audit.decode.stats import combine_stats
+
     by_tensor: dict[int, list[DecodedBlock]] = {}
     for d in samples.read.decoded:
         by_tensor.setdefault(d.block.tensor_index, []).append(d)

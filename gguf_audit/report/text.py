@@ -16,11 +16,11 @@ from gguf_audit.findings import LLAMA_CPP_BUILD, llama_cpp_label
 from gguf_audit.format.model import KV, StringArray, ValueType, json_scalar
 from gguf_audit.report.dump import float32_repr, parameter_count, parameter_label, scalar_repr, shard_hint
 from gguf_audit.report.format import MEASURE_CODE_WIDTH, escape, finding_line, fmt_bytes, fmt_stat
-from gguf_audit.samples import FileSamples
 
 if TYPE_CHECKING:
-    # Only named in annotations: a report of one file does not import the comparison.
+    # Only named in annotations: a report of one file imports neither the comparison nor the sampled reads.
     from gguf_audit.compare import Comparison
+    from gguf_audit.samples import FileSamples
 
 __all__ = ["render_comparison", "render_file_samples", "render_text"]
 

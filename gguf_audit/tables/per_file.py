@@ -13,7 +13,6 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import pyarrow as pa
-from gguf.constants import LlamaFileType
 
 from gguf_audit.audit import FileAudit
 from gguf_audit.bounded import clip
@@ -23,6 +22,7 @@ from gguf_audit.decode.stats import SampleRow
 from gguf_audit.findings import CODES, Finding, Severity
 from gguf_audit.format.model import Header, ValueType
 from gguf_audit.format.shard_names import parse_shard_name
+from gguf_audit.gguf_constants import LlamaFileType
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.cells import arrow_text, digest, fits_int64, i64, value_cells
 from gguf_audit.tables.listed import ListedFile

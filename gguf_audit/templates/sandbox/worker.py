@@ -302,6 +302,11 @@ def _emit(message: Ready | Answer) -> None:
 def main() -> int:
     """Render every job of the request on stdin; one JSON line per job on stdout."""
     global _locked
+    # The environment and its warm-up run only our own templates: done before the request is read, so a child
+    # started ahead of need (runner.prestart) has them ready when it comes. Nothing of the request runs before
+    # the limits and the audit hook below are on.
+    env = make_environment()
+    _warm_up(env)
     limits, conversations, jobs = parse_request(sys.stdin.buffer.read())
     cpu_seconds = float(limits["cpu_seconds"])
     # Whole-process CPU backstop: every template's share plus start-up slack.
@@ -310,8 +315,6 @@ def main() -> int:
     signal.signal(signal.SIGPROF, _on_limit_signal)
     signal.signal(signal.SIGALRM, _on_limit_signal)
     signal.signal(signal.SIGXCPU, _on_limit_signal)
-    env = make_environment()
-    _warm_up(env)
     sys.addaudithook(_audit_hook)
     _locked = True
     _emit({"ready": True, "cpu_seconds": _cpu_used()})
