@@ -197,10 +197,12 @@ def _run_batches(
     queued = iter(batches)
     first = list(itertools.islice(queued, window)) if window > 0 else list(queued)
     futures = as_completed([submit(b, 0) for b in first])
-    for future in futures:
+    def top_up() -> None:  # after the result is read, so a night that must stop submits nothing more
         following = next(queued, None)
         if following is not None:
             futures.add(submit(following, 0))
+
+    for future in futures:
         batch, splits = pending.pop(future.key)
         try:
             result = future.result()
@@ -217,9 +219,11 @@ def _run_batches(
             else:
                 message = f"the workers auditing this file died ({type(exc).__name__}: {exc})"
                 on_result(lost_result(batch, options, Code.RUN_WORKER_LOST, message))
+            top_up()
             continue
         finally:
             future.release()
+        top_up()
         again = set(on_result(result))
         if again:
             redone += 1
