@@ -15,7 +15,13 @@ hf.js is ``@huggingface/gguf`` run by Node.js: give its folder with ``--hfjs DIR
 (one holding ``node_modules/@huggingface/gguf``), or let the benchmark install it
 with npm into ``~/.cache/gguf-audit-bench/hfjs`` on first use.
 
-    python benchmarks/bench_startup.py [--runs 9] [--spec 32k]
+``--python PATH`` measures the ``gguf-audit`` script beside another interpreter,
+for example a virtualenv made with ``pip install .`` as the README installs it
+(an editable install imports its own finder at every start-up, 10 to 20 ms
+that an installed gguf-audit never spends); without it, ``python -m gguf_audit``
+of the interpreter running the benchmark.
+
+    python benchmarks/bench_startup.py [--runs 9] [--spec 32k] [--python PATH]
 """
 
 from __future__ import annotations
@@ -73,15 +79,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--spec", default="32k", choices=sorted(SPECS))
     parser.add_argument("--hfjs", help="a folder holding node_modules/@huggingface/gguf")
+    parser.add_argument("--python", help="run the gguf-audit script installed beside this interpreter")
     args = parser.parse_args(argv)
     hfjs = _hfjs_dir(args.hfjs)
-    compileall.compile_dir(Path(gguf_audit.__file__).parent, quiet=1)
+    if args.python:
+        script = Path(args.python).parent / "gguf-audit"
+        if not script.is_file():
+            raise SystemExit(f"bench_startup: no gguf-audit script beside {args.python}")
+        ours = [str(script)]
+    else:
+        compileall.compile_dir(Path(gguf_audit.__file__).parent, quiet=1)
+        ours = [sys.executable, "-m", "gguf_audit"]
     with tempfile.TemporaryDirectory(prefix="gguf-audit-bench-") as tmp:
         model = write_model(SPECS[args.spec], Path(tmp))
         with RangeHTTPServer(root=tmp) as server:
             url = server.url_for(model.path.name)
             commands = {
-                "gguf-audit inspect --json": ([sys.executable, "-m", "gguf_audit", "inspect", url, "--json"], None),
+                "gguf-audit inspect --json": ([*ours, "inspect", url, "--json"], None),
                 "hf.js gguf()": (["node", "inspect.mjs", url], hfjs),
             }
             figures: dict[str, list[tuple[float, float, int, int]]] = {name: [] for name in commands}

@@ -17,9 +17,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import ClassVar, TypeVar
 
+from gguf_audit.codes import Code
 from gguf_audit.errors import SourceError
 from gguf_audit.io.errors import SizeMismatchError, classify_error, describe_io_error
 from gguf_audit.io.gate import CpuGate
+from gguf_audit.io.limits import HostPauses
 from gguf_audit.io.ranged import parse_content_range
 from gguf_audit.io.read_config import IOStats, ReadConfig
 
@@ -40,6 +42,7 @@ class RangeSource:
     config: ReadConfig
     stats: IOStats
     gate: CpuGate | None
+    pauses: HostPauses
     range_ignored: bool
     """Set once the server answered a Range request with the whole body."""
     size_from: str | None
@@ -72,6 +75,30 @@ class RangeSource:
 
     def close(self) -> None:
         """Let go of what the source holds open for its next read (a kept-alive connection); reads may follow."""
+
+    def _each_range(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
+        """:meth:`read_ranges` one range after another, a failure as its value."""
+        out: list[bytes | SourceError] = []
+        for start, end in ranges:
+            try:
+                out.append(self.read(start, end))
+            except SourceError as exc:
+                out.append(exc)
+        return out
+
+    def _wait_budget(self, host: str) -> float:
+        """Seconds this file may still wait for a rate-limited ``host`` (``max_rate_limit_wait_s`` less what it
+        waited). Raises SourceError (``io.rate_limited``) when the host's pause outlasts them."""
+        budget = self.config.max_rate_limit_wait_s - self.stats.rate_limit_wait_s
+        paused = self.pauses.remaining(host)
+        if paused > budget:
+            raise SourceError(
+                Code.IO_RATE_LIMITED,
+                f"{host} rate-limits reads for {paused:.0f} s more; this file already waited "
+                f"{self.stats.rate_limit_wait_s:.0f} s of max_rate_limit_wait_s "
+                f"({self.config.max_rate_limit_wait_s:.0f} s)",
+            )
+        return budget
 
     def _learn_size(self, content_range: str | None) -> None:
         """Take the total size from a ``Content-Range`` (``bytes a-b/N`` or ``bytes */N``), or check it.

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from gguf_audit import __version__
-from gguf_audit.codes import Code
 from gguf_audit.errors import GGUFAuditError, SourceError
 from gguf_audit.io.base import RangeSource
 from gguf_audit.io.errors import RangeAnswerError
@@ -136,13 +135,7 @@ class LocalFileSource(RangeSource):
             return f.read(end - start)
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | SourceError]:
-        out: list[bytes | SourceError] = []
-        for start, end in ranges:
-            try:
-                out.append(self.read(start, end))
-            except SourceError as exc:
-                out.append(exc)
-        return out
+        return self._each_range(ranges)
 
 
 @dataclass(eq=False)
@@ -197,13 +190,7 @@ class PlainHTTPSource(RangeSource):
             except SourceError as exc:
                 return [exc for _ in ranges]
             return [whole[s:e] for s, e in ranges]
-        out: list[bytes | SourceError] = []
-        for start, end in ranges:
-            try:
-                out.append(self.read(start, end))
-            except SourceError as exc:
-                out.append(exc)
-        return out
+        return self._each_range(ranges)
 
     # --- one request
 
@@ -212,15 +199,7 @@ class PlainHTTPSource(RangeSource):
         within ``max_rate_limit_wait_s`` per file (waits are counted, not retries)."""
         host = host_key(self.url, None)
         while True:
-            budget = self.config.max_rate_limit_wait_s - self.stats.rate_limit_wait_s
-            paused = self.pauses.remaining(host)
-            if paused > budget:
-                raise SourceError(
-                    Code.IO_RATE_LIMITED,
-                    f"{host} rate-limits reads for {paused:.0f} s more; this file already waited "
-                    f"{self.stats.rate_limit_wait_s:.0f} s of max_rate_limit_wait_s "
-                    f"({self.config.max_rate_limit_wait_s:.0f} s)",
-                )
+            budget = self._wait_budget(host)
             self.stats.rate_limit_wait_s += self.pauses.wait_blocking(host, budget)
             body = self._get_once(start, end, host)
             if body is not None:

@@ -21,7 +21,6 @@ import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
 
-from gguf_audit.codes import Code
 from gguf_audit.errors import SourceError
 from gguf_audit.io.base import RangeSource
 from gguf_audit.io.errors import RangeAnswerError
@@ -239,15 +238,7 @@ class HTTPSource(FsspecSource):
         """
         host = host_key(self.url, self.fs)
         while True:
-            budget = self.config.max_rate_limit_wait_s - self.stats.rate_limit_wait_s
-            paused = self.pauses.remaining(host)
-            if paused > budget:
-                raise SourceError(
-                    Code.IO_RATE_LIMITED,
-                    f"{host} rate-limits reads for {paused:.0f} s more; this file already waited "
-                    f"{self.stats.rate_limit_wait_s:.0f} s of max_rate_limit_wait_s "
-                    f"({self.config.max_rate_limit_wait_s:.0f} s)",
-                )
+            budget = self._wait_budget(host)
             self.stats.rate_limit_wait_s += await self.pauses.wait(host, budget)
             body = await self._get_once(start, end, host)
             if body is not None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from corpus import corpus_dir
 from pipeline_helpers import FAKE_AWS_ENV
 
 from gguf_audit.testing.s3 import MotoS3Server
@@ -94,3 +96,17 @@ def report_nights(dask_client: Any, tmp_path_factory: pytest.TempPathFactory, sa
 
     dask_client.wait_for_workers(2, timeout=60)
     return scan_three_nights(dask_client, tmp_path_factory.mktemp("report-nights"), sample)
+
+
+@pytest.fixture
+def family(tmp_path: Path) -> Path:
+    """A tiny family from the corpus: the F16 reference, its Q8_0 and Q4_0, and a Q4_K_M cut to two thirds (a
+    truncated upload)."""
+    models = corpus_dir() / "models"
+    root = tmp_path / "family"
+    root.mkdir()
+    for quant in ("F16", "Q8_0", "Q4_0"):
+        shutil.copy(models / f"tiny-llama-{quant}.gguf", root)
+    data = (models / "tiny-llama-Q4_K_M.gguf").read_bytes()
+    (root / "tiny-llama-Q4_K_M.gguf").write_bytes(data[: len(data) * 2 // 3])
+    return root

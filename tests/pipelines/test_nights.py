@@ -8,33 +8,17 @@ leave it (llama.cpp refuses it).
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-from corpus import corpus_dir
 from pipeline_helpers import s3_options
 
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.testing.s3 import MotoS3Server
-
-MODELS = corpus_dir() / "models"
-
-
-@pytest.fixture
-def family(tmp_path: Path) -> Path:
-    root = tmp_path / "family"
-    root.mkdir()
-    for quant in ("F16", "Q8_0", "Q4_0"):
-        shutil.copy(MODELS / f"tiny-llama-{quant}.gguf", root)
-    data = (MODELS / "tiny-llama-Q4_K_M.gguf").read_bytes()
-    (root / "tiny-llama-Q4_K_M.gguf").write_bytes(data[: len(data) * 2 // 3])
-    return root
 
 
 def _models(out: Path, run_id: str) -> dict[str, dict[str, Any]]:

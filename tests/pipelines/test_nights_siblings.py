@@ -10,7 +10,6 @@ an output from before a column existed) fall back to the header read.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -20,8 +19,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import pytest
-from corpus import corpus_dir
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 from pipeline_helpers import s3_options
@@ -40,22 +37,10 @@ from gguf_audit.tables.schema import SCHEMAS
 from gguf_audit.tables.stored_header import STORED_FILE_COLUMNS, STORED_TENSOR_COLUMNS, known_table
 from gguf_audit.testing.s3 import MotoS3Server
 
-MODELS = corpus_dir() / "models"
 REFERENCE = "tiny-llama-F16.gguf"
 SIBLINGS = ("tiny-llama-Q8_0.gguf", "tiny-llama-Q4_0.gguf")
 """The siblings whose blocks decode (the truncated Q4_K_M is compared too, from what its stored rows say)."""
 VARYING = ("source_run_id", "run_id")
-
-
-@pytest.fixture
-def family(tmp_path: Path) -> Path:
-    root = tmp_path / "family"
-    root.mkdir()
-    for quant in ("F16", "Q8_0", "Q4_0"):
-        shutil.copy(MODELS / f"tiny-llama-{quant}.gguf", root)
-    data = (MODELS / "tiny-llama-Q4_K_M.gguf").read_bytes()
-    (root / "tiny-llama-Q4_K_M.gguf").write_bytes(data[: len(data) * 2 // 3])
-    return root
 
 
 def _name(url: object) -> str:
