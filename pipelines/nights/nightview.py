@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 
 from gguf_audit.checks.provenance import Provenance
 from gguf_audit.findings import llama_cpp_of_codes
+from gguf_audit.pipelines.store.delta import scan_table
 from gguf_audit.pipelines.store.output import Output, source_pairs
 from gguf_audit.report.nightly import CompareStat, FileRow, ModelRow, NightSummary, Problem
 from gguf_audit.tables.provenance import PROVENANCE_COLUMNS
@@ -297,7 +298,7 @@ def compare_stats(out: Output, night: str) -> list[CompareStat] | None:
     for source, ids in _models_sources(out, night).items():
         dataset = dt.to_pyarrow_dataset(file_pruning_predicate=[(PARTITION_COLUMN, "in", [source])])
         where = (ds.field(PARTITION_COLUMN) == source) & ds.field("model_id").isin(pa.array(ids, pa.string()))
-        rows = dataset.to_table(columns=["type", "relative_rmse", "verdict"], filter=where)
+        rows = scan_table(dataset, columns=["type", "relative_rmse", "verdict"], filter=where)
         for t, err, verdict in zip(
             rows["type"].to_pylist(), rows["relative_rmse"].to_pylist(), rows["verdict"].to_pylist(), strict=True
         ):
@@ -325,7 +326,7 @@ def file_derivations(out: Output, night: str) -> dict[str, tuple[str, str]]:
         if "file_derivation" not in dataset.schema.names:
             continue
         where = (ds.field(PARTITION_COLUMN) == source) & ds.field("model_id").isin(pa.array(ids, pa.string()))
-        rows = dataset.to_table(columns=["url", "reference_url", "file_derivation"], filter=where)
+        rows = scan_table(dataset, columns=["url", "reference_url", "file_derivation"], filter=where)
         for url, reference, derivation in zip(
             rows["url"].to_pylist(), rows["reference_url"].to_pylist(), rows["file_derivation"].to_pylist(), strict=True
         ):

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.pipelines.store.delta import conform
+from gguf_audit.pipelines.store.delta import conform, scan_batches
 from gguf_audit.pipelines.store.output import Output, source_pairs
 from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMAS, TABLE_NAMES
 
@@ -66,7 +66,7 @@ def _stamped(batch: pa.RecordBatch, table: str, night: str, model_ids: Mapping[s
 
 def _scan(out: Output, table: str, run_ids: Sequence[str], where: ds.Expression | None) -> Iterator[pa.RecordBatch]:
     dataset = out.delta.dataset(table, list(run_ids))
-    yield from dataset.to_batches(filter=where, batch_size=BATCH_ROWS)
+    yield from scan_batches(dataset, filter=where, batch_rows=BATCH_ROWS)
 
 
 def picture(out: Output, table: str, run_id: str | None = None) -> Iterator[pa.RecordBatch]:

@@ -8,6 +8,8 @@ from gguf_audit.pipelines.store.delta import (
     DeltaTables,
     delta_storage_options,
     one_line,
+    scan_batches,
+    scan_table,
     table_uri,
 )
 from gguf_audit.pipelines.store.duck import DeltaExtensionMissing, connect, delta_extension_path, extension_path
@@ -98,6 +100,8 @@ __all__ = [
     "part_name",
     "process_space",
     "read_lease",
+    "scan_batches",
+    "scan_table",
     "source_pairs",
     "table_uri",
     "vacuum_nights",

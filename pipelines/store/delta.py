@@ -20,6 +20,7 @@ the environment, as for fsspec.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,7 +36,16 @@ from gguf_audit.io.options import s3_allows_http, s3_endpoint, s3_region
 from gguf_audit.pipelines.store.parts import PartFile
 from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMAS
 
-__all__ = ["RUN_ID_KEY", "STORE_ERRORS", "DeltaTables", "delta_storage_options", "one_line", "table_uri"]
+__all__ = [
+    "RUN_ID_KEY",
+    "STORE_ERRORS",
+    "DeltaTables",
+    "delta_storage_options",
+    "one_line",
+    "scan_batches",
+    "scan_table",
+    "table_uri",
+]
 
 RUN_ID_KEY: Final = "gguf_audit.run_id"
 """Commit metadata naming the run a commit belongs to (``DESCRIBE HISTORY`` shows it)."""
@@ -218,7 +228,7 @@ class DeltaTables:
     ) -> pa.Table:
         """Rows of ``table`` as the current schema has them (columns older files lack are null)."""
         dataset = self.dataset(table, run_ids)
-        data = dataset.to_table(columns=_present(dataset, columns), filter=filter)
+        data = scan_table(dataset, columns=_present(dataset, columns), filter=filter)
         return conform(data, table, columns)
 
     def batches(
@@ -232,9 +242,81 @@ class DeltaTables:
     ) -> Iterator[pa.Table]:
         """:meth:`read`'s rows a record batch at a time (at most ``batch_rows`` each), so a reader holds one batch."""
         dataset = self.dataset(table, run_ids)
-        for batch in dataset.to_batches(columns=_present(dataset, columns), filter=filter, batch_size=batch_rows):
+        for batch in scan_batches(dataset, columns=_present(dataset, columns), filter=filter, batch_rows=batch_rows):
             if batch.num_rows:
                 yield conform(pa.Table.from_batches([batch]), table, columns)
+
+
+def scan_table(
+    dataset: ds.Dataset, *, columns: Sequence[str] | None = None, filter: ds.Expression | None = None
+) -> pa.Table:
+    """``dataset.to_table(columns, filter)``, also where a data file stores strings as ``string_view``.
+
+    deltalake's own DML (``DeltaTable.update``, ``delete`` of some rows) rewrites data files with view types;
+    pyarrow then cannot evaluate a filter comparing a string column of the table's schema with such a file's
+    column ("no kernel matching input types (string, string_view)"). Those files are read whole, as the
+    table's types, and filtered in memory (:func:`scan_batches`).
+    """
+    try:
+        return dataset.to_table(columns=columns, filter=filter)
+    except pa.ArrowNotImplementedError:
+        if filter is None or not isinstance(dataset, ds.FileSystemDataset):
+            raise
+    batches = list(scan_batches(dataset, columns=columns, filter=filter))
+    if not batches:
+        return dataset.schema.empty_table().select(list(columns) if columns else dataset.schema.names)
+    return pa.Table.from_batches(batches)
+
+
+def scan_batches(
+    dataset: ds.Dataset,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: ds.Expression | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """``dataset.to_batches(...)``, also where a data file stores strings as ``string_view`` (see :func:`scan_table`).
+
+    The scan runs as usual until pyarrow refuses a file's types; then every file is scanned on its own, the
+    batches already given skipped (a file's scan gives the same batches each time), and a refused file is
+    read in batches as the table's types and filtered in memory.
+    """
+    if filter is None or not isinstance(dataset, ds.FileSystemDataset):
+        yield from dataset.to_batches(columns=columns, filter=filter, batch_size=batch_rows)
+        return
+    given: dict[str, int] = {}
+    try:
+        for tagged in dataset.scanner(columns=columns, filter=filter, batch_size=batch_rows).scan_batches():
+            path = str(tagged.fragment.path)
+            given[path] = given.get(path, 0) + 1
+            yield tagged.record_batch
+        return
+    except pa.ArrowNotImplementedError:
+        pass
+    for fragment in dataset.get_fragments(filter=filter):
+        batches = _fragment_batches(fragment, dataset.schema, columns, filter, batch_rows)
+        yield from itertools.islice(batches, given.get(str(fragment.path), 0), None)
+
+
+def _fragment_batches(
+    fragment: ds.Fragment,
+    schema: pa.Schema,
+    columns: Sequence[str] | None,
+    filter: ds.Expression,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    given = 0
+    try:
+        for batch in fragment.to_batches(schema=schema, columns=columns, filter=filter, batch_size=batch_rows):
+            given += 1
+            yield batch
+        return
+    except pa.ArrowNotImplementedError:
+        if given:
+            raise
+    for batch in fragment.to_batches(schema=schema, batch_size=batch_rows):
+        kept = pa.Table.from_batches([batch]).filter(filter)
+        yield from (kept.select(list(columns)) if columns else kept).to_batches()
 
 
 def _present(dataset: ds.Dataset, columns: Sequence[str] | None) -> list[str] | None:
