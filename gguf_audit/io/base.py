@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import ClassVar, TypeVar
 
@@ -21,7 +21,7 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import SourceError
 from gguf_audit.io.errors import SizeMismatchError, classify_error, describe_io_error
 from gguf_audit.io.gate import CpuGate
-from gguf_audit.io.limits import HostPauses
+from gguf_audit.io.limits import HostPauses, parse_rate_limit
 from gguf_audit.io.ranged import parse_content_range
 from gguf_audit.io.read_config import IOStats, ReadConfig
 
@@ -85,6 +85,19 @@ class RangeSource:
             except SourceError as exc:
                 out.append(exc)
         return out
+
+    def _note_rate_limit(self, headers: Mapping[str, str], status: int, host: str) -> None:
+        """Count a 429 (or an answer with no requests left) and pause ``host`` for the reset it names, or back
+        off, doubling with each 429 this file met (at most 2**8 times the first delay)."""
+        limit = parse_rate_limit(headers)
+        if status == 429:
+            self.stats.rate_limited += 1
+            self.stats.requests += 1  # the caller counts the request that answers; this one did not
+            backoff = self.config.backoff_s * 2 ** min(self.stats.rate_limited - 1, 8)
+            self.pauses.pause(host, limit.reset_s if limit.reset_s is not None else backoff)
+        elif limit.remaining == 0 and limit.reset_s:
+            self.stats.rate_limited += 1
+            self.pauses.pause(host, limit.reset_s)
 
     def _wait_budget(self, host: str) -> float:
         """Seconds this file may still wait for a rate-limited ``host`` (``max_rate_limit_wait_s`` less what it

@@ -27,7 +27,7 @@ from gguf_audit.errors import GGUFAuditError, SourceError
 from gguf_audit.io.base import RangeSource
 from gguf_audit.io.errors import RangeAnswerError
 from gguf_audit.io.gate import CpuGate
-from gguf_audit.io.limits import DEFAULT_HOST_PAUSES, HostPauses, host_key, parse_rate_limit
+from gguf_audit.io.limits import DEFAULT_HOST_PAUSES, HostPauses, host_key
 from gguf_audit.io.ranged import check_body, check_partial, whole_body_end
 from gguf_audit.io.read_config import DEFAULT_READ_CONFIG, IOStats, ReadConfig
 
@@ -280,25 +280,13 @@ class PlainHTTPSource(RangeSource):
         if not resp.isclosed() or resp.will_close:
             self.close()
 
-    def _note_rate_limit(self, resp: HTTPResponse, host: str) -> None:
-        # Lower-cased: header names are case-insensitive, and parse_rate_limit looks each up in two spellings.
-        limit = parse_rate_limit({name.lower(): value for name, value in resp.getheaders()})
-        if resp.status == 429:
-            self.stats.rate_limited += 1
-            self.stats.requests += 1  # the caller counts the request that answers; this one did not
-            # No reset named: back off, doubling with each 429 this file met (at most 2**8 times the first delay).
-            backoff = self.config.backoff_s * 2 ** min(self.stats.rate_limited - 1, 8)
-            self.pauses.pause(host, limit.reset_s if limit.reset_s is not None else backoff)
-        elif limit.remaining == 0 and limit.reset_s:
-            self.stats.rate_limited += 1
-            self.pauses.pause(host, limit.reset_s)
-
     def _ranged_answer(
         self, resp: HTTPResponse, start: int, end: int, host: str, deadline: float, sock: socket.socket | None
     ) -> bytes | None:
         """The asked bytes ``[start, end)`` from the answer to a ranged GET; None when it was a 429."""
         asked = f"bytes={start}-{end - 1}"
-        self._note_rate_limit(resp, host)
+        # Lower-cased: header names are case-insensitive, and parse_rate_limit looks each up in two spellings.
+        self._note_rate_limit({name.lower(): value for name, value in resp.getheaders()}, resp.status, host)
         status = resp.status
         if status == 429:
             _read_upto(resp, _ERROR_BODY_BYTES, deadline, sock)

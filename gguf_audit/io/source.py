@@ -33,7 +33,6 @@ from gguf_audit.io.limits import (
     HostLimits,
     HostPauses,
     host_key,
-    parse_rate_limit,
 )
 from gguf_audit.io.ranged import check_body, check_partial, read_upto, whole_body_end
 from gguf_audit.io.read_config import DEFAULT_READ_CONFIG, ByteSource, IOStats, ReadConfig
@@ -243,18 +242,6 @@ class HTTPSource(FsspecSource):
             body = await self._get_once(start, end, host)
             if body is not None:
                 return body
-
-    def _note_rate_limit(self, headers: Any, status: int, host: str) -> None:
-        limit = parse_rate_limit(headers)
-        if status == 429:
-            self.stats.rate_limited += 1
-            self.stats.requests += 1  # the caller counts the request that answers; this one did not
-            # No reset named: back off, doubling with each 429 this file met (at most 2**8 times the first delay).
-            backoff = self.config.backoff_s * 2 ** min(self.stats.rate_limited - 1, 8)
-            self.pauses.pause(host, limit.reset_s if limit.reset_s is not None else backoff)
-        elif limit.remaining == 0 and limit.reset_s:
-            self.stats.rate_limited += 1
-            self.pauses.pause(host, limit.reset_s)
 
     async def _get_once(self, start: int, end: int, host: str) -> bytes | None:
         """One ranged GET; None when it was answered 429 (the host is paused, ask again)."""
