@@ -289,6 +289,27 @@ def test_http_manifest(client: Any, tmp_path: Path, sample: dict[str, bytes]) ->
     assert models["sharded/llama-split"]["shards_missing"] == [2]
 
 
+def test_urls_that_differ_only_by_query_each_get_their_rows(
+    client: Any, tmp_path: Path, sample: dict[str, bytes]
+) -> None:
+    """Two manifest entries naming one object with different query strings (versions, presigned URLs) are two
+    files: each is audited and has its row, under the one model their path names (the driver once failed the
+    night with a KeyError on the second)."""
+    data = sample["tiny-llama-Q4_K_M.gguf"]
+    with RangeHTTPServer(files={"m/model.gguf": data}) as srv:
+        manifest = tmp_path / "manifest.txt"
+        urls = [srv.url_for("m/model.gguf") + query for query in ("?v=1", "?v=2")]
+        manifest.write_text("\n".join(urls) + "\n")
+        out = tmp_path / "out"
+        result = run_scan(ScanConfig().replace(manifests=(str(manifest),), out=str(out), samples=False), client=client)
+    assert (result.n_files, result.n_read) == (2, 2)
+    files = read_dataset(out, "files").to_pylist()
+    assert sorted(f["url"] for f in files) == urls
+    assert all(f["size"] == len(data) for f in files)
+    models = read_dataset(out, "models").to_pylist()
+    assert [(m["model_id"], m["n_files"], sorted(m["urls"])) for m in models] == [(srv.url_for("m/model.gguf"), 2, urls)]
+
+
 def test_http_manifest_csv_incremental(client: Any, tmp_path: Path, sample: dict[str, bytes]) -> None:
     """A CSV manifest with sizes and ETags lets an incremental run skip unchanged HTTP files."""
     names = ["tiny-llama-Q4_K_M.gguf", "mirror/tiny-llama-Q4_K_M.gguf"]
