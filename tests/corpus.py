@@ -14,7 +14,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPO", "S3_FILES", "corpus_dir", "gguf_files", "truth", "truth_files"]
+import pytest
+
+__all__ = ["REPO", "S3_FILES", "corpus_dir", "gguf_files", "llama_source", "truth", "truth_files"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -50,3 +52,23 @@ def truth(path: Path) -> dict[str, Any]:
     with open(path.with_name(path.name + ".truth.json"), encoding="utf-8") as fh:
         data: dict[str, Any] = json.load(fh)
     return data
+
+
+LLAMA_SRC_ENV = "GGUF_AUDIT_LLAMA_SRC"
+REQUIRE_LLAMA_SRC_ENV = "GGUF_AUDIT_REQUIRE_LLAMA_SRC"
+
+
+def llama_source() -> Path:
+    """The pinned llama.cpp source tree (``$GGUF_AUDIT_LLAMA_SRC``: the sdist's ``vendor/llama.cpp``, as
+    ``.ci/run`` extracts it). Missing, the calling test skips with how to get it, or fails where
+    ``GGUF_AUDIT_REQUIRE_LLAMA_SRC=1`` (CI)."""
+    given = os.environ.get(LLAMA_SRC_ENV)
+    if given and (Path(given) / "src" / "llama-arch.cpp").is_file():
+        return Path(given)
+    reason = (
+        f"the pinned llama.cpp source is not here (${LLAMA_SRC_ENV}={given or ''}); extract vendor/llama.cpp of "
+        "'pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36' and point it there"
+    )
+    if os.environ.get(REQUIRE_LLAMA_SRC_ENV) == "1":
+        pytest.fail(f"{reason}, and {REQUIRE_LLAMA_SRC_ENV}=1")
+    pytest.skip(reason)

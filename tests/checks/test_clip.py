@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from corpus import llama_source
 
 from gguf_audit.audit import AuditConfig, FileAudit, audit_file
 from gguf_audit.checks.clip import PROJECTOR_TYPES, check_clip
@@ -31,7 +32,6 @@ from gguf_audit.testing.builder import (
 )
 from gguf_audit.testing.oracle import find_oracle
 
-CLIP_IMPL = Path("/work/src/llama.cpp/tools/mtmd/clip-impl.h")
 NO_TEMPLATES = AuditConfig(templates=False)
 
 
@@ -227,9 +227,7 @@ def test_verdicts_say_what_clip_cpp_does() -> None:
 
 
 def test_projector_types_are_those_of_the_pinned_clip_impl() -> None:
-    if not CLIP_IMPL.is_file():
-        pytest.skip("the pinned llama.cpp source is not extracted")
-    text = CLIP_IMPL.read_text(encoding="utf-8")
+    text = (llama_source() / "tools" / "mtmd" / "clip-impl.h").read_text(encoding="utf-8")
     table = text[text.index("PROJECTOR_TYPE_NAMES") :]
     table = table[: table.index("};")]
     names = set(re.findall(r'\{\s*PROJECTOR_TYPE_\w+,\s*"([^"]+)"\s*\}', table))

@@ -6,17 +6,17 @@ every BPE pre-tokenizer name in the tables loads, a made-up one is refused, the
 models that need merges are refused without them, and every architecture the
 tables name with a model class is accepted while a made-up one (and ``gptj``, named
 without a model class) is refused. When
-the llama.cpp source is at hand (``$GGUF_AUDIT_LLAMA_SRC`` or ``/work/src/llama.cpp``)
+the pinned llama.cpp source is at hand (``$GGUF_AUDIT_LLAMA_SRC``; ``.ci/run`` extracts it)
 the generator is run over it and must reproduce the shipped file.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from corpus import llama_source
 
 from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.format.model import ValueType
@@ -25,8 +25,6 @@ from gguf_audit.llama.generate import generate
 from gguf_audit.testing.builder import Tensor, build_gguf, kv_array, kv_bool, kv_f32, kv_u32
 from gguf_audit.testing.oracle import Oracle, OracleVerdict, Stage, find_oracle
 from gguf_audit.testing.vocab import vocab_kvs
-
-SRC = Path(os.environ.get("GGUF_AUDIT_LLAMA_SRC", "/work/src/llama.cpp"))
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +58,10 @@ def test_the_tables_name_the_pinned_build() -> None:
     assert "blk.{bid}.attn_q" in t.arch_tensors["llama"]
 
 
-@pytest.mark.skipif(not (SRC / "src" / "llama-arch.cpp").is_file(), reason="no llama.cpp source here")
 def test_the_generator_reproduces_the_shipped_tables() -> None:
+    source = llama_source()
     shipped = json.loads((Path(__file__).parents[2] / "gguf_audit" / "llama" / f"{LLAMA_CPP_BUILD}.json").read_text())
-    assert generate(SRC, build=shipped["build"], commit=shipped["commit"]) == shipped
+    assert generate(source, build=shipped["build"], commit=shipped["commit"]) == shipped
 
 
 def test_every_tokenizer_model_and_pre_tokenizer_loads(oracle: Oracle, tmp_path: Path) -> None:

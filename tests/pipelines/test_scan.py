@@ -307,7 +307,9 @@ def test_urls_that_differ_only_by_query_each_get_their_rows(
     assert sorted(f["url"] for f in files) == urls
     assert all(f["size"] == len(data) for f in files)
     models = read_dataset(out, "models").to_pylist()
-    assert [(m["model_id"], m["n_files"], sorted(m["urls"])) for m in models] == [(srv.url_for("m/model.gguf"), 2, urls)]
+    assert [(m["model_id"], m["n_files"], sorted(m["urls"])) for m in models] == [
+        (srv.url_for("m/model.gguf"), 2, urls)
+    ]
 
 
 def test_http_manifest_csv_incremental(client: Any, tmp_path: Path, sample: dict[str, bytes]) -> None:
