@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import fsspec
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
@@ -40,6 +41,7 @@ from gguf_audit.io.options import s3_endpoint
 from gguf_audit.pipelines.listing.counting import ListingRequests, counting
 from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing.local import Skipped, walk_local
+from gguf_audit.pipelines.listing.objects import KeyStream, s3_keys, streams_keys
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 
@@ -312,10 +314,16 @@ def _list_root(
         else:
             # One stream of keys first (the common case, a prefix); only an empty answer asks whether the
             # root names one object, which costs a request a directory root never pays.
-            try:
-                entries = _find(fs, path)
-            except FileNotFoundError:  # no such bucket
+            if streams_keys(fs):
+                streamed = _streamed(fs, path, include, exclude)
+                if streamed is not None:
+                    return streamed, True, ()
                 entries = {}
+            else:
+                try:
+                    entries = _find(fs, path)
+                except FileNotFoundError:  # no such bucket
+                    entries = {}
             if not entries or set(entries) == {path}:
                 if fs.isfile(path):
                     return _with_siblings(fs, path), False, ()
@@ -324,21 +332,36 @@ def _list_root(
         raise
     except (OSError, ValueError) as exc:
         raise DiscoveryError(f"cannot list root {root!r}: {type(exc).__name__}: {exc}") from exc
-    return _listed(fs, path, entries, include, exclude), True, skipped
+    return _listed(fs, path, ((p, entries[p]) for p in sorted(entries)), include, exclude), True, skipped
+
+
+def _streamed(
+    fs: fsspec.AbstractFileSystem, path: str, include: Sequence[str], exclude: Sequence[str]
+) -> ListedFiles | None:
+    """The files under an S3 ``path`` the globs select, made into columns a page of keys at a time, in path
+    order; None when the listing named no key (no such bucket or prefix: the root may name one object)."""
+    seen = KeyStream()
+    try:
+        files = ListedFiles.of(_listed(fs, path, s3_keys(fs, path, seen), include, exclude))
+    except FileNotFoundError:  # no such bucket
+        return None
+    if not seen.keys:
+        return None
+    return files if seen.in_order else files.take(pc.sort_indices(files.url_column()).to_pylist())
 
 
 def _listed(
     fs: fsspec.AbstractFileSystem,
     path: str,
-    entries: Mapping[str, Mapping[str, Any]],
+    entries: Iterable[tuple[str, Mapping[str, Any]]],
     include: Sequence[str],
     exclude: Sequence[str],
 ) -> Iterator[ListedFile]:
-    """The files of ``entries`` (a root's listing) the globs select, in path order, made one at a time (the
-    caller keeps them as Arrow columns: a collection's worth never lives as Python objects at once)."""
+    """The files of ``entries`` (a root's listing, ``(path, info)`` in path order) the globs select, made one
+    at a time (the caller keeps them as Arrow columns: a collection's worth never lives as Python objects at
+    once)."""
     prefix = path.rstrip("/") + "/"
-    for p in sorted(entries):
-        info = entries[p]
+    for p, info in entries:
         if info.get("type", "file") != "file":
             continue
         rel = p[len(prefix) :] if p.startswith(prefix) else posixpath.basename(p)
