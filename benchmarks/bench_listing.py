@@ -133,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     drivers = [p.split("=", 1) if "=" in p else [p, p] for p in args.python.split(",")]
     env = {**os.environ, **FAKE_AWS}
     print(f"load average {os.getloadavg()[0]:.2f}; {args.per_folder} keys a folder")
-    print("| code | keys | files | LISTs (ceil) | other requests | counted | base MB | peak MB | growth MB "
-          "| bytes/key | wall s |")
+    print(
+        "| code | keys | files | LISTs (ceil) | other requests | counted | base MB | peak MB | growth MB "
+        "| bytes/key | wall s |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     runs = []
     for keys in (int(k) for k in args.keys.split(",")):

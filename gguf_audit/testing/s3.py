@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import boto3  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
-from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from moto.s3.models import s3_backends
 from werkzeug.serving import ThreadedWSGIServer

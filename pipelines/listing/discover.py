@@ -13,7 +13,9 @@ and pinned to commit shas (:mod:`~gguf_audit.pipelines.listing.hub`).
 An object store root is listed as one stream of keys: a flat, paginated
 listing with no delimiter (S3 gives 1,000 keys a request), so the common
 layout of one folder per model costs one request per 1,000 files, not one per
-folder. Only when that finds nothing is the root asked whether it is a file.
+folder. An S3 root's keys are made into the listing's columns a page at a time
+(:mod:`~gguf_audit.pipelines.listing.objects`), never all held as info dicts.
+Only when that finds nothing is the root asked whether it is a file.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any, Final
 
 import fsspec
@@ -41,7 +44,7 @@ from gguf_audit.io.options import s3_endpoint
 from gguf_audit.pipelines.listing.counting import ListingRequests, counting
 from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing.local import Skipped, walk_local
-from gguf_audit.pipelines.listing.objects import KeyStream, s3_keys, streams_keys
+from gguf_audit.pipelines.listing.objects import KeyStream, StreamedFiles, s3_keys, streams_keys
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 
@@ -315,7 +318,7 @@ def _list_root(
             # One stream of keys first (the common case, a prefix); only an empty answer asks whether the
             # root names one object, which costs a request a directory root never pays.
             if streams_keys(fs):
-                streamed = _streamed(fs, path, include, exclude)
+                streamed = _streamed(fs, root, path, include, exclude)
                 if streamed is not None:
                     return streamed, True, ()
                 entries = {}
@@ -336,18 +339,27 @@ def _list_root(
 
 
 def _streamed(
-    fs: fsspec.AbstractFileSystem, path: str, include: Sequence[str], exclude: Sequence[str]
-) -> ListedFiles | None:
-    """The files under an S3 ``path`` the globs select, made into columns a page of keys at a time, in path
-    order; None when the listing named no key (no such bucket or prefix: the root may name one object)."""
+    fs: fsspec.AbstractFileSystem, root: str, path: str, include: Sequence[str], exclude: Sequence[str]
+) -> StreamedFiles | None:
+    """The files under an S3 ``path`` the globs select, in the store's order; None when the listing's first page
+    names no key (no such bucket or prefix: the root may name one object)."""
     seen = KeyStream()
+    keys = s3_keys(fs, path, seen)
     try:
-        files = ListedFiles.of(_listed(fs, path, s3_keys(fs, path, seen), include, exclude))
+        first = next(keys, None)
     except FileNotFoundError:  # no such bucket
         return None
-    if not seen.keys:
+    if first is None:
         return None
-    return files if seen.in_order else files.take(pc.sort_indices(files.url_column()).to_pylist())
+    return StreamedFiles(_listing_errors(root, _listed(fs, path, chain([first], keys), include, exclude)), seen)
+
+
+def _listing_errors(root: str, files: Iterator[ListedFile]) -> Iterator[ListedFile]:
+    """``files``, a failure of the listing past its first page raised as the :class:`DiscoveryError` it is."""
+    try:
+        yield from files
+    except (OSError, ValueError) as exc:
+        raise DiscoveryError(f"cannot list root {root!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def _listed(
@@ -532,7 +544,11 @@ def discover(
                         listed_dirs.add(directory)
                     yield listed
 
-            found.append(ListedFiles.of(audited(listed_files, whole)))
+            part = ListedFiles.of(audited(listed_files, whole))
+            if isinstance(listed_files, StreamedFiles) and not listed_files.seen.in_order:
+                part = part.take(pc.sort_indices(part.url_column()).to_pylist())  # an S3 Express directory bucket
+            found.append(part)
+            del part
             del listed_files
         for manifest in manifests:
             _watch_manifest(manifest, options, requests)

@@ -22,7 +22,9 @@ from typing import Any, Final
 import fsspec
 from fsspec.asyn import sync
 
-__all__ = ["PAGE_KEYS", "KeyStream", "s3_keys", "streams_keys"]
+from gguf_audit.tables.listed import ListedFile
+
+__all__ = ["PAGE_KEYS", "KeyStream", "StreamedFiles", "s3_keys", "streams_keys"]
 
 PAGE_KEYS: Final = 1000
 """Info dicts taken from the stream at a time: one ListObjectsV2 page's worth."""
@@ -46,6 +48,17 @@ class KeyStream:
     """Keys the listing named, placeholders and keys the globs leave out included."""
     in_order: bool = True
     """False once a key came before the one listed ahead of it (S3 Express directory buckets list unordered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedFiles:
+    """A root's files, made as its keys are listed (iterate once), and what the listing saw (read it after)."""
+
+    files: Iterator[ListedFile]
+    seen: KeyStream
+
+    def __iter__(self) -> Iterator[ListedFile]:
+        return self.files
 
 
 def s3_keys(fs: Any, path: str, seen: KeyStream) -> Iterator[tuple[str, Mapping[str, Any]]]:
