@@ -161,6 +161,7 @@ def test_empty_prefix_and_one_object_roots(moto: MotoS3Server) -> None:
     moto.reset_stats()
     [one] = discover([f"s3://{bucket}/top.gguf"], storage_options=options).files
     assert moto.requests[0].method == "GET" and "list-type=2" in moto.requests[0].path
+    assert [r.method for r in moto.requests[1:]] == ["HEAD", "HEAD"]  # isfile, info; find's own HEAD is gone
     assert (one.url, one.size) == (f"s3://{bucket}/top.gguf", len(KEYS[-1]) * len(KEYS))
     shard = discover([f"s3://{bucket}/models/org-b/big-Q4-00002-of-00003.gguf"], storage_options=options)
     assert [f.url.rsplit("/", 1)[1] for f in shard.files] == [f"big-Q4-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
