@@ -13,7 +13,9 @@ and pinned to commit shas (:mod:`~gguf_audit.pipelines.listing.hub`).
 An object store root is listed as one stream of keys: a flat, paginated
 listing with no delimiter (S3 gives 1,000 keys a request), so the common
 layout of one folder per model costs one request per 1,000 files, not one per
-folder. Only when that finds nothing is the root asked whether it is a file.
+folder. An S3 root's keys are made into the listing's columns a page at a time
+(:mod:`~gguf_audit.pipelines.listing.objects`), never all held as info dicts.
+Only when that finds nothing is the root asked whether it is a file.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any, Final
 
 import fsspec
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
@@ -40,6 +44,7 @@ from gguf_audit.io.options import s3_endpoint
 from gguf_audit.pipelines.listing.counting import ListingRequests, counting
 from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing.local import Skipped, walk_local
+from gguf_audit.pipelines.listing.objects import KeyStream, StreamedFiles, s3_keys, streams_keys
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 
@@ -312,10 +317,16 @@ def _list_root(
         else:
             # One stream of keys first (the common case, a prefix); only an empty answer asks whether the
             # root names one object, which costs a request a directory root never pays.
-            try:
-                entries = _find(fs, path)
-            except FileNotFoundError:  # no such bucket
+            if streams_keys(fs):
+                streamed = _streamed(fs, root, path, include, exclude)
+                if streamed is not None:
+                    return streamed, True, ()
                 entries = {}
+            else:
+                try:
+                    entries = _find(fs, path)
+                except FileNotFoundError:  # no such bucket
+                    entries = {}
             if not entries or set(entries) == {path}:
                 if fs.isfile(path):
                     return _with_siblings(fs, path), False, ()
@@ -324,21 +335,45 @@ def _list_root(
         raise
     except (OSError, ValueError) as exc:
         raise DiscoveryError(f"cannot list root {root!r}: {type(exc).__name__}: {exc}") from exc
-    return _listed(fs, path, entries, include, exclude), True, skipped
+    return _listed(fs, path, ((p, entries[p]) for p in sorted(entries)), include, exclude), True, skipped
+
+
+def _streamed(
+    fs: fsspec.AbstractFileSystem, root: str, path: str, include: Sequence[str], exclude: Sequence[str]
+) -> StreamedFiles | None:
+    """The files under an S3 ``path`` the globs select, in the store's order; None when the listing's first page
+    names no key (no such bucket or prefix: the root may name one object)."""
+    seen = KeyStream()
+    keys = s3_keys(fs, path, seen)
+    try:
+        first = next(keys, None)
+    except FileNotFoundError:  # no such bucket
+        return None
+    if first is None:
+        return None
+    return StreamedFiles(_listing_errors(root, _listed(fs, path, chain([first], keys), include, exclude)), seen)
+
+
+def _listing_errors(root: str, files: Iterator[ListedFile]) -> Iterator[ListedFile]:
+    """``files``, a failure of the listing past its first page raised as the :class:`DiscoveryError` it is."""
+    try:
+        yield from files
+    except (OSError, ValueError) as exc:
+        raise DiscoveryError(f"cannot list root {root!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def _listed(
     fs: fsspec.AbstractFileSystem,
     path: str,
-    entries: Mapping[str, Mapping[str, Any]],
+    entries: Iterable[tuple[str, Mapping[str, Any]]],
     include: Sequence[str],
     exclude: Sequence[str],
 ) -> Iterator[ListedFile]:
-    """The files of ``entries`` (a root's listing) the globs select, in path order, made one at a time (the
-    caller keeps them as Arrow columns: a collection's worth never lives as Python objects at once)."""
+    """The files of ``entries`` (a root's listing, ``(path, info)`` in path order) the globs select, made one
+    at a time (the caller keeps them as Arrow columns: a collection's worth never lives as Python objects at
+    once)."""
     prefix = path.rstrip("/") + "/"
-    for p in sorted(entries):
-        info = entries[p]
+    for p, info in entries:
         if info.get("type", "file") != "file":
             continue
         rel = p[len(prefix) :] if p.startswith(prefix) else posixpath.basename(p)
@@ -509,7 +544,11 @@ def discover(
                         listed_dirs.add(directory)
                     yield listed
 
-            found.append(ListedFiles.of(audited(listed_files, whole)))
+            part = ListedFiles.of(audited(listed_files, whole))
+            if isinstance(listed_files, StreamedFiles) and not listed_files.seen.in_order:
+                part = part.take(pc.sort_indices(part.url_column()).to_pylist())  # an S3 Express directory bucket
+            found.append(part)
+            del part
             del listed_files
         for manifest in manifests:
             _watch_manifest(manifest, options, requests)
