@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -171,6 +172,11 @@ def test_batches_go_through_a_window(client: Any, tmp_path: Path, sample: dict[s
     results: list[BatchResult] = []
 
     def take(result: BatchResult) -> list[str]:
+        # The next batch is submitted before its predecessor's result is taken; the submission reaches the
+        # scheduler on the client's batched stream, a moment after: wait for it (the window kept full) first.
+        if len(results) < 9:
+            with contextlib.suppress(AssertionError):
+                _wait_for(lambda: client.run_on_scheduler(_scheduler_tasks) >= 3, 10, "the window to fill")
         on_cluster.append(client.run_on_scheduler(_scheduler_tasks))
         results.append(result)
         return []
