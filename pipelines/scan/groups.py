@@ -95,6 +95,24 @@ class ModelGroups(Mapping[str, Sequence[str]]):
     def __contains__(self, model_id: object) -> bool:
         return isinstance(model_id, str) and self._by_id.find(model_id) >= 0
 
+    @property
+    def id_column(self) -> pa.ChunkedArray | pa.Array:
+        """The models' ids in order (the columns' own: no copy)."""
+        return self._group_ids
+
+    @property
+    def sizes(self) -> npt.NDArray[np.int64]:
+        """How many files each model has, in order."""
+        return np.diff(self._starts, append=len(self._urls))
+
+    def position(self, model_id: str) -> int:
+        """Where ``model_id`` is in the order, or -1."""
+        return self._by_id.find(model_id) if isinstance(model_id, str) else -1
+
+    def members_at(self, position: int) -> list[str]:
+        """The URLs of the model at ``position`` (its shards in index order)."""
+        return self._members(position)
+
     def items_in_order(self) -> Iterator[tuple[str, list[str]]]:
         """Every model and its URLs, in order (a chunk of models' strings at a time)."""
         for group, model_id in enumerate(self):

@@ -197,6 +197,7 @@ def _run_batches(
     queued = iter(batches)
     first = list(itertools.islice(queued, window)) if window > 0 else list(queued)
     futures = as_completed([submit(b, 0) for b in first])
+
     def top_up() -> None:  # after the result is read, so a night that must stop submits nothing more
         following = next(queued, None)
         if following is not None:
