@@ -104,6 +104,20 @@ class GroupsView:
             return self._groups.position(model_id)
         return self._positions.get(model_id, -1)
 
+    def positions(self, model_ids: Sequence[str]) -> npt.NDArray[np.int64]:
+        """Where each of ``model_ids`` is (-1: none)."""
+        if self._groups is not None:
+            return self._groups.positions(model_ids)
+        return np.array([self._positions.get(m, -1) for m in model_ids], dtype=np.int64)
+
+    def ids_at(self, positions: npt.NDArray[np.int64]) -> list[str]:
+        return [str(m) for m in self.ids.take(pa.array(positions, pa.int64())).to_pylist()]
+
+    def first_urls(self, positions: npt.NDArray[np.int64]) -> list[str]:
+        if self._groups is not None:
+            return self._groups.first_urls(positions)
+        return [self._urls[p][0] for p in positions.tolist()]
+
     def urls_at(self, position: int) -> list[str]:
         if self._groups is not None:
             return self._groups.members_at(position)
@@ -256,8 +270,7 @@ class LineageCells:
     def positions(self, model_ids: Iterable[str]) -> npt.NDArray[np.int64]:
         if self._members is None:
             return np.array([-1 for _ in model_ids], dtype=np.int64)
-        view = self._members.view
-        return np.array([view.position(m) for m in model_ids], dtype=np.int64)
+        return self._members.view.positions(list(model_ids))
 
     def of(self, model_ids: Sequence[str]) -> list[ModelLineageCells | None]:
         """The cells of each of ``model_ids`` (None: no family), made for these models alone."""
@@ -265,27 +278,38 @@ class LineageCells:
         families = np.where(positions >= 0, self.family_of[np.maximum(positions, 0)] if len(self.family_of) else -1, -1)
         if not (families >= 0).any() or self._members is None:
             return [None] * len(positions)
-        rows = self.families.take(pa.array(np.maximum(families, 0))).to_pylist()
+        wanted, which = np.unique(np.maximum(families, 0), return_inverse=True)
+        rows = self.families.take(pa.array(wanted)).to_pylist()
+        anchors = self._members.view.ids_at(np.array([r["anchor"] for r in rows], dtype=np.int64))
+        # the members other than the anchor share one value per family and precision (frozen)
+        shared: dict[tuple[int, bool], ModelLineageCells] = {}
         out: list[ModelLineageCells | None] = []
-        for position, family, row in zip(positions.tolist(), families.tolist(), rows, strict=True):
+        for position, family, at in zip(positions.tolist(), families.tolist(), which.tolist(), strict=True):
             if family < 0:
                 out.append(None)
                 continue
+            row = rows[at]
             full = bool(self.full[position])
-            findings: tuple[Finding, ...] = ()
-            if position == row["anchor"] and row["n_quantized"] is not None:
-                first = self._members.urls_of(position)[0]
-                findings = (no_full_precision(row["n_quantized"], row["file_type_names"], row["architecture"], first),)
-            out.append(
-                ModelLineageCells(
+            anchor = position == row["anchor"]
+            cells = None if anchor else shared.get((family, full))
+            if cells is None:
+                findings: tuple[Finding, ...] = ()
+                if anchor and row["n_quantized"] is not None:
+                    first = self._members.urls_of(position)[0]
+                    findings = (
+                        no_full_precision(row["n_quantized"], row["file_type_names"], row["architecture"], first),
+                    )
+                cells = ModelLineageCells(
                     family_key=row["key"],
                     full_precision=full,
-                    family_anchor=self._members.view.id_at(row["anchor"]),
+                    family_anchor=anchors[at],
                     family_source=row["source"],
                     reference_url=row["reference_url"] if not full else None,
                     findings=findings,
                 )
-            )
+                if not anchor:
+                    shared[(family, full)] = cells
+            out.append(cells)
         return out
 
     def get(self, model_id: str) -> ModelLineageCells | None:
@@ -343,11 +367,14 @@ class Judged:
         references = self.cells.families.column("reference_url")
         for family, positions in self.to_compare:
             key, reference = str(keys[family].as_py()), str(references[family].as_py())
-            for p in positions.tolist():
-                if skip[p]:
-                    continue
-                model_id = members.view.id_at(p)
-                out.extend(Pair(url, reference, model_id, key) for url in members.urls_of(p))
+            for start in range(0, len(positions), _BATCH):
+                chunk = positions[start : start + _BATCH]
+                chunk = chunk[~skip[chunk]].astype(np.int64)
+                single = (members.view.sizes[chunk] == 1) & ~np.isin(chunk, np.fromiter(members.odd, np.int64))
+                firsts = iter(members.view.first_urls(chunk[single]))
+                for p, model_id, alone in zip(chunk.tolist(), members.view.ids_at(chunk), single.tolist(), strict=True):
+                    urls = (next(firsts),) if alone else members.urls_of(p)
+                    out.extend(Pair(url, reference, model_id, key) for url in urls)
         return out
 
 

@@ -52,6 +52,19 @@ class _HashIndex:
             at += 1
         return -1
 
+    def find_many(self, values: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The position of each of ``values`` (-1: absent), hashed and searched together."""
+        found = np.full(len(values), -1, dtype=np.int64)
+        if not len(values) or not len(self._hashes):
+            return found
+        at = np.searchsorted(self._hashes, np.array([hash(v) for v in values], dtype=np.int64))
+        candidates = self._order[np.minimum(at, len(self._hashes) - 1)].astype(np.int64)
+        seen = self._values.take(pa.array(candidates)).to_pylist()
+        for i, (value, there) in enumerate(zip(values, seen, strict=True)):
+            # the first of equal hashes matched: found; otherwise absent or a collision, looked up alone
+            found[i] = candidates[i] if there == value else self.find(value)
+        return found
+
 
 class ModelGroups(Mapping[str, Sequence[str]]):
     """Files grouped by model (shards in index order), in :func:`group_models`' order, as Arrow columns.
@@ -108,6 +121,14 @@ class ModelGroups(Mapping[str, Sequence[str]]):
     def position(self, model_id: str) -> int:
         """Where ``model_id`` is in the order, or -1."""
         return self._by_id.find(model_id) if isinstance(model_id, str) else -1
+
+    def positions(self, model_ids: Sequence[str]) -> npt.NDArray[np.int64]:
+        """Where each of ``model_ids`` is in the order (-1: not a model of this night)."""
+        return self._by_id.find_many(model_ids)
+
+    def first_urls(self, positions: npt.NDArray[np.int64]) -> list[str]:
+        """The first URL of the model at each of ``positions``."""
+        return [str(u) for u in self._urls.take(pa.array(self._starts[positions])).to_pylist()]
 
     def members_at(self, position: int) -> list[str]:
         """The URLs of the model at ``position`` (its shards in index order)."""
