@@ -368,8 +368,8 @@ class Judged:
         for family, positions in self.to_compare:
             key, reference = str(keys[family].as_py()), str(references[family].as_py())
             for start in range(0, len(positions), _BATCH):
-                chunk = positions[start : start + _BATCH]
-                chunk = chunk[~skip[chunk]].astype(np.int64)
+                taken = positions[start : start + _BATCH]
+                chunk = taken[~skip[taken]].astype(np.int64)
                 single = (members.view.sizes[chunk] == 1) & ~np.isin(chunk, np.fromiter(members.odd, np.int64))
                 firsts = iter(members.view.first_urls(chunk[single]))
                 for p, model_id, alone in zip(chunk.tolist(), members.view.ids_at(chunk), single.tolist(), strict=True):
