@@ -22,8 +22,12 @@ replaced: a :class:`~gguf_audit.checks.lineage.ModelLineage` per model,
 from __future__ import annotations
 
 import argparse
+import gc
 import time
+import tracemalloc
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,7 +35,6 @@ from gguf_audit.checks.lineage import FamilyVerdict, ModelLineage, carried_linea
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.groups import ModelGroups
-from gguf_audit.pipelines.scan.lineage import Lineage, lineage_of
 from gguf_audit.pipelines.scan.night import MODELS_PER_CHUNK
 from gguf_audit.tables.lineage import ModelLineageCells, model_lineage_cells
 
@@ -71,13 +74,15 @@ def judge(models: Sequence[ModelLineage]) -> tuple[list[FamilyVerdict], dict[str
     return verdicts, model_lineage_cells(verdicts)
 
 
-def judge_columns(rows: Sequence[dict[str, object]]) -> tuple[Lineage, int, float]:
+def judge_columns(rows: Sequence[dict[str, object]]) -> tuple[Any, int, float]:
     """Lineage as a night takes it now, how many models' cells were made (a chunk at a time), and the
     seconds both took (the groups and the carried table, made before, are not timed)."""
     groups = ModelGroups(str(r["url"]) for r in rows)
     columns = ("model_id", "architecture", "file_type_name", *ModelLineageCells().columns())
     types = {"full_precision": pa.bool_()}
     carried = pa.table({c: pa.array([r[c] for r in rows], types.get(c, pa.string())) for c in columns})
+    from gguf_audit.pipelines.scan.lineage import lineage_of
+
     collector = Collector(groups.model_ids)
     ids = list(groups)
     begun = time.perf_counter()
@@ -91,11 +96,69 @@ def judge_columns(rows: Sequence[dict[str, object]]) -> tuple[Lineage, int, floa
     return lineage, made, time.perf_counter() - begun
 
 
+def _rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def memory(n: int, trace: bool = False) -> dict[str, float]:
+    """What a first night's lineage phase keeps per model, in this process: ``n`` single-file models of
+    one quantized family (bench_driver.py's collection), their facts spilled a batch of 1,024 at a time.
+
+    ``judge_lineage`` runs with its answer kept (a night keeps it until the models are judged), Arrow on
+    the system allocator as a night's driver has it; returned: the RSS it added per model, or with ``trace``
+    the Python and NumPy heap it keeps and its peak (tracemalloc, which adds RSS of its own).
+    """
+    pa.set_memory_pool(pa.system_memory_pool())
+    from gguf_audit.pipelines.scan.lineage import judge_lineage
+    from gguf_audit.pipelines.scan.tally import facts_of
+    from gguf_audit.tables.schema import SCHEMAS, rows_to_table
+
+    urls = [f"file:///c/d{i // 1000:04d}/m-{i:07d}.gguf" for i in range(n)]
+    groups = ModelGroups(urls)
+    collector = Collector(groups.model_ids)
+    for start in range(0, n, 1024):
+        rows = [
+            {
+                "url": u, "model_id": groups.model_of(u), "status": "ok", "n_problems": 0, "n_errors": 0,
+                "n_warnings": 0, "bytes_read": 1, "requests": 1, "io_seconds": 0.0, "seconds": 0.0,
+                "source_run_id": "r", "reused": False, "architecture": "llama", "name": "Tiny",
+                "file_type_name": "Q4_K_M", "tensor_set_digest": f"{7:032x}", "full_precision": False,
+            }
+            for u in urls[start : start + 1024]
+        ]  # fmt: skip
+        collector.facts.append(facts_of(rows_to_table("files", rows)))
+    del rows
+    gc.collect()
+    if trace:
+        tracemalloc.start()
+    before_heap = tracemalloc.get_traced_memory()[0]
+    before_rss = _rss_bytes()
+    lineage = judge_lineage(None, ScanConfig(), groups, collector, SCHEMAS["models"].empty_table(), iter(()))  # type: ignore[arg-type]
+    gc.collect()
+    heap, peak = tracemalloc.get_traced_memory()
+    rss = _rss_bytes()
+    tracemalloc.stop()
+    collector.close()
+    del lineage
+    if trace:
+        return {"heap_kept_per_model": (heap - before_heap) / n, "heap_peak_per_model": (peak - before_heap) / n}
+    return {"rss_per_model": (rss - before_rss) / n}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--objects-up-to", type=int, default=100_000)
+    parser.add_argument("--memory", type=int, metavar="N", help="only measure what lineage keeps for N models")
+    parser.add_argument("--trace", action="store_true", help="with --memory: the Python heap (tracemalloc)")
     args = parser.parse_args(argv)
+    if args.memory:
+        figures = memory(args.memory, args.trace)
+        print(f"{args.memory} models: " + ", ".join(f"{k} {v:.0f} B" for k, v in figures.items()))
+        return 0
     print(f"{'members':>9} {'lineage s':>10} {'us/member':>10} {'pairs':>8} {'objects s':>10} {'us/member':>10}")
     for size in (int(s) for s in args.sizes.split(",")):
         rows = family_rows(size)

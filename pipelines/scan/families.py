@@ -45,13 +45,15 @@ __all__ = ["GroupsView", "LackingFamily", "LineageCells", "Members", "judge_memb
 _BATCH: Final = 4096
 """Rows gathered as Python values before they become an Arrow record batch."""
 
+_TEXT: Final = pa.dictionary(pa.int32(), pa.string())
+"""The members' text columns: a code a model, each value once (a family's key, file types, architectures)."""
 _MEMBER_SCHEMA: Final = pa.schema(
     [
         ("pos", pa.int32()),
-        ("key", pa.string()),
+        ("key", _TEXT),
         ("full", pa.bool_()),
-        ("file_type_name", pa.string()),
-        ("architecture", pa.string()),
+        ("file_type_name", _TEXT),
+        ("architecture", _TEXT),
     ]
 )
 _FAMILY_SCHEMA: Final = pa.schema(
@@ -129,6 +131,12 @@ class GroupsView:
         return self._keys[position]
 
 
+def _array(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
+    if pa.types.is_dictionary(kind):
+        return pc.dictionary_encode(pa.array(values, kind.value_type))
+    return pa.array(values, kind)
+
+
 @dataclass
 class _Batches:
     """Rows appended as Python values, made into record batches of :data:`_BATCH` rows as they come."""
@@ -145,7 +153,7 @@ class _Batches:
     def flush(self) -> None:
         if self.pending:
             columns = list(zip(*self.pending, strict=True))
-            arrays = [pa.array(c, f.type) for c, f in zip(columns, self.schema, strict=True)]
+            arrays = [_array(c, f.type) for c, f in zip(columns, self.schema, strict=True)]
             self.batches.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
             self.pending = []
 
@@ -206,10 +214,10 @@ class Members:
         stored = pa.table(
             {
                 "pos": pa.array(pos, pa.int32()),
-                "key": key,
+                "key": pc.dictionary_encode(key.combine_chunks()),
                 "full": full,
-                "file_type_name": known.column("file_type_name"),
-                "architecture": known.column("architecture"),
+                "file_type_name": pc.dictionary_encode(known.column("file_type_name").combine_chunks()),
+                "architecture": pc.dictionary_encode(known.column("architecture").combine_chunks()),
             }
         ).cast(_MEMBER_SCHEMA)
         self._rows.flush()
@@ -222,7 +230,14 @@ class Members:
         if len(np.unique(pos)) != len(pos):  # the last row of each model, as a dict keeps it
             _, last = np.unique(pos[::-1], return_index=True)
             table = table.take(pa.array(np.sort(len(pos) - 1 - last)))
-        self.table = table
+        # one dictionary a column for the whole night: each model's values are codes into it
+        self.table = table.unify_dictionaries().combine_chunks()
+
+    def settle(self) -> None:
+        """Let go of the columns once the families are judged (the cells keep the groups and the odd models)."""
+        self.table = _MEMBER_SCHEMA.empty_table()
+        self.carried = np.zeros(0, dtype=bool)
+        self.stored_safetensors = np.zeros(0, dtype=bool)
 
     def urls_of(self, position: int) -> Sequence[str]:
         odd = self.odd.get(position)
@@ -231,6 +246,17 @@ class Members:
     def directory_of(self, position: int) -> str:
         odd = self.odd.get(position)
         return odd[1] if odd is not None else directory(self.view.urls_at(position)[0])
+
+    def directories(self, positions: npt.NDArray[np.int32]) -> frozenset[str]:
+        """Where the models at ``positions`` live (their first URLs' directories, a batch of URLs at a time)."""
+        found: set[str] = set()
+        odd = np.fromiter(self.odd, np.int64)
+        for start in range(0, len(positions), _BATCH):
+            chunk = positions[start : start + _BATCH].astype(np.int64)
+            plain = ~np.isin(chunk, odd)
+            found.update(directory(u) for u in self.view.first_urls(chunk[plain]))
+            found.update(self.odd[p][1] for p in chunk[~plain].tolist())
+        return frozenset(found)
 
     def n_urls(self, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
         """How many files each model at ``positions`` has (as lineage counts them)."""
@@ -262,6 +288,14 @@ class LineageCells:
         self.family_of = family_of
         self.full = full
         self.families = families
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the columns it holds (the groups it looks models up in are the night's, not counted)."""
+        held = self.family_of.nbytes + self.full.nbytes + self.families.nbytes
+        if self._members is not None:
+            held += self._members.table.nbytes + self._members.carried.nbytes + self._members.stored_safetensors.nbytes
+        return held
 
     @classmethod
     def empty(cls) -> LineageCells:
@@ -378,6 +412,42 @@ class Judged:
         return out
 
 
+@dataclass(frozen=True)
+class _Codes:
+    """A dictionary column as NumPy codes (-1: null) and its values."""
+
+    codes: npt.NDArray[np.int32]
+    values: list[str]
+
+    def value(self, code: int) -> str | None:
+        return self.values[code] if code >= 0 else None
+
+    def ranks(self) -> npt.NDArray[np.int64]:
+        """Each code's rank in the values' order (Arrow's: the UTF-8 bytes', Python's code points')."""
+        ranks = np.empty(len(self.values), dtype=np.int64)
+        ranks[np.argsort(np.array(self.values, dtype=object), kind="stable")] = np.arange(len(self.values))
+        return ranks
+
+
+def _codes(column: pa.ChunkedArray) -> _Codes:
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if not isinstance(array, pa.DictionaryArray):  # pragma: no cover - the members' schema says dictionary
+        array = pc.dictionary_encode(array)
+    codes = array.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+    return _Codes(codes, [str(v) for v in array.dictionary.to_pylist()])
+
+
+def _id_ranks(view: GroupsView, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+    """Each of ``positions``' rank in model id order (its position itself, when the ids are in order)."""
+    ids = view.ids
+    if len(ids) < 2 or pc.all(pc.less(ids.slice(0, len(ids) - 1), ids.slice(1))).as_py():
+        return positions.astype(np.int64)
+    order = pc.sort_indices(ids).to_numpy()
+    ranks = np.empty(len(ids), dtype=np.int64)
+    ranks[order] = np.arange(len(ids))
+    return ranks[positions]
+
+
 def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamily]], set[str]]) -> Judged:
     """Families of ``members``, judged as :func:`~gguf_audit.checks.lineage.judge_family` judges them.
 
@@ -385,25 +455,27 @@ def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamil
     without a full-precision GGUF hold safetensors files.
     """
     view = members.view
-    keyed = members.table.filter(pc.is_valid(members.table.column("key")))
-    pos = keyed.column("pos").to_numpy().astype(np.int32)
-    ids = view.ids.take(pa.array(pos, pa.int64()))
-    order = pc.sort_indices(
-        pa.table({"key": keyed.column("key"), "id": ids}), sort_keys=[("key", "ascending"), ("id", "ascending")]
-    )
-    del ids
-    pos = pos[order.to_numpy()]
-    keys = keyed.column("key").take(order)
-    full = keyed.column("full").take(order).to_numpy(zero_copy_only=False).astype(bool)
-    types = pc.dictionary_encode(keyed.column("file_type_name").take(order).combine_chunks())
-    architectures = keyed.column("architecture").take(order)
+    table = members.table
+    keys, types, architectures = (_codes(table.column(c)) for c in ("key", "file_type_name", "architecture"))
+    keyed = np.flatnonzero(keys.codes >= 0)
+    pos = table.column("pos").to_numpy()[keyed]
+    key_rank = keys.ranks()[keys.codes[keyed]]
+    # by family key, then model id (positions, when the groups' ids are in order already: no copy of them)
+    order = np.lexsort((_id_ranks(view, pos), key_rank))
+    del key_rank
+    rows_of = keyed[order]
     del keyed, order
+    pos = table.column("pos").to_numpy()[rows_of]
+    full = pc.fill_null(table.column("full"), False).to_numpy(zero_copy_only=False)[rows_of]
+    key_codes, type_codes, arch_codes = keys.codes[rows_of], types.codes[rows_of], architectures.codes[rows_of]
+    del rows_of
     n = len(pos)
     family_of = np.full(len(view), -1, np.int32)
     full_of = np.full(len(view), -1, np.int8)
     if n == 0:
+        members.settle()
         return Judged(LineageCells(members, family_of, full_of, _FAMILY_SCHEMA.empty_table()), [])
-    changes = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    changes = key_codes[1:] != key_codes[:-1]
     starts = np.concatenate([[0], np.flatnonzero(changes) + 1]).astype(np.int64)
     ends = np.append(starts[1:], n)
     quantized = ~full
@@ -413,19 +485,15 @@ def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamil
     first_quantized = np.minimum.reduceat(np.where(quantized, rows, n), starts)
     anchors = np.where(first_quantized < n, first_quantized, starts)
     # the reference: a full-precision single file, the most precise type first, then the lowest model id
-    lut = np.array([reference_rank(t) for t in types.dictionary.to_pylist()] or [9], dtype=np.int64)
-    ranks = np.where(
-        types.indices.is_valid().to_numpy(zero_copy_only=False),
-        lut[types.indices.fill_null(0).to_numpy(zero_copy_only=False)],
-        reference_rank(None),
-    )
+    lut = np.array([*(reference_rank(t) for t in types.values), reference_rank(None)], dtype=np.int64)
+    ranks = lut[type_codes]  # code -1 (no file type) is the last entry
     eligible = full & (members.n_urls(pos) == 1)
     scores = np.minimum.reduceat(np.where(eligible, ranks * n + rows, np.iinfo(np.int64).max), starts)
     references = np.where(scores < np.iinfo(np.int64).max, scores % n, -1)
     del ranks, eligible, scores
 
     lacking = np.flatnonzero((n_quantized > 0) & (n_full == 0))
-    directories = [frozenset(members.directory_of(int(p)) for p in pos[starts[f] : ends[f]]) for f in lacking]
+    directories = [members.directories(pos[starts[f] : ends[f]]) for f in lacking]
     carried = np.logical_and.reduceat(members.carried[pos], starts)
     stored = np.logical_or.reduceat(members.stored_safetensors[pos], starts)
     dirs = safetensors(
@@ -442,12 +510,13 @@ def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamil
         reference_url = members.urls_of(int(pos[reference]))[0] if reference >= 0 else None
         finding: tuple[int | None, list[str | None] | None, str | None] = (None, None, None)
         if n_quantized[f] and source is None:
-            names = pc.unique(types.slice(start, end - start).dictionary_decode()).to_pylist()
-            finding = (int(n_quantized[f]), names, architectures[int(anchors[f])].as_py())
-        out.add(keys[start].as_py(), int(pos[anchors[f]]), source, reference_url, *finding)
+            names = [types.value(int(c)) for c in np.unique(type_codes[start:end])]
+            finding = (int(n_quantized[f]), names, architectures.value(int(arch_codes[anchors[f]])))
+        out.add(keys.value(int(key_codes[start])), int(pos[anchors[f]]), source, reference_url, *finding)
         if reference >= 0 and n_quantized[f]:
             segment = slice(start, end)
             to_compare.append((f, pos[segment][quantized[segment]]))
         family_of[pos[start:end]] = f
     full_of[pos] = full.astype(np.int8)
+    members.settle()
     return Judged(LineageCells(members, family_of, full_of, out.table()), to_compare)

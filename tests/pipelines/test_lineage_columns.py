@@ -188,6 +188,7 @@ def test_a_family_of_thousands_keeps_two_numbers_a_model_and_one_row(tmp_path: P
     assert kept.families.num_rows == 1  # the family is a row, its members two arrays of numbers
     assert kept.family_of.dtype == np.int32 and kept.full.dtype == np.int8
     assert len(kept.family_of) == len(kept.full) == n and set(kept.family_of.tolist()) == {0}
+    assert kept.nbytes < 8 * n + 4096  # 5 bytes a model and the family's row: no column of ids, keys or types
     assert len(lineage.pairs) == n - 1 and {p.reference_url for p in lineage.pairs} == {urls[1234]}
     cells, pairs, _ = _old_lineage(group_models(urls), facts, [], set(), {})
     assert lineage.pairs == pairs
