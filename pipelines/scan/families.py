@@ -243,10 +243,6 @@ class Members:
         odd = self.odd.get(position)
         return odd[0] if odd is not None else self.view.urls_at(position)
 
-    def directory_of(self, position: int) -> str:
-        odd = self.odd.get(position)
-        return odd[1] if odd is not None else directory(self.view.urls_at(position)[0])
-
     def directories(self, positions: npt.NDArray[np.int32]) -> frozenset[str]:
         """Where the models at ``positions`` live (their first URLs' directories, a batch of URLs at a time)."""
         found: set[str] = set()
@@ -292,9 +288,10 @@ class LineageCells:
     @property
     def nbytes(self) -> int:
         """The bytes of the columns it holds (the groups it looks models up in are the night's, not counted)."""
-        held = self.family_of.nbytes + self.full.nbytes + self.families.nbytes
+        held = int(self.family_of.nbytes) + int(self.full.nbytes) + int(self.families.nbytes)
         if self._members is not None:
-            held += self._members.table.nbytes + self._members.carried.nbytes + self._members.stored_safetensors.nbytes
+            members = self._members
+            held += int(members.table.nbytes) + int(members.carried.nbytes) + int(members.stored_safetensors.nbytes)
         return held
 
     @classmethod
