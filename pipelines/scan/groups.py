@@ -3,8 +3,8 @@
 :func:`~gguf_audit.format.shard_names.group_models` says which files make one
 model; as a dict of lists it costs a model-id string, a list and a URL string
 per file (about 300 bytes). Here the same groups, in the same order, cost the
-URLs' and ids' bytes and two hashes a file: the URLs are made into the
-columns a chunk at a time, grouped in Arrow, and looked up through sorted
+ids' bytes and two hashes a file: the URLs are the listing's own column (or
+made into one a chunk at a time, given as strings), grouped in Arrow, and looked up through sorted
 hashes (Python's own ``hash`` of the string, stable within the process).
 """
 
@@ -72,7 +72,8 @@ class ModelGroups(Mapping[str, Sequence[str]]):
     ``groups[model_id]`` is a list of the model's URLs, made when asked for.
     """
 
-    def __init__(self, urls: Iterable[str]) -> None:
+    def __init__(self, urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> None:
+        """``urls``: the listed URLs, each once, as strings or as the listing's Arrow column (then shared)."""
         table = _grouped(urls)
         self._urls = table.column("url")
         self._ids = table.column("model_id")
@@ -107,6 +108,12 @@ class ModelGroups(Mapping[str, Sequence[str]]):
 
     def __contains__(self, model_id: object) -> bool:
         return isinstance(model_id, str) and self._by_id.find(model_id) >= 0
+
+    @property
+    def url_column(self) -> pa.ChunkedArray | pa.Array:
+        """The files' URLs, grouped and in order (the listing's own buffers when it was given as a column and
+        its order kept)."""
+        return self._urls
 
     @property
     def id_column(self) -> pa.ChunkedArray | pa.Array:
@@ -173,19 +180,22 @@ class ModelIds(Mapping[str, str]):
         return len(self._groups._urls)
 
 
-def _grouped(urls: Iterable[str]) -> pa.Table:
-    """``url`` and ``model_id`` columns, grouped and ordered as :func:`group_models` orders its dict."""
+def _grouped(urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> pa.Table:
+    """``url`` and ``model_id`` columns, grouped and ordered as :func:`group_models` orders its dict.
+
+    Given an Arrow column of URLs (the listing's), the ``url`` column is slices of
+    it (no copy of the URLs) wherever the order stays the listing's.
+    """
     batches: list[pa.RecordBatch] = []
-    chunk: list[str] = []
     seen_at = 0
 
-    def flush() -> None:
+    def flush(chunk: list[str], column: pa.Array | None = None) -> None:
         nonlocal seen_at
         shards = [parse_shard_name(u) for u in chunk]
         batches.append(
             pa.record_batch(
                 {
-                    "url": pa.array(chunk, pa.string()),
+                    "url": column if column is not None else pa.array(chunk, pa.string()),
                     "pos": pa.array(range(seen_at, seen_at + len(chunk)), pa.int64()),
                     "base": pa.array(
                         [s.model_id if s is not None else model_id_for(u) for u, s in zip(chunk, shards, strict=True)],
@@ -198,14 +208,23 @@ def _grouped(urls: Iterable[str]) -> pa.Table:
             )
         )
         seen_at += len(chunk)
-        chunk.clear()
 
-    for url in urls:
-        chunk.append(url)
-        if len(chunk) == _CHUNK:
-            flush()
-    if chunk:
-        flush()
+    if isinstance(urls, pa.Array | pa.ChunkedArray):
+        arrays = urls.chunks if isinstance(urls, pa.ChunkedArray) else [urls]
+        for array in arrays:
+            array = array.cast(pa.string()) if array.type != pa.string() else array
+            for start in range(0, len(array), _CHUNK):
+                piece = array.slice(start, _CHUNK)
+                flush([str(u) for u in piece.to_pylist()], piece)
+    else:
+        chunk: list[str] = []
+        for url in urls:
+            chunk.append(url)
+            if len(chunk) == _CHUNK:
+                flush(chunk)
+                chunk = []
+        if chunk:
+            flush(chunk)
     if not batches:
         return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
     table = pa.Table.from_batches(batches)
