@@ -89,16 +89,28 @@ class GroupsView:
         self._urls: list[list[str]] = []
         if self._groups is not None:
             self.ids: pa.ChunkedArray | pa.Array = self._groups.id_column
-            self.sizes: npt.NDArray[np.int64] = self._groups.sizes
+            self._sizes = np.zeros(0, dtype=np.int64)
         else:
             self._keys = [str(k) for k in groups]
             self._positions = {k: i for i, k in enumerate(self._keys)}
             self._urls = [[str(u) for u in groups[k]] for k in self._keys]
             self.ids = pa.array(self._keys, pa.string())
-            self.sizes = np.array([len(u) for u in self._urls], dtype=np.int64)
+            self._sizes = np.array([len(u) for u in self._urls], dtype=np.int64)
 
     def __len__(self) -> int:
-        return len(self.sizes)
+        return len(self.ids)
+
+    def size_at(self, position: int) -> int:
+        if self._groups is not None:
+            return self._groups.size_at(position)
+        return int(self._sizes[position])
+
+    def sizes_at(self, positions: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        """How many files the model at each of ``positions`` has (nothing kept per model to say it)."""
+        at = np.asarray(positions, dtype=np.int64)
+        if self._groups is not None:
+            return self._groups.sizes_at(at)
+        return self._sizes[at]
 
     def position(self, model_id: str) -> int:
         """Where ``model_id`` is, or -1."""
@@ -230,8 +242,7 @@ class Members:
         if len(np.unique(pos)) != len(pos):  # the last row of each model, as a dict keeps it
             _, last = np.unique(pos[::-1], return_index=True)
             table = table.take(pa.array(np.sort(len(pos) - 1 - last)))
-        # one dictionary a column for the whole night: each model's values are codes into it
-        self.table = table.unify_dictionaries().combine_chunks()
+        self.table = table
 
     def settle(self) -> None:
         """Let go of the columns once the families are judged (the cells keep the groups and the odd models)."""
@@ -256,7 +267,7 @@ class Members:
 
     def n_urls(self, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
         """How many files each model at ``positions`` has (as lineage counts them)."""
-        sizes = self.view.sizes[positions]
+        sizes = self.view.sizes_at(positions)
         if self.odd:
             for i in np.flatnonzero(np.isin(positions, np.fromiter(self.odd, np.int64))).tolist():
                 sizes[i] = len(self.odd[int(positions[i])][0])
@@ -401,7 +412,7 @@ class Judged:
             for start in range(0, len(positions), _BATCH):
                 taken = positions[start : start + _BATCH]
                 chunk = taken[~skip[taken]].astype(np.int64)
-                single = (members.view.sizes[chunk] == 1) & ~np.isin(chunk, np.fromiter(members.odd, np.int64))
+                single = (members.view.sizes_at(chunk) == 1) & ~np.isin(chunk, np.fromiter(members.odd, np.int64))
                 firsts = iter(members.view.first_urls(chunk[single]))
                 for p, model_id, alone in zip(chunk.tolist(), members.view.ids_at(chunk), single.tolist(), strict=True):
                     urls = (next(firsts),) if alone else members.urls_of(p)
@@ -411,27 +422,35 @@ class Judged:
 
 @dataclass(frozen=True)
 class _Codes:
-    """A dictionary column as NumPy codes (-1: null) and its values."""
+    """A dictionary column as NumPy codes (-1: null), equal values one code, codes in the values' order."""
 
     codes: npt.NDArray[np.int32]
-    values: list[str]
+    values: pa.Array
+    """The distinct values, by code."""
 
     def value(self, code: int) -> str | None:
-        return self.values[code] if code >= 0 else None
-
-    def ranks(self) -> npt.NDArray[np.int64]:
-        """Each code's rank in the values' order (Arrow's: the UTF-8 bytes', Python's code points')."""
-        ranks = np.empty(len(self.values), dtype=np.int64)
-        ranks[np.argsort(np.array(self.values, dtype=object), kind="stable")] = np.arange(len(self.values))
-        return ranks
+        return str(self.values[code].as_py()) if code >= 0 else None
 
 
 def _codes(column: pa.ChunkedArray) -> _Codes:
-    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if not isinstance(array, pa.DictionaryArray):  # pragma: no cover - the members' schema says dictionary
-        array = pc.dictionary_encode(array)
-    codes = array.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-    return _Codes(codes, [str(v) for v in array.dictionary.to_pylist()])
+    """``column``'s codes across its chunks (each with its own dictionary, none unified or copied): a value's
+    code is its dense rank among all the chunks' dictionary values (Arrow's order, the UTF-8 bytes': Python's)."""
+    chunks = [c for c in column.chunks if len(c)]
+    if not chunks:
+        return _Codes(np.zeros(0, np.int32), pa.array([], pa.string()))
+    values = pa.concat_arrays([c.dictionary for c in chunks])
+    dense = (pc.rank(values, sort_keys="ascending", tiebreaker="dense").to_numpy() - 1).astype(np.int32)
+    offsets = np.cumsum([0, *(len(c.dictionary) for c in chunks[:-1])])
+    codes = np.concatenate(
+        [
+            np.where(local >= 0, dense[np.maximum(local, 0) + offset], -1).astype(np.int32)
+            for c, offset in zip(chunks, offsets.tolist(), strict=True)
+            for local in [c.indices.fill_null(-1).to_numpy(zero_copy_only=False)]
+        ]
+    )
+    first = np.zeros(int(dense.max()) + 1 if len(dense) else 0, dtype=np.int64)
+    first[dense[::-1]] = np.arange(len(dense) - 1, -1, -1)  # each code's first entry among the values
+    return _Codes(codes, values.take(pa.array(first)))
 
 
 def _id_ranks(view: GroupsView, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
@@ -456,10 +475,8 @@ def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamil
     keys, types, architectures = (_codes(table.column(c)) for c in ("key", "file_type_name", "architecture"))
     keyed = np.flatnonzero(keys.codes >= 0)
     pos = table.column("pos").to_numpy()[keyed]
-    key_rank = keys.ranks()[keys.codes[keyed]]
     # by family key, then model id (positions, when the groups' ids are in order already: no copy of them)
-    order = np.lexsort((_id_ranks(view, pos), key_rank))
-    del key_rank
+    order = np.lexsort((_id_ranks(view, pos), keys.codes[keyed]))
     rows_of = keyed[order]
     del keyed, order
     pos = table.column("pos").to_numpy()[rows_of]
@@ -482,7 +499,7 @@ def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamil
     first_quantized = np.minimum.reduceat(np.where(quantized, rows, n), starts)
     anchors = np.where(first_quantized < n, first_quantized, starts)
     # the reference: a full-precision single file, the most precise type first, then the lowest model id
-    lut = np.array([*(reference_rank(t) for t in types.values), reference_rank(None)], dtype=np.int64)
+    lut = np.array([*(reference_rank(t) for t in types.values.to_pylist()), reference_rank(None)], dtype=np.int64)
     ranks = lut[type_codes]  # code -1 (no file type) is the last entry
     eligible = full & (members.n_urls(pos) == 1)
     scores = np.minimum.reduceat(np.where(eligible, ranks * n + rows, np.iinfo(np.int64).max), starts)

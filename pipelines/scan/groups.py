@@ -120,10 +120,19 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         """The models' ids in order (the columns' own: no copy)."""
         return self._group_ids
 
-    @property
-    def sizes(self) -> npt.NDArray[np.int64]:
-        """How many files each model has, in order."""
-        return np.diff(self._starts, append=len(self._urls))
+    def size_at(self, position: int) -> int:
+        """How many files the model at ``position`` has."""
+        end = int(self._starts[position + 1]) if position + 1 < len(self._starts) else len(self._urls)
+        return end - int(self._starts[position])
+
+    def sizes_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """How many files the model at each of ``positions`` has."""
+        following = positions + 1
+        ends = np.where(
+            following < len(self._starts), self._starts[np.minimum(following, len(self._starts) - 1)], len(self._urls)
+        )
+        sizes: npt.NDArray[np.int64] = ends - self._starts[positions]
+        return sizes
 
     def position(self, model_id: str) -> int:
         """Where ``model_id`` is in the order, or -1."""

@@ -176,7 +176,7 @@ def _members(collector: Collector, view: GroupsView, carried: pa.Table) -> tuple
             position = view.position(model_id)
             if position < 0:
                 continue
-            if view.sizes[position] > 1:
+            if view.size_at(position) > 1:
                 sharded.setdefault(model_id, []).append(row)
             else:
                 members.add_model(position, model_lineage(model_id, [row]))
