@@ -29,6 +29,12 @@ compared again) when one of its files was read, when its family columns
 changed (family, anchor, whether the family has a source, the reference
 chosen) or when its reference file was read this night; otherwise it is
 carried with its rows, and its pairs are not compared again.
+
+Memory: the families are judged over columns
+(:mod:`~gguf_audit.pipelines.scan.families`), never over a
+:class:`~gguf_audit.checks.lineage.ModelLineage` per model; until the models
+are judged the driver keeps a family index and a full-precision flag per model
+and a row per family, and makes a chunk of models' cells as that chunk is judged.
 """
 
 from __future__ import annotations
