@@ -71,7 +71,7 @@ _FAMILY_SCHEMA: Final = pa.schema(
 ``lineage.no_full_precision`` finding (what its message says)."""
 
 
-def directory(url: str) -> str:
+def _directory(url: str) -> str:
     return url.rsplit("/", 1)[0] if "/" in url else ""
 
 
@@ -206,7 +206,7 @@ class Members:
     def add_model(self, position: int, m: ModelLineage) -> None:
         """A model's lineage from its facts (``m``, a value made and let go of at once)."""
         urls = self.view.urls_at(position)
-        if tuple(urls) != m.urls or (m.urls and directory(m.urls[0]) != m.directory):
+        if tuple(urls) != m.urls or (m.urls and _directory(m.urls[0]) != m.directory):
             self.odd[position] = (m.urls, m.directory)
         self._rows.add(position, m.key, m.full_precision, m.file_type_name, m.architecture)
 
@@ -261,7 +261,7 @@ class Members:
         for start in range(0, len(positions), _BATCH):
             chunk = positions[start : start + _BATCH].astype(np.int64)
             plain = ~np.isin(chunk, odd)
-            found.update(directory(u) for u in self.view.first_urls(chunk[plain]))
+            found.update(_directory(u) for u in self.view.first_urls(chunk[plain]))
             found.update(self.odd[p][1] for p in chunk[~plain].tolist())
         return frozenset(found)
 
