@@ -1,7 +1,11 @@
 """Driver memory of a full night at 1k, 10k and 100k header-only files, on a local cluster and an external one.
 
 Run as ``python benchmarks/bench_driver.py [--sizes 1000,10000,100000] [--mode local,external] [--workers 2]
-[--budget-s 900] [--json OUT]``.
+[--budget-s 900] [--json OUT] [--phases]``.
+
+``--phases`` also prints, for the local cluster's nights, the driver's RSS
+after each phase (listing, models, audit, lineage, judging, the one-row check)
+and each phase's growth per file.
 
 The collection is one tiny llama-like GGUF (``gguf_audit.testing.builder``'s,
 a tiny vocabulary) copied N times (sparse past its header), 1,000 files to a
