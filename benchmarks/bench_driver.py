@@ -1,7 +1,11 @@
 """Driver memory of a full night at 1k, 10k and 100k header-only files, on a local cluster and an external one.
 
 Run as ``python benchmarks/bench_driver.py [--sizes 1000,10000,100000] [--mode local,external] [--workers 2]
-[--budget-s 900] [--json OUT]``.
+[--budget-s 900] [--json OUT] [--phases]``.
+
+``--phases`` also prints, for the local cluster's nights, the driver's RSS
+after each phase (listing, models, audit, lineage, judging, the one-row check)
+and each phase's growth per file.
 
 The collection is one tiny llama-like GGUF (``gguf_audit.testing.builder``'s,
 a tiny vocabulary) copied N times (sparse past its header), 1,000 files to a
@@ -74,6 +78,7 @@ def _night_main(args: argparse.Namespace) -> int:
     from gguf_audit.pipelines.scan.run import run_scan
 
     config = ScanConfig().replace(roots=(args.root,), out=args.out, samples=False, dashboard=False)
+    phases = _watch_phases() if args.phases else {}
     with contextlib_cluster(args, LocalCluster, Client, logging.ERROR) as client:
         base = _rss_bytes()
         begun = time.perf_counter()
@@ -86,8 +91,42 @@ def _night_main(args: argparse.Namespace) -> int:
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "rows_checked": result.rows_checked,
     }
+    if phases:
+        figures["phase_rss_bytes"] = phases
     print("NIGHT " + json.dumps(figures), flush=True)
     return 0
+
+
+def _watch_phases() -> dict[str, int]:
+    """Record the driver's RSS after each phase of the night (filled in as the night runs).
+
+    The phases are the run's own calls, wrapped where ``run.py`` finds them: the
+    listing (``discover``), the models (``ModelGroups``), the audit (the first
+    ``Night.lineage`` call comes after it), lineage, judging the models and the
+    one-row check.
+    """
+    from gguf_audit.pipelines.scan import night as night_module
+    from gguf_audit.pipelines.scan import run as run_module
+
+    phases: dict[str, int] = {}
+
+    def after(name: str, call: Any) -> Any:
+        def wrapped(*a: Any, **k: Any) -> Any:
+            if name == "lineage":
+                phases.setdefault("audit", _rss_bytes())
+            value = call(*a, **k)
+            phases[name] = _rss_bytes()
+            return value
+
+        return wrapped
+
+    run_module.discover = after("listing", run_module.discover)  # type: ignore[attr-defined]
+    run_module.ModelGroups = after("models", run_module.ModelGroups)  # type: ignore[attr-defined]
+    night_type = night_module.Night
+    night_type.lineage = after("lineage", night_type.lineage)  # type: ignore[method-assign]
+    night_type.judge_models = after("judge", night_type.judge_models)  # type: ignore[method-assign]
+    night_type.check_one_row_per_file = after("one_row", night_type.check_one_row_per_file)  # type: ignore[method-assign]
+    return phases
 
 
 @contextmanager
@@ -111,10 +150,12 @@ def contextlib_cluster(args: argparse.Namespace, local_cluster: Any, client_type
         yield client
 
 
-def run_night(root: Path, out: Path, workers: int, scheduler: str | None) -> dict[str, Any]:
+def run_night(root: Path, out: Path, workers: int, scheduler: str | None, *, phases: bool = False) -> dict[str, Any]:
     cmd = [PYTHON, __file__, "--night", "--root", str(root), "--out", str(out), "--workers", str(workers)]
     if scheduler:
         cmd += ["--scheduler", scheduler]
+    if phases:
+        cmd.append("--phases")
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=7200)
     lines = [line for line in done.stdout.splitlines() if line.startswith("NIGHT ")]
     if not lines:
@@ -130,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--budget-s", type=float, default=900.0)
     parser.add_argument("--json", metavar="OUT")
+    parser.add_argument(
+        "--phases", action="store_true", help="also print the driver's RSS after each phase (local cluster only)"
+    )
     parser.add_argument("--night", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -158,11 +202,12 @@ def main(argv: list[str] | None = None) -> int:
                     with external_cluster(tmp, workers=args.workers) as address:
                         figures = run_night(root, out, args.workers, address)
                 else:
-                    figures = run_night(root, out, args.workers, None)
+                    figures = run_night(root, out, args.workers, None, phases=args.phases)
                 spent += figures["wall_s"]
                 figures["measured"] = True
                 report[mode].append(figures)
                 _print(mode, figures)
+                _print_phases(figures)
                 shutil.rmtree(out, ignore_errors=True)
             shutil.rmtree(root, ignore_errors=True)
     if args.json:
@@ -178,6 +223,15 @@ def _print(mode: str, f: dict[str, Any]) -> None:
         f"{growth:>8.2f} {f['wall_s']:>7.1f}{tag}",
         flush=True,
     )
+
+
+def _print_phases(f: dict[str, Any]) -> None:
+    """Each phase's RSS growth over the previous one, per file (``--phases``)."""
+    phases: dict[str, int] = f.get("phase_rss_bytes") or {}
+    previous = f["base_rss_bytes"]
+    for name, rss in phases.items():
+        print(f"{'':>8} {name:>10} RSS {rss / 1e6:>7.1f} MB  +{(rss - previous) / max(1, f['files']):>7.0f} B/file")
+        previous = rss
 
 
 def _project(report: dict[str, list[dict[str, Any]]], n: int) -> None:

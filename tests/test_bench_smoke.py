@@ -130,10 +130,13 @@ def test_the_fuzz_benchmark_runs_small(monkeypatch: pytest.MonkeyPatch, capsys: 
 def test_the_lineage_benchmark_runs_small(capsys: pytest.CaptureFixture[str]) -> None:
     """bench_lineage.py at two small family sizes: every member gets its columns, every quantized one a pair."""
     bench = _load("bench_lineage")
-    assert bench.main(["--sizes", "50,500", "--quadratic-up-to", "50"]) == 0
+    assert bench.main(["--sizes", "50,500", "--objects-up-to", "50"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
-    assert [(r[0], r[3]) for r in rows] == [("50", "49"), ("500", "499")]
+    assert [(r[0], r[3], r[4] != "-") for r in rows] == [("50", "49", True), ("500", "499", False)]
+    lineage, made, _ = bench.judge_columns(bench.family_rows(5))
     _, cells = bench.judge(bench.family_models(5))
+    ids = sorted(cells)
+    assert made == 5 and lineage.cells.of(ids) == [cells[m] for m in ids]  # the path it replaced, same cells
     anchor = min(m for m in cells if not m.endswith("000000"))  # the first quantized model
     assert {c.family_anchor for c in cells.values()} == {anchor}
     assert [m for m, c in cells.items() if c.findings] == []  # a family with its reference has no finding

@@ -50,6 +50,8 @@ __all__ = [
     "is_full_precision",
     "judge_family",
     "model_lineage",
+    "no_full_precision",
+    "reference_rank",
     "tensor_set_digest",
 ]
 
@@ -59,6 +61,11 @@ FULL_PRECISION_TYPES: Final = frozenset({"F32", "F16", "BF16", "F64"})
 _MOD: Final = 1 << 128
 _REFERENCE_ORDER: Final = {"F32": 0, "F64": 1, "BF16": 2, "F16": 3}
 """Which full-precision model a family compares against first: the most precise."""
+
+
+def reference_rank(file_type_name: str | None) -> int:
+    """How early a full-precision model of this file type is chosen as its family's reference (lowest first)."""
+    return _REFERENCE_ORDER.get(file_type_name or "", 9)
 
 
 def _tensor_hash(name: str, shape: Sequence[int]) -> int:
@@ -194,7 +201,7 @@ class Family:
     def reference(self) -> ModelLineage | None:
         """The full-precision model quantized members are compared against: a single file, the most precise."""
         singles = [m for m in self.full if len(m.urls) == 1]
-        return min(singles, key=lambda m: (_REFERENCE_ORDER.get(m.file_type_name or "", 9), m.model_id), default=None)
+        return min(singles, key=lambda m: (reference_rank(m.file_type_name), m.model_id), default=None)
 
 
 def families(models: Iterable[ModelLineage]) -> list[Family]:
@@ -231,6 +238,20 @@ class FamilyVerdict:
     pairs: tuple[Pair, ...]
 
 
+def no_full_precision(
+    n_quantized: int, file_type_names: Iterable[str | None], architecture: str | None, first_url: str
+) -> Finding:
+    """The ``lineage.no_full_precision`` finding of a family of ``n_quantized`` quantized models, of these
+    file types, whose first quantized model's architecture and first file are given."""
+    names = ", ".join(sorted({n or "?" for n in file_type_names}))
+    arch = architecture or "unknown architecture"
+    return finding(
+        Code.LINEAGE_NO_FULL_PRECISION,
+        f"{n_quantized} quantized model(s) ({names}) of one {arch} family, no F32/F16/BF16 GGUF "
+        f"or safetensors source in the collection: {first_url}",
+    )
+
+
 def judge_family(family: Family, safetensors_dirs: Collection[str] = ()) -> FamilyVerdict:
     """``lineage.no_full_precision`` for a quantized family without a source; the compare pairs of one with.
 
@@ -244,15 +265,8 @@ def judge_family(family: Family, safetensors_dirs: Collection[str] = ()) -> Fami
     source = "gguf" if family.full else ("safetensors" if beside else None)
     findings: list[Finding] = []
     if quantized and source is None:
-        names = ", ".join(sorted({m.file_type_name or "?" for m in quantized}))
-        arch = quantized[0].architecture or "unknown architecture"
-        findings.append(
-            finding(
-                Code.LINEAGE_NO_FULL_PRECISION,
-                f"{len(quantized)} quantized model(s) ({names}) of one {arch} family, no F32/F16/BF16 GGUF "
-                f"or safetensors source in the collection: {quantized[0].urls[0]}",
-            )
-        )
+        names = {m.file_type_name for m in quantized}
+        findings.append(no_full_precision(len(quantized), names, quantized[0].architecture, quantized[0].urls[0]))
     pairs: list[Pair] = []
     if reference is not None:
         ref_url = reference.urls[0]

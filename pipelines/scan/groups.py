@@ -3,8 +3,8 @@
 :func:`~gguf_audit.format.shard_names.group_models` says which files make one
 model; as a dict of lists it costs a model-id string, a list and a URL string
 per file (about 300 bytes). Here the same groups, in the same order, cost the
-URLs' and ids' bytes and two hashes a file: the URLs are made into the
-columns a chunk at a time, grouped in Arrow, and looked up through sorted
+ids' bytes and two hashes a file: the URLs are the listing's own column (or
+made into one a chunk at a time, given as strings), grouped in Arrow, and looked up through sorted
 hashes (Python's own ``hash`` of the string, stable within the process).
 """
 
@@ -52,6 +52,19 @@ class _HashIndex:
             at += 1
         return -1
 
+    def find_many(self, values: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The position of each of ``values`` (-1: absent), hashed and searched together."""
+        found = np.full(len(values), -1, dtype=np.int64)
+        if not len(values) or not len(self._hashes):
+            return found
+        at = np.searchsorted(self._hashes, np.array([hash(v) for v in values], dtype=np.int64))
+        candidates = self._order[np.minimum(at, len(self._hashes) - 1)].astype(np.int64)
+        seen = self._values.take(pa.array(candidates)).to_pylist()
+        for i, (value, there) in enumerate(zip(values, seen, strict=True)):
+            # the first of equal hashes matched: found; otherwise absent or a collision, looked up alone
+            found[i] = candidates[i] if there == value else self.find(value)
+        return found
+
 
 class ModelGroups(Mapping[str, Sequence[str]]):
     """Files grouped by model (shards in index order), in :func:`group_models`' order, as Arrow columns.
@@ -59,7 +72,8 @@ class ModelGroups(Mapping[str, Sequence[str]]):
     ``groups[model_id]`` is a list of the model's URLs, made when asked for.
     """
 
-    def __init__(self, urls: Iterable[str]) -> None:
+    def __init__(self, urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> None:
+        """``urls``: the listed URLs, each once, as strings or as the listing's Arrow column (then shared)."""
         table = _grouped(urls)
         self._urls = table.column("url")
         self._ids = table.column("model_id")
@@ -94,6 +108,47 @@ class ModelGroups(Mapping[str, Sequence[str]]):
 
     def __contains__(self, model_id: object) -> bool:
         return isinstance(model_id, str) and self._by_id.find(model_id) >= 0
+
+    @property
+    def url_column(self) -> pa.ChunkedArray | pa.Array:
+        """The files' URLs, grouped and in order (the listing's own buffers when it was given as a column and
+        its order kept)."""
+        return self._urls
+
+    @property
+    def id_column(self) -> pa.ChunkedArray | pa.Array:
+        """The models' ids in order (the columns' own: no copy)."""
+        return self._group_ids
+
+    def size_at(self, position: int) -> int:
+        """How many files the model at ``position`` has."""
+        end = int(self._starts[position + 1]) if position + 1 < len(self._starts) else len(self._urls)
+        return end - int(self._starts[position])
+
+    def sizes_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """How many files the model at each of ``positions`` has."""
+        following = positions + 1
+        ends = np.where(
+            following < len(self._starts), self._starts[np.minimum(following, len(self._starts) - 1)], len(self._urls)
+        )
+        sizes: npt.NDArray[np.int64] = ends - self._starts[positions]
+        return sizes
+
+    def position(self, model_id: str) -> int:
+        """Where ``model_id`` is in the order, or -1."""
+        return self._by_id.find(model_id) if isinstance(model_id, str) else -1
+
+    def positions(self, model_ids: Sequence[str]) -> npt.NDArray[np.int64]:
+        """Where each of ``model_ids`` is in the order (-1: not a model of this night)."""
+        return self._by_id.find_many(model_ids)
+
+    def first_urls(self, positions: npt.NDArray[np.int64]) -> list[str]:
+        """The first URL of the model at each of ``positions``."""
+        return [str(u) for u in self._urls.take(pa.array(self._starts[positions])).to_pylist()]
+
+    def members_at(self, position: int) -> list[str]:
+        """The URLs of the model at ``position`` (its shards in index order)."""
+        return self._members(position)
 
     def items_in_order(self) -> Iterator[tuple[str, list[str]]]:
         """Every model and its URLs, in order (a chunk of models' strings at a time)."""
@@ -134,19 +189,22 @@ class ModelIds(Mapping[str, str]):
         return len(self._groups._urls)
 
 
-def _grouped(urls: Iterable[str]) -> pa.Table:
-    """``url`` and ``model_id`` columns, grouped and ordered as :func:`group_models` orders its dict."""
+def _grouped(urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> pa.Table:
+    """``url`` and ``model_id`` columns, grouped and ordered as :func:`group_models` orders its dict.
+
+    Given an Arrow column of URLs (the listing's), the ``url`` column is slices of
+    it (no copy of the URLs) wherever the order stays the listing's.
+    """
     batches: list[pa.RecordBatch] = []
-    chunk: list[str] = []
     seen_at = 0
 
-    def flush() -> None:
+    def flush(chunk: list[str], column: pa.Array | None = None) -> None:
         nonlocal seen_at
         shards = [parse_shard_name(u) for u in chunk]
         batches.append(
             pa.record_batch(
                 {
-                    "url": pa.array(chunk, pa.string()),
+                    "url": column if column is not None else pa.array(chunk, pa.string()),
                     "pos": pa.array(range(seen_at, seen_at + len(chunk)), pa.int64()),
                     "base": pa.array(
                         [s.model_id if s is not None else model_id_for(u) for u, s in zip(chunk, shards, strict=True)],
@@ -159,14 +217,23 @@ def _grouped(urls: Iterable[str]) -> pa.Table:
             )
         )
         seen_at += len(chunk)
-        chunk.clear()
 
-    for url in urls:
-        chunk.append(url)
-        if len(chunk) == _CHUNK:
-            flush()
-    if chunk:
-        flush()
+    if isinstance(urls, pa.Array | pa.ChunkedArray):
+        arrays = urls.chunks if isinstance(urls, pa.ChunkedArray) else [urls]
+        for array in arrays:
+            array = array.cast(pa.string()) if array.type != pa.string() else array
+            for start in range(0, len(array), _CHUNK):
+                piece = array.slice(start, _CHUNK)
+                flush([str(u) for u in piece.to_pylist()], piece)
+    else:
+        chunk: list[str] = []
+        for url in urls:
+            chunk.append(url)
+            if len(chunk) == _CHUNK:
+                flush(chunk)
+                chunk = []
+        if chunk:
+            flush(chunk)
     if not batches:
         return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
     table = pa.Table.from_batches(batches)

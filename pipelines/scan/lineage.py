@@ -29,6 +29,12 @@ compared again) when one of its files was read, when its family columns
 changed (family, anchor, whether the family has a source, the reference
 chosen) or when its reference file was read this night; otherwise it is
 carried with its rows, and its pairs are not compared again.
+
+Memory: the families are judged over columns
+(:mod:`~gguf_audit.pipelines.scan.families`), never over a
+:class:`~gguf_audit.checks.lineage.ModelLineage` per model; until the models
+are judged the driver keeps a family index and a full-precision flag per model
+and a row per family, and makes a chunk of models' cells as that chunk is judged.
 """
 
 from __future__ import annotations
@@ -36,26 +42,18 @@ from __future__ import annotations
 import importlib
 import logging
 import secrets
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from fsspec.core import url_to_fs
 
-from gguf_audit.checks.lineage import (
-    Family,
-    FamilyVerdict,
-    ModelLineage,
-    Pair,
-    carried_lineage,
-    families,
-    judge_family,
-    model_lineage,
-)
+from gguf_audit.checks.lineage import Pair, model_lineage
 from gguf_audit.checks.mmproj_pairing import pair_rows
 from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
@@ -65,10 +63,11 @@ from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, for_workers, options_for
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
+from gguf_audit.pipelines.scan.families import GroupsView, LackingFamily, LineageCells, Members, judge_members
 from gguf_audit.pipelines.scan.reuse import reused_shard_facts
 from gguf_audit.pipelines.scan.tally import FACT_COLUMNS, facts_of
 from gguf_audit.pipelines.store.output import Output
-from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, model_lineage_cells, pair_problems_to_table
+from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, pair_problems_to_table
 from gguf_audit.tables.models import ModelSummary
 from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
 
@@ -78,6 +77,7 @@ __all__ = [
     "compare_batches",
     "compare_options",
     "judge_lineage",
+    "lineage_of",
     "reload_member_facts",
     "reload_shard_facts",
     "run_compare",
@@ -115,11 +115,11 @@ def safetensors_dirs(dirs: Iterable[str], storage_options: Mapping[str, Any]) ->
 class Lineage:
     """This night's lineage: family columns per model, the models judged again, the pairs, their findings."""
 
-    verdicts: list[FamilyVerdict]
-    cells: dict[str, ModelLineageCells]
-    rejudge: set[str]
+    cells: LineageCells = field(default_factory=LineageCells.empty)
+    """Each model's family columns, as columns (:class:`~gguf_audit.pipelines.scan.families.LineageCells`)."""
+    rejudge: set[str] = field(default_factory=set)
     """Carried models judged again this night (their family changed, or their reference was read)."""
-    pairs: list[Pair]
+    pairs: list[Pair] = field(default_factory=list)
     found: list[tuple[str, str, Finding]] = field(default_factory=list)
     """``(quant url, model id, finding)`` from the compare phase."""
     failures: list[str] = field(default_factory=list)
@@ -134,14 +134,13 @@ class Lineage:
         return carried.filter(pc.invert(pc.is_in(carried.column("model_id"), value_set=wanted)))
 
     def apply(self, summaries: Sequence[ModelSummary]) -> list[ModelSummary]:
-        """The judged models' summaries with their family columns and findings."""
+        """The judged models' summaries with their family columns and findings (their cells made for them alone)."""
         extra: dict[str, list[Finding]] = {}
         for _, model_id, f in self.found:
             extra.setdefault(model_id, []).append(f)
-        return [
-            apply_lineage(s, self.cells.get(str(s.row["model_id"])), extra.get(str(s.row["model_id"]), ()))
-            for s in summaries
-        ]
+        ids = [str(s.row["model_id"]) for s in summaries]
+        cells = self.cells.of(ids)
+        return [apply_lineage(s, c, extra.get(i, ())) for s, c, i in zip(summaries, cells, ids, strict=True)]
 
     def pair_problems(self, run_id: str) -> pa.Table:
         return pair_problems_to_table(self.found, run_id=run_id)
@@ -158,41 +157,40 @@ _LINEAGE_INPUT: Final = (
 )
 """The facts columns lineage reads (a quiet night reads them for every file: no more than these)."""
 
+_STORED: Final = ("model_id", "architecture", "file_type_name", *ModelLineageCells().columns())
+"""The carried models' stored columns lineage reads."""
 
-def _model_lineages(
-    collector: Collector, groups: Mapping[str, Sequence[str]]
-) -> tuple[dict[str, ModelLineage], list[dict[str, Any]]]:
-    """Each model with facts rows as its :class:`ModelLineage`, and the rows projector pairing needs.
 
-    Compact on purpose (a value per model, never the night's rows as dicts): the facts are
-    taken one batch's table at a time, a single-file model's lineage made from its row at
-    once, only the rows of sharded models held until their set is complete; the URLs and
-    ids are the listing's own strings and the values the models share (architecture,
-    refinement, digest, directory) are interned, so a family of 10^5 models holds one copy
-    of each. Pairing keeps only the rows of directories that hold a projector.
+def _members(collector: Collector, view: GroupsView, carried: pa.Table) -> tuple[Members, list[dict[str, Any]]]:
+    """What lineage knows of each model, as columns, and the rows projector pairing needs.
+
+    The facts are taken one batch's table at a time, a single-file model's
+    lineage made from its row at once and kept as one row of columns, only the
+    rows of sharded models held until their set is complete. Carried models
+    come from their stored rows. Pairing keeps only the rows of directories that
+    hold a projector.
     """
-    # a dict's ids are shared with it; ModelGroups makes its strings when asked, so the facts' own are kept
-    canon = {mid: mid for mid in groups} if isinstance(groups, dict) else {}
+    members = Members(view)
     projector_dirs = _projector_dirs(collector)
-    found: dict[str, ModelLineage] = {}
     sharded: dict[str, list[dict[str, Any]]] = {}
     pairing: list[dict[str, Any]] = []
     for facts in collector.facts:
         for row in facts.select(list(_LINEAGE_INPUT)).to_pylist():
-            model_id = canon.get(row["model_id"], row["model_id"])
-            urls = groups.get(model_id, ())
-            row["model_id"] = model_id
-            if len(urls) == 1 and urls[0] == row["url"]:
-                row["url"] = urls[0]
+            model_id = str(row["model_id"])
             if projector_dirs and _directory(str(row["url"])) in projector_dirs:
                 pairing.append(row)
-            if len(urls) > 1:
+            position = view.position(model_id)
+            if position < 0:
+                continue
+            if view.size_at(position) > 1:
                 sharded.setdefault(model_id, []).append(row)
             else:
-                found[model_id] = _compact(model_lineage(model_id, [row]))
+                members.add_model(position, model_lineage(model_id, [row]))
     for model_id, rows in sharded.items():
-        found[model_id] = _compact(model_lineage(model_id, rows))
-    return found, pairing
+        members.add_model(view.position(model_id), model_lineage(model_id, rows))
+    members.add_carried(carried.select(list(_STORED)))
+    members.done()
+    return members, pairing
 
 
 def _directory(url: str) -> str:
@@ -209,22 +207,6 @@ def _projector_dirs(collector: Collector) -> set[str]:
     return dirs
 
 
-def _intern(value: str | None) -> str | None:
-    return sys.intern(value) if value is not None else None
-
-
-def _compact(m: ModelLineage) -> ModelLineage:
-    """``m`` with the values its family shares interned (one string for all, not one per model)."""
-    return replace(
-        m,
-        architecture=_intern(m.architecture),
-        refinement=_intern(m.refinement),
-        tensors=_intern(m.tensors),
-        file_type_name=_intern(m.file_type_name),
-        directory=sys.intern(m.directory),
-    )
-
-
 def judge_lineage(
     out: Output,
     config: ScanConfig,
@@ -236,40 +218,70 @@ def judge_lineage(
 ) -> Lineage:
     """Families, findings and pairs of this night; the carried models whose family changed are judged again
     (and their problems, counted when carried, uncounted)."""
-    members, pairing = _model_lineages(collector, groups)
-    columns = ["model_id", "architecture", "file_type_name", *ModelLineageCells().columns()]
-    stored = {str(r["model_id"]): r for r in carried.select(columns).to_pylist()}
-    # A carried model's files kept no facts rows on the driver: its stored row says its family.
-    models = [
-        members[mid]
-        if mid in members
-        else model_lineage(mid, [])
-        if mid not in stored
-        else carried_lineage(mid, urls, stored[mid])
-        for mid, urls in groups.items()
-    ]
-    del members
-    grouped = families(models)
+    lineage = lineage_of(config, groups, collector, carried, read_urls, listing)
+    if lineage.rejudge:
+        _uncount(out, carried, lineage.rejudge, collector)
+    return lineage
+
+
+def lineage_of(
+    config: ScanConfig,
+    groups: Mapping[str, Sequence[str]],
+    collector: Collector,
+    carried: pa.Table,
+    read_urls: Iterable[str],
+    listing: Listing | None = None,
+) -> Lineage:
+    """:func:`judge_lineage` without the tally: families, cells, the models judged again, the pairs.
+
+    Per model it keeps two numbers (:class:`~gguf_audit.pipelines.scan.families.LineageCells`);
+    a carried model's stored row (it kept no facts rows on the driver) says its family.
+    """
+    view = GroupsView(groups)
+    members, pairing = _members(collector, view, carried)
     seen, covered = (
         (listing.safetensors_dirs, listing.listed_dirs) if listing is not None else (frozenset(), frozenset())
     )
-    lacking = [f for f in grouped if f.quantized and not f.full]
-    dirs = _with_safetensors(lacking, stored, config.storage_options, seen, covered)
-    verdicts = [judge_family(f, dirs) for f in grouped]
-    cells = model_lineage_cells(verdicts)
-    read = set(read_urls)
-    rejudge: set[str] = set()
-    for model_id, row in stored.items():
-        now = cells.get(model_id, ModelLineageCells())
-        if not now.same_columns(row) or (now.reference_url is not None and now.reference_url in read):
-            rejudge.add(model_id)
-    if rejudge:
-        _uncount(out, carried, rejudge, collector)
-    carried_ids = set(carried.column("model_id").to_pylist()) - rejudge
-    pairs = [p for v in verdicts for p in v.pairs if p.model_id not in carried_ids] if config.checks.compare else []
-    # Only the verdicts that say something stay (each holds its family's models): the rest are in ``cells``.
-    telling = [v for v in verdicts if v.findings or v.pairs]
-    return Lineage(telling, cells, rejudge, pairs, found=_projector_pairs(pairing, carried_ids))
+
+    def with_safetensors(lacking: Sequence[LackingFamily]) -> set[str]:
+        return _with_safetensors(lacking, config.storage_options, seen, covered)
+
+    judged = judge_members(members, with_safetensors)
+    cells = judged.cells
+    del members
+    rejudge, stays = _rejudged(cells, view, carried, read_urls)
+    pairs = judged.pairs(stays) if config.checks.compare else []
+    paired_ids = {str(r["model_id"]) for r in pairing}
+    carried_ids = {m for m in paired_ids if (p := view.position(m)) >= 0 and stays[p]}
+    return Lineage(cells, rejudge, pairs, found=_projector_pairs(pairing, carried_ids))
+
+
+def _rejudged(
+    cells: LineageCells, view: GroupsView, carried: pa.Table, read_urls: Iterable[str]
+) -> tuple[set[str], npt.NDArray[np.bool_]]:
+    """The carried models whose family columns changed or whose reference was read this night, and a flag
+    per model of those that stay carried."""
+    stays = np.zeros(len(view), dtype=bool)
+    if carried.num_rows == 0:
+        return set(), stays
+    stored = carried.select(list(_STORED))
+    at = pc.index_in(stored.column("model_id"), value_set=view.ids)
+    positions = pc.fill_null(at, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    now = cells.columns_at(positions)
+    changed = np.zeros(stored.num_rows, dtype=bool)
+    for name in now.column_names:
+        a, b = now.column(name), stored.column(name)
+        same = pc.or_kleene(pc.and_(pc.is_null(a), pc.is_null(b)), pc.fill_null(pc.equal(a, b), False))
+        changed |= ~same.to_numpy(zero_copy_only=False).astype(bool)
+    references = cells.reference_urls()
+    read = sorted({u for u in read_urls if u in references}) if references else []
+    if read:
+        hit = pc.is_in(now.column("reference_url"), value_set=pa.array(read, pa.string()))
+        changed |= pc.fill_null(hit, False).to_numpy(zero_copy_only=False).astype(bool)
+    rejudge = {str(m) for m in stored.column("model_id").filter(pa.array(changed)).to_pylist()}
+    kept = positions[(~changed) & (positions >= 0)]
+    stays[kept] = True
+    return rejudge, stays
 
 
 def _projector_pairs(rows: Sequence[Mapping[str, Any]], carried: set[str]) -> list[tuple[str, str, Finding]]:
@@ -281,8 +293,7 @@ def _projector_pairs(rows: Sequence[Mapping[str, Any]], carried: set[str]) -> li
 
 
 def _with_safetensors(
-    lacking: Sequence[Family],
-    stored: Mapping[str, Mapping[str, Any]],
+    lacking: Sequence[LackingFamily],
     storage_options: Mapping[str, Any],
     seen: frozenset[str] = frozenset(),
     covered: frozenset[str] = frozenset(),
@@ -297,10 +308,10 @@ def _with_safetensors(
     known: set[str] = set()
     to_list: set[str] = set()
     for family in lacking:
-        directories = {m.directory for m in family.models}
+        directories = family.directories
         known.update(directories & seen)
-        if all(m.model_id in stored for m in family.models):
-            if any(stored[m.model_id].get("family_source") == "safetensors" for m in family.models):
+        if family.carried:
+            if family.stored_safetensors:
                 known.update(directories)
         else:
             to_list.update(directories - covered)

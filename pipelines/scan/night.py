@@ -162,7 +162,7 @@ class Night:
             reload_shard_facts(self.out, self.base_run_id, self.groups, lineage.rejudge, self.collector)
         except Exception as exc:  # noqa: BLE001 - lineage is a judgement across files, never worth the night
             log.warning("lineage failed, models judged without it: %s", describe_exception(exc))
-            return Lineage([], {}, set(), [])
+            return Lineage()
         return lineage
 
     def stored_tables(self, urls: Iterable[str]) -> dict[str, bytes]:

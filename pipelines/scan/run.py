@@ -320,7 +320,7 @@ def _leased_scan(
         raise RunError(
             f"no files matched {list(config.scan.include)} under {[*config.scan.roots, *config.scan.manifests]}"
         )
-    groups = ModelGroups(listing.compact.urls())
+    groups = ModelGroups(listing.compact.url_column())
 
     base_run_id, reuse_note = base_run(out, config) if config.scan.incremental else (None, None)
     plan = plan_reuse(out, base_run_id, listing)

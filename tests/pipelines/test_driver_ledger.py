@@ -106,8 +106,9 @@ URLS = [
 ]
 
 
-def test_model_groups_are_group_models_as_columns() -> None:
-    groups = ModelGroups(URLS)
+@pytest.mark.parametrize("as_column", [False, True])
+def test_model_groups_are_group_models_as_columns(as_column: bool) -> None:
+    groups = ModelGroups(pa.chunked_array([URLS[:3], URLS[3:]], pa.string()) if as_column else URLS)
     want = group_models(URLS)
     assert list(groups) == list(want) and len(groups) == len(want)
     assert {m: groups[m] for m in groups} == want
@@ -119,6 +120,15 @@ def test_model_groups_are_group_models_as_columns() -> None:
         groups.model_ids["s3://b/a/nope.gguf"]
     assert len(groups.model_ids) == len(URLS) and list(groups.model_ids) == [u for us in want.values() for u in us]
     assert list(ModelGroups([])) == []
+
+
+def test_the_groups_share_the_listings_urls_when_every_file_is_a_model_in_order() -> None:
+    urls = [f"s3://bucket/org/model-{i:05d}.gguf" for i in range(10_000)]
+    listed = ListedFiles.of([ListedFile(u, size=1) for u in urls])
+    groups = ModelGroups(listed.url_column())
+    assert list(groups.model_ids) == urls and groups["s3://bucket/org/model-00042"] == [urls[42]]
+    data = {c.buffers()[2].address for c in listed.url_column().chunks}
+    assert {c.buffers()[2].address for c in groups.url_column.chunks} <= data  # slices of the listing's bytes
 
 
 def test_the_listing_and_the_groups_hold_no_python_object_per_file() -> None:

@@ -1,4 +1,4 @@
-"""The driver's memory per model: its data files flushed in small row groups, lineage from compact values."""
+"""The driver's memory per model: its data files flushed in small row groups, lineage as columns."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ import pyarrow.parquet as pq
 from pipeline_helpers import file_row
 
 from gguf_audit.checks.lineage import ModelLineage, families, judge_family, model_lineage
-from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.scan.collect import Collector
-from gguf_audit.pipelines.scan.lineage import _model_lineages
+from gguf_audit.pipelines.scan.families import GroupsView
+from gguf_audit.pipelines.scan.groups import ModelGroups
+from gguf_audit.pipelines.scan.lineage import _members
 from gguf_audit.pipelines.scan.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
 from gguf_audit.pipelines.scan.tally import facts_of
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import ROW_GROUP_ROWS, RunParts
 from gguf_audit.tables.lineage import model_lineage_cells
-from gguf_audit.tables.schema import rows_to_table
+from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 
 
 def test_the_driver_writes_its_rows_as_they_come_not_at_the_end(tmp_path: Path) -> None:
@@ -42,11 +43,11 @@ def _facts(rows: list[dict[str, object]]) -> pa.Table:
     return facts_of(rows_to_table("files", full))
 
 
-def test_lineage_values_are_per_model_and_shared_values_are_one_object() -> None:
+def test_lineage_keeps_a_row_of_columns_per_model_and_meets_shards_across_tables() -> None:
     shard_1 = "file:///m/big-00001-of-00002.gguf"
     shard_2 = "file:///m/big-00002-of-00002.gguf"
     singles = [f"file:///m/q{i}.gguf" for i in range(3)]
-    groups = group_models([shard_1, shard_2, *singles])
+    groups = ModelGroups([shard_1, shard_2, *singles])
     model_of = {u: mid for mid, urls in groups.items() for u in urls}
 
     def row(url: str, digest: str, full: bool) -> dict[str, object]:
@@ -61,17 +62,17 @@ def test_lineage_values_are_per_model_and_shared_values_are_one_object() -> None
     collector = Collector(frozenset(model_of))
     collector.facts.extend([_facts(first), _facts(second)])
 
-    found, pairing = _model_lineages(collector, groups)
+    members, pairing = _members(collector, GroupsView(groups), SCHEMAS["models"].empty_table())
 
     big = model_of[shard_1]
-    assert found[big] == model_lineage(big, [first[0], second[1]])  # shards met across the batches' tables
-    assert found[big].tensors == f"{3:032x}" and found[big].full_precision is True
-    assert found[big].key == found[model_of[singles[0]]].key  # one family: the shards' digests add up
-    quantized = [found[model_of[u]] for u in singles]
-    assert {id(m.architecture) for m in quantized} == {id(quantized[0].architecture)}
-    assert {id(m.tensors) for m in quantized} == {id(quantized[0].tensors)}
-    assert {id(m.directory) for m in quantized} == {id(quantized[0].directory)}
-    assert all(m.urls[0] is groups[m.model_id][0] for m in quantized)  # the listing's own strings
+    whole = model_lineage(big, [first[0], second[1]])  # shards met across the batches' tables
+    assert whole.tensors == f"{3:032x}" and whole.full_precision is True
+    table = members.table.sort_by("pos")
+    assert table.column_names == ["pos", "key", "full", "file_type_name", "architecture"]
+    assert table.column("pos").to_pylist() == [0, 1, 2, 3]  # a row per model, by its place in the groups
+    assert table.column("key").to_pylist() == [whole.key] * 4  # one family: the shards' digests add up
+    assert table.column("full").to_pylist() == [True, False, False, False]
+    assert members.odd == {}  # the facts say the listing's URLs: no model kept as values
     assert pairing == []  # no projector in the directory: pairing keeps no row
 
 

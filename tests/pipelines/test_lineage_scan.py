@@ -12,6 +12,7 @@ import argparse
 import re
 import shutil
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,12 @@ import pytest
 from corpus import corpus_dir
 from pipeline_helpers import read_dataset
 
-from gguf_audit.checks.lineage import families, model_lineage
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import open_source
 from gguf_audit.pipelines.commands.scan import _add_arguments, _config_from_args
 from gguf_audit.pipelines.config import ConfigError, ScanConfig, load_config
 from gguf_audit.pipelines.nights.picture import picture_table
+from gguf_audit.pipelines.scan.families import LackingFamily
 from gguf_audit.pipelines.scan.lineage import _with_safetensors, safetensors_dirs
 from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.pipelines.store.duck import connect
@@ -279,15 +280,11 @@ def test_safetensors_directories_are_listed_only_for_families_judged_this_night(
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "model.safetensors").write_bytes(b"{}")
     (tmp_path / "b").mkdir()
-    row = {"url": "", "architecture": "llama", "name": "x", "tensor_set_digest": "0" * 32, "full_precision": False}
-    judged = model_lineage("a/m", [{**row, "url": f"{tmp_path}/a/m.gguf"}])
-    carried = model_lineage("b/m", [{**row, "name": "y", "url": f"{tmp_path}/b/m.gguf"}])
-    [fa] = families([judged])
-    [fb] = families([carried])
+    judged = LackingFamily(frozenset({f"{tmp_path}/a"}), carried=False, stored_safetensors=False)
     # b holds no safetensors file, but its family is carried with the stored answer: not listed again.
-    stored = {"b/m": {"family_source": "safetensors"}}
-    assert _with_safetensors([fa, fb], stored, {}) == {f"{tmp_path}/a", f"{tmp_path}/b"}
-    assert _with_safetensors([fb], {"b/m": {"family_source": None}}, {}) == set()
+    carried = LackingFamily(frozenset({f"{tmp_path}/b"}), carried=True, stored_safetensors=True)
+    assert _with_safetensors([judged, carried], {}) == {f"{tmp_path}/a", f"{tmp_path}/b"}
+    assert _with_safetensors([replace(carried, stored_safetensors=False)], {}) == set()
     assert safetensors_dirs([f"{tmp_path}/b", "http://127.0.0.1:9/x", f"{tmp_path}/missing"], {}) == set()
 
 
