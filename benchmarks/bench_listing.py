@@ -27,6 +27,8 @@ import subprocess
 import sys
 from typing import IO, Any
 
+from gguf_audit.testing.s3 import FAKE_AWS_ENV
+
 SERVER = """
 import json, sys
 from gguf_audit.testing.s3 import MotoS3Server
@@ -79,15 +81,6 @@ print(json.dumps({
 }))
 """
 
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-}
-
 
 def _line(stream: IO[str] | None) -> dict[str, Any]:
     if stream is None:
@@ -131,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.per_folder < 3:
         parser.error(f"--per-folder must be 3 or more. Got {args.per_folder!r}.")
     drivers = [p.split("=", 1) if "=" in p else [p, p] for p in args.python.split(",")]
-    env = {**os.environ, **FAKE_AWS}
+    env = {**os.environ, **FAKE_AWS_ENV}
     print(f"load average {os.getloadavg()[0]:.2f}; {args.per_folder} keys a folder")
     print(
         "| code | keys | files | LISTs (ceil) | other requests | counted | base MB | peak MB | growth MB "

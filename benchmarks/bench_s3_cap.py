@@ -47,15 +47,6 @@ cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
 print(json.dumps({"cpu_s": cpu, "wall_s": wall, "files": len(result.urls)}))
 """
 
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-}
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -65,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="models/tiny-llama-Q8_0.gguf")
     parser.add_argument("--corpus", default=str(Path(__file__).resolve().parents[1].parent / "shared" / "corpus"))
     args = parser.parse_args(argv)
-    os.environ.update(FAKE_AWS)
-    from gguf_audit.testing.s3 import MotoS3Server
+    from gguf_audit.testing.s3 import FAKE_AWS_ENV, MotoS3Server
+
+    os.environ.update(FAKE_AWS_ENV)
 
     data = (Path(args.corpus) / args.model).read_bytes()
     with MotoS3Server() as moto, tempfile.TemporaryDirectory(prefix="gguf-audit-s3cap-") as tmp:

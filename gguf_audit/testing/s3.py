@@ -14,6 +14,7 @@ close. Typical use::
 from __future__ import annotations
 
 import http.client
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
@@ -30,7 +31,18 @@ from gguf_audit.testing.loopback import LOOPBACK, ConnectionTracking, LoopbackSe
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
-__all__ = ["MotoS3Server"]
+__all__ = ["FAKE_AWS_ENV", "MotoS3Server"]
+
+FAKE_AWS_ENV: Final = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+"""Credentials and settings for moto, and nothing from this machine's own AWS files or instance metadata."""
 
 # Marks the helper's own boto3 requests (in User-Agent) so accounting skips them.
 _HELPER_MARK: Final = "gguf-audit-testing-helper"

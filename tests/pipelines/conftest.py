@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 from corpus import corpus_dir
-from pipeline_helpers import FAKE_AWS_ENV
 
-from gguf_audit.testing.s3 import MotoS3Server
+from gguf_audit.testing.s3 import FAKE_AWS_ENV, MotoS3Server
 from gguf_audit.testing.sample_collection import sample_files
 
 

@@ -19,15 +19,6 @@ from gguf_audit.testing.sample_collection import SAMPLE_FILES
 
 # Fake credentials for moto. They go into the environment before any worker
 # process starts, because a scan takes credentials only from the environment.
-FAKE_AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-}
 
 
 def s3_options(server: MotoS3Server) -> dict[str, Any]:
