@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
@@ -238,11 +239,15 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
         read = read_header(source, config=config.read, limits=config.limits)
         header = read.header
         # The order of the report, and of llama.cpp's loader: the structure first; then the chat templates
-        # (rendered in a sandboxed child, so run here, not in the pure checks), whose renders the semantic
-        # checks use for the tokens a turn ends with; then the semantics; the mapping of the weights last.
+        # (parsed and rendered in a sandboxed child, so run here, not in the pure checks), whose renders the
+        # semantic checks use for the tokens a turn ends with; then the semantics; the mapping of the weights
+        # last. The child works while this thread checks the structure and the semantics up to those tokens.
+        pending = _TemplateRun(header, config, lent.template_cache)
         structural = check_structural(header, source.size)
-        templates, template_findings, renders = _check_templates(header, config, lent.template_cache)
-        semantic = list(check_semantics(header, url=shown, template_renders=renders)) if config.semantics else []
+        semantic = (
+            list(check_semantics(header, url=shown, template_renders=pending.renders)) if config.semantics else []
+        )
+        templates, template_findings = pending.result()
         mapping = check_mapping(header, [*structural, *semantic])
         checks = [*structural, *template_findings, *semantic, *mapping]
         if any(f.code in SIZE_VERDICTS for f in checks):
@@ -389,30 +394,47 @@ def _check_upstream(
     return upstream.url
 
 
-def _check_templates(
-    header: Header, config: AuditConfig, template_cache: TemplateCache
-) -> tuple[list[TemplateAudit], list[Finding], dict[str, str] | None]:
-    """The chat-template audits, their findings and each template's render (None when not audited).
+class _TemplateRun:
+    """The chat-template audit of one header, on a thread of its own from its start (it waits on the
+    render child) until :meth:`result`; none for a file whose templates are not audited.
 
     On its own like each check (:func:`~gguf_audit.checks.header.isolated`): a failure gives
     ``internal.unexpected`` naming it, and the other checks still run."""
-    audits: list[TemplateAudit] = []
-    renders: list[dict[str, str]] = []
 
-    def step() -> list[Finding]:
-        found: list[Finding] = []
+    def __init__(self, header: Header, config: AuditConfig, template_cache: TemplateCache) -> None:
+        self._audits: list[TemplateAudit] = []
+        self._renders: dict[str, str] | None = None
+        self._findings: list[Finding] = []
+        self._thread: threading.Thread | None = None
         # A projector (mmproj) has no chat template: its language model holds it.
         if config.templates and not _is_later_shard(header) and not is_projector(header):
-            file_audits, file_findings = audit_header_templates(header, cache=template_cache)
-            audits.extend(file_audits)
-            found.extend(file_findings)
-            for audit in audits:
-                found.extend(audit.findings)
-            renders.append({a.key: a.rendered for a in audits if a.rendered is not None})
-        return found
+            self._thread = threading.Thread(
+                target=self._run, args=(header, template_cache), name="chat templates", daemon=True
+            )
+            self._thread.start()
 
-    findings = isolated("chat template", step)
-    return audits, findings, renders[0] if renders else None
+    def _run(self, header: Header, template_cache: TemplateCache) -> None:
+        def step() -> list[Finding]:
+            file_audits, file_findings = audit_header_templates(header, cache=template_cache)
+            self._audits.extend(file_audits)
+            self._renders = {a.key: a.rendered for a in file_audits if a.rendered is not None}
+            return [*file_findings, *(f for a in file_audits for f in a.findings)]
+
+        self._findings = isolated("chat template", step)
+
+    def _wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def renders(self) -> dict[str, str] | None:
+        """Each template's render of the standard conversation, once the audit is done (None: not audited)."""
+        self._wait()
+        return self._renders
+
+    def result(self) -> tuple[list[TemplateAudit], list[Finding]]:
+        """The template audits and their findings, once the audit is done."""
+        self._wait()
+        return self._audits, self._findings
 
 
 def _is_later_shard(header: Header) -> bool:

@@ -17,13 +17,16 @@ from gguf_audit.testing.http import RangeHTTPServer
 
 HEAVY = ("pyarrow", "pandas", "deltalake", "dask", "distributed", "duckdb", "gguf_audit.pipelines")
 # What a one-file inspect of a local file does not run, so must not import: the comparison of a quantized file
-# with its reference, the HTTP client, the sandbox's child side, and the entry points of plugged-in commands
-# (read by fsspec for its own, so only gguf-audit's group is checked).
+# with its reference, the HTTP client, the sandbox's child side, jinja2 and the template inspection (the file has
+# a chat template: the render child parses and inspects it), and the entry points of plugged-in commands (read by
+# fsspec for its own, so only gguf-audit's group is checked).
 NOT_FOR_INSPECT = (
     "gguf_audit.compare",
     "gguf_audit.format.safetensors",
     "aiohttp",
     "gguf_audit.templates.sandbox.worker",
+    "jinja2",
+    "gguf_audit.templates.inspect",
 )
 # What a header-only inspect of a plain http(s) URL or a local path does not import: the standard library reads
 # it (gguf_audit/io/plain.py), gguf-py's constants are loaded without gguf-py (gguf_audit/gguf_constants.py), and

@@ -81,14 +81,16 @@ def check_semantics(
     header: Header,
     *,
     url: str | None = None,
-    template_renders: Mapping[str, str] | None = None,
+    template_renders: Mapping[str, str] | Callable[[], Mapping[str, str] | None] | None = None,
 ) -> Iterator[Finding]:
     """Yield the semantic findings of ``header``, each check on its own (:func:`isolated`).
 
     ``url`` gives the file name (its quantization label, and whether it is a shard);
     ``template_renders`` maps each chat template's key to its render of the standard
-    conversation (from :func:`gguf_audit.templates.audit.audit_templates`); the
-    template-based tokenizer checks are skipped without it.
+    conversation (from :func:`gguf_audit.templates.audit.audit_templates`), or is a
+    function giving that map, called only when the checks reach the template tokens
+    (the renders may still be under way in a child meanwhile); the template-based
+    tokenizer checks are skipped without it.
     """
     facts: list[HeaderFacts] = []
 
@@ -117,8 +119,9 @@ def check_semantics(
         yield from isolated("tensors", lambda: check_tensors(f))
     yield from isolated("tokenizer", lambda: check_tokenizer(f))
     yield from isolated("vocabulary", lambda: check_vocab(f))
-    if template_renders:
-        yield from isolated("template tokens", lambda: check_template_tokens(f, template_renders))
+    renders = template_renders() if callable(template_renders) else template_renders
+    if renders:
+        yield from isolated("template tokens", lambda: check_template_tokens(f, renders))
     yield from isolated("file type", lambda: check_file_type(f, url))
 
 

@@ -11,13 +11,17 @@ template reaches. So every template is
    ``template.syntax_error``);
 2. inspected statically, without rendering (``template.unsafe``, the rule in
    :mod:`gguf_audit.templates.inspect.inspector`);
-3. rendered, sandboxed, in a separate process with CPU, wall-clock, memory and
-   output limits, on a standard conversation and then on every probe of what
-   runtimes send (:func:`~gguf_audit.templates.conversations.probe_conversations`;
+3. rendered, sandboxed, on a standard conversation and then on every probe of
+   what runtimes send (:func:`~gguf_audit.templates.conversations.probe_conversations`;
    ``template.resource_limit``, ``template.render_error``, and ``template.unsafe``
-   for what the sandbox refused). All templates of a file share one child
-   (:mod:`gguf_audit.templates.sandbox.runner`), within a per-file budget of
-   templates judged, templates rendered and render seconds (``template.too_many``).
+   for what the sandbox refused).
+
+All three run in a separate process with CPU, wall-clock, memory and output
+limits: the parser is what a hostile megabyte of Jinja attacks, and this
+process then never imports jinja2 (a one-file ``inspect`` starts 50 ms sooner).
+All templates of a file share one child (:mod:`gguf_audit.templates.sandbox.runner`),
+within a per-file budget of templates judged, templates rendered and seconds
+(``template.too_many``).
 
 Every occurrence of every template key is audited, and each string of one
 stored as an array (:func:`header_templates`).
@@ -36,17 +40,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from jinja2 import TemplateSyntaxError
-
 from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import Header, StringArray
-from gguf_audit.templates.inspect.cost import template_cost_reasons
-from gguf_audit.templates.inspect.inspector import (
-    TemplateInspectionError,
-    inspect_template_source,
-    parse_template_source,
-)
 from gguf_audit.templates.limits import (
     DEFAULT_LIMITS,
     MAX_TEMPLATE_CHARS,
@@ -166,29 +162,42 @@ def _digest(source: str) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def _static(key: str, source: str, budget: int) -> tuple[list[Finding], bool]:
-    """Parse and inspect; return the findings and whether the template may be rendered."""
+def _size_gate(key: str, source: str, budget: int) -> list[Finding] | None:
+    """Why ``source`` is not parsed at all (too long, or past the file's budget of characters); None: it is."""
     if len(source) > MAX_TEMPLATE_CHARS:
         message = f"{key}: the template is {len(source)} characters, over the {MAX_TEMPLATE_CHARS}-character limit"
-        return [finding(Code.TEMPLATE_RESOURCE_LIMIT, message)], False
+        return [finding(Code.TEMPLATE_RESOURCE_LIMIT, message)]
     if len(source) > budget:
         message = f"{key}: not inspected: the file's chat templates pass {MAX_TOTAL_TEMPLATE_CHARS} characters in all"
-        return [finding(Code.TEMPLATE_RESOURCE_LIMIT, message)], False
-    try:
-        tree = parse_template_source(source)
-        reasons = inspect_template_source(source, tree)
-        costs = template_cost_reasons(tree)
-    except TemplateSyntaxError as exc:
-        return [finding(Code.TEMPLATE_SYNTAX_ERROR, f"{key}: line {exc.lineno}: {exc.message}")], False
-    except TemplateInspectionError as exc:
-        return [finding(Code.TEMPLATE_RESOURCE_LIMIT, f"{key}: {exc}")], False
-    except RecursionError:
-        return [
-            finding(Code.TEMPLATE_RESOURCE_LIMIT, f"{key}: the template nests too deeply to count its loops")
-        ], False
-    found = [finding(Code.TEMPLATE_UNSAFE, f"{key}: {reason}") for reason in reasons]
-    # Still rendered: the render of the standard conversation is what the tokenizer checks read.
-    return found + [finding(Code.TEMPLATE_RESOURCE_LIMIT, f"{key}: {reason}") for reason in costs], True
+        return [finding(Code.TEMPLATE_RESOURCE_LIMIT, message)]
+    return None
+
+
+def _reasons(verdict: Mapping[str, object], field: str) -> list[str]:
+    value = verdict.get(field)
+    return [str(r) for r in value] if isinstance(value, list) else []
+
+
+def _static_findings(key: str, verdict: Mapping[str, object] | None, source: str) -> tuple[list[Finding], bool]:
+    """The findings of a static verdict (the child's, see :mod:`gguf_audit.templates.inspect.verdict`) and
+    whether the template may be rendered. A source no child reached is inspected here."""
+    if verdict is None:
+        # The file's render budget ran out before a child inspected it: this process does, as it parses no
+        # template otherwise (jinja2 is imported only then).
+        from gguf_audit.templates.inspect.verdict import static_verdict
+
+        verdict = dict(static_verdict(source))
+    if "unsafe" in verdict:
+        found = [finding(Code.TEMPLATE_UNSAFE, f"{key}: {reason}") for reason in _reasons(verdict, "unsafe")]
+        # Still rendered: the render of the standard conversation is what the tokenizer checks read.
+        costs = _reasons(verdict, "costs")
+        return found + [finding(Code.TEMPLATE_RESOURCE_LIMIT, f"{key}: {reason}") for reason in costs], True
+    if "syntax" in verdict:
+        return [finding(Code.TEMPLATE_SYNTAX_ERROR, f"{key}: {verdict['syntax']}")], False
+    if "refused" in verdict:
+        return [finding(Code.TEMPLATE_RESOURCE_LIMIT, f"{key}: {verdict['refused']}")], False
+    limit = str(verdict.get("limit", "unknown"))
+    return [finding(Code.TEMPLATE_RESOURCE_LIMIT, f"{key}: inspecting it met the render child's {limit} limit")], False
 
 
 def audit_templates(
@@ -208,25 +217,29 @@ def audit_templates(
     the file-level findings (``template.missing`` when there is no template,
     ``template.too_many`` when the per-file budget left some unjudged or unrendered).
 
-    All renders run in one child process (restarted only when a limit killed
-    it). Raises :class:`TemplateWorkerError` when that process cannot run.
+    All parsing, inspection and rendering runs in one child process (restarted
+    only when a limit killed it). Raises :class:`TemplateWorkerError` when that
+    process cannot run.
     """
     if not templates:
         return (), (finding(Code.TEMPLATE_MISSING, "the file has no tokenizer.chat_template"),)
     all_keys = list(templates)
     judged = {key: templates[key] for key in all_keys[: limits.max_templates]}
-    static: dict[str, tuple[list[Finding], bool]] = {}
+    gated: dict[str, list[Finding] | None] = {}
     budget = MAX_TOTAL_TEMPLATE_CHARS
     for key, src in judged.items():
-        static[key] = _static(key, src, budget)
+        gated[key] = _size_gate(key, src, budget)
         budget -= min(len(src), MAX_TEMPLATE_CHARS)
-    # Identical sources (a default copied under a name) are rendered once.
+    # Identical sources (a default copied under a name) are inspected and rendered once, all in one child.
+    parsed = list(dict.fromkeys(src for key, src in judged.items() if gated[key] is None))
+    done = render_all(parsed, bos_token=bos_token, eos_token=eos_token, limits=limits)
+    answers = dict(zip(parsed, done, strict=True))
+    static: dict[str, tuple[list[Finding], bool]] = {}
+    for key, src in judged.items():
+        gate = gated[key]
+        static[key] = (gate, False) if gate is not None else _static_findings(key, answers[src].get("static"), src)
     renderable = list(dict.fromkeys(src for key, src in judged.items() if static[key][1]))
-    to_render = renderable[: limits.max_renders]
-    rendered: dict[str, Mapping[str, object]] = {}
-    if to_render:
-        answers = render_all(to_render, bos_token=bos_token, eos_token=eos_token, limits=limits)
-        rendered = dict(zip(to_render, answers, strict=True))
+    rendered = {src: answers[src] for src in renderable if answers[src].get("status") != "skipped"}
     audits: list[TemplateAudit] = []
     for key, source in judged.items():
         found, can_render = static[key]

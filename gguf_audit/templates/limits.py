@@ -9,14 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DEFAULT_LIMITS", "MAX_TEMPLATE_CHARS", "MAX_TOTAL_TEMPLATE_CHARS", "TAIL_CHARS", "TemplateLimits"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "MAX_TEMPLATE_CHARS",
+    "MAX_TOTAL_TEMPLATE_CHARS",
+    "TAIL_CHARS",
+    "TemplateLimits",
+    "inspect_seconds",
+]
 
 #: Templates longer than this are not parsed or rendered. Real chat templates
 #: are a few kB (the largest known, with tool-use prose, are under 40 kB); a
-#: megabyte of Jinja is an attack on the parser, which runs in this process.
+#: megabyte of Jinja is an attack on the parser (which runs in the render child).
 MAX_TEMPLATE_CHARS: Final = 1_000_000
 #: Template characters parsed per file. Parsing and inspecting a megabyte of
-#: Jinja takes this process about 4 s, and a file may carry any number of
+#: Jinja takes 2 to 4 s, and a file may carry any number of
 #: ``tokenizer.chat_template.<name>`` keys; past this the rest are not judged
 #: (``template.resource_limit`` for each).
 MAX_TOTAL_TEMPLATE_CHARS: Final = 1_000_000
@@ -56,3 +63,13 @@ class TemplateLimits:
 
 
 DEFAULT_LIMITS: Final = TemplateLimits()
+
+
+def inspect_seconds(chars: int) -> float:
+    """CPU and wall seconds the child may spend parsing and inspecting a template of ``chars`` characters.
+
+    Not the render's limit: the parse of a large honest template (2 to 4 s a
+    megabyte) must not be taken for a hostile one, so the allowance grows with
+    the size, 2 s plus 8 s a megabyte.
+    """
+    return 2.0 + 8.0 * chars / 1_000_000

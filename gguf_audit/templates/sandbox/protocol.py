@@ -1,10 +1,12 @@
-"""The render child's line protocol: one JSON request on stdin, one JSON line per answer on stdout.
+"""The render child's line protocol: one JSON request on stdin, JSON lines on stdout.
 
 Both ends import this module, so the fields are defined once: the runner
-encodes the :class:`Request` and parses the answer lines, the child parses
-the request and encodes its :class:`Ready` line and one :class:`Answer` per
-job, flushed as each finishes (so that the parent knows which template was
-running when the child had to be killed). Lines are ASCII JSON
+encodes the :class:`Request` and parses the lines, the child parses the
+request and writes its :class:`Ready` line, then one :class:`Inspected` line
+per job it inspects (every job not carrying a verdict already, in order), then
+one :class:`Answer` per job, each flushed as it is done (so that the parent
+knows which template was being inspected or rendered when the child had to be
+killed). Lines are ASCII JSON
 (``ensure_ascii``: rendered text may hold lone surrogates from odd metadata).
 It imports only the standard library: the child starts with it.
 """
@@ -19,6 +21,7 @@ __all__ = [
     "Answer",
     "Attempt",
     "Conversation",
+    "Inspected",
     "Job",
     "ProtocolError",
     "Ready",
@@ -41,16 +44,20 @@ class Conversation(TypedDict):
 
 
 class Job(TypedDict):
-    """One template to render."""
+    """One template to inspect and render."""
 
     source: str
+    static: NotRequired[dict[str, object]]
+    """Its static verdict when an earlier child gave it (not inspected again); see
+    :mod:`gguf_audit.templates.inspect.verdict` for the shapes."""
 
 
 class Request(TypedDict):
     """What the runner writes to the child's stdin, once."""
 
     limits: dict[str, float]
-    """``cpu_seconds``, ``wall_seconds``, ``memory_bytes``, ``output_chars`` (see TemplateLimits)."""
+    """``cpu_seconds``, ``wall_seconds``, ``memory_bytes``, ``output_chars`` (see TemplateLimits), and
+    ``max_renders``: how many of the jobs the child may render (those the inspection allows, in order)."""
     conversations: list[Conversation]
     jobs: list[Job]
 
@@ -63,6 +70,12 @@ class Ready(TypedDict):
     """CPU time the start-up took."""
 
 
+class Inspected(TypedDict):
+    """One job's static verdict, written once the child has parsed and inspected it, before any render."""
+
+    inspected: dict[str, object]
+
+
 class Attempt(TypedDict):
     """A conversation the template failed to render."""
 
@@ -70,9 +83,10 @@ class Attempt(TypedDict):
     error: str
 
 
-Status = Literal["ok", "limit", "error", "compile_error", "blocked", "budget"]
+Status = Literal["ok", "limit", "error", "compile_error", "blocked", "skipped", "budget"]
 """``ok``: rendered; ``limit``: a limit stopped it; ``error``: no conversation rendered;
 ``compile_error``: it does not compile; ``blocked``: the audit hook refused an operation;
+``skipped``: not rendered (``why``: the inspection did not pass it, or ``max_renders`` were spent);
 ``budget`` (the runner's): not rendered, the file's render budget was spent."""
 
 
@@ -99,21 +113,21 @@ class Answer(TypedDict, total=False):
     """Private or internal attributes the sandbox refused during the job (every answer)."""
     blocked_events: list[str]
     """Audit events refused during the job (every answer)."""
+    why: Literal["static", "max_renders"]
+    """``skipped``: why the job was not rendered."""
     killed: bool
     """Added by the runner: no answer came, the child was stopped on this job."""
+    static: dict[str, object] | None
+    """Added by the runner: the job's static verdict (None when no child reached it)."""
 
 
 class ProtocolError(ValueError):
     """A line that is not a JSON object."""
 
 
-def encode_request(limits: Mapping[str, float], conversations: Sequence[Conversation], sources: Sequence[str]) -> bytes:
-    """The request for rendering ``sources``, as the child's stdin."""
-    request: Request = {
-        "limits": dict(limits),
-        "conversations": list(conversations),
-        "jobs": [{"source": s} for s in sources],
-    }
+def encode_request(limits: Mapping[str, float], conversations: Sequence[Conversation], jobs: Sequence[Job]) -> bytes:
+    """The request for inspecting and rendering ``jobs``, as the child's stdin."""
+    request: Request = {"limits": dict(limits), "conversations": list(conversations), "jobs": list(jobs)}
     return json.dumps(request, ensure_ascii=True).encode("ascii")
 
 
@@ -141,10 +155,12 @@ def parse_request(
     for job in jobs:
         if not isinstance(job, dict) or not isinstance(job.get("source"), str):
             raise ValueError(f"each job needs a 'source' string. Got {job!r:.80}.")
+        if "static" in job and not isinstance(job["static"], dict):
+            raise ValueError(f"a job's 'static' must be an object. Got {job['static']!r:.80}.")
     return limits, convs, jobs
 
 
-def encode_line(message: Ready | Answer) -> str:
+def encode_line(message: Ready | Inspected | Answer) -> str:
     """One line of the child's stdout."""
     return json.dumps(message, ensure_ascii=True) + "\n"
 

@@ -20,12 +20,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.templates.conversations import probe_conversations, standard_conversations
-from gguf_audit.templates.limits import TemplateLimits
-from gguf_audit.templates.sandbox.protocol import Answer, Conversation, ProtocolError, encode_request, parse_line
+from gguf_audit.templates.limits import TemplateLimits, inspect_seconds
+from gguf_audit.templates.sandbox.protocol import Answer, Conversation, Job, ProtocolError, encode_request, parse_line
 
 __all__ = [
     "DEFAULT_RENDER_SLOTS",
@@ -201,6 +201,8 @@ def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
 class _ChildRun:
     """What one child process said before it finished or was stopped."""
 
+    inspected: list[dict[str, object]]
+    """The static verdicts, in the order of the jobs that carried none."""
     results: list[dict[str, object]]
     ready: bool
     stopped: str | None
@@ -224,9 +226,13 @@ def _death_cause(returncode: int, stderr: str) -> str:
     return f"exit status {returncode}"
 
 
-def _run_child(request: bytes, jobs: int, limits: TemplateLimits, file_deadline: float) -> _ChildRun:
-    """Run one child on ``request``; stop it when a job overstays its wall limit or the file its budget."""
+def _run_child(
+    request: bytes, jobs: int, limits: TemplateLimits, file_deadline: float, *, line_seconds: float
+) -> _ChildRun:
+    """Run one child on ``request``; stop it when a line is later than ``line_seconds`` after the one
+    before (a job overstaying its limits) or the file overstays its budget."""
     proc = _SPARE.take()
+    inspected: list[dict[str, object]] = []
     results: list[dict[str, object]] = []
     ready = False
     stopped: str | None = None
@@ -290,9 +296,14 @@ def _run_child(request: bytes, jobs: int, limits: TemplateLimits, file_deadline:
                         if message.get("ready") is not True:
                             raise TemplateWorkerError(f"the render child's first line was {line[:120]!r}")
                         ready = True
+                    elif "inspected" in message:
+                        verdict = message["inspected"]
+                        if not isinstance(verdict, dict) or results:
+                            raise TemplateWorkerError(f"the render child wrote {line[:120]!r} out of turn")
+                        inspected.append(verdict)
                     else:
                         results.append(message)
-                    deadline = time.monotonic() + limits.wall_seconds + _WALL_GRACE_SECONDS
+                    deadline = time.monotonic() + line_seconds
                 if len(out_buffer) > max_line:
                     stopped = "output"
                     break
@@ -314,7 +325,7 @@ def _run_child(request: bytes, jobs: int, limits: TemplateLimits, file_deadline:
     stderr = err_tail.decode("utf-8", "replace")
     if stopped is None and len(results) < jobs:
         stopped = _death_cause(returncode, stderr)
-    return _ChildRun(results, ready, stopped, stderr)
+    return _ChildRun(inspected, results, ready, stopped, stderr)
 
 
 def render_all(
@@ -324,22 +335,24 @@ def render_all(
     eos_token: str,
     limits: TemplateLimits,
     slots: RenderSlots = DEFAULT_RENDER_SLOTS,
-) -> list[Mapping[str, object]]:
-    """Render each source in one child, once one of ``slots`` is free (see :func:`_render_all`)."""
+) -> list[Answer]:
+    """Inspect and render each source in one child, once one of ``slots`` is free (see :func:`_render_all`)."""
     with slots:
         return _render_all(sources, bos_token=bos_token, eos_token=eos_token, limits=limits)
 
 
-def _render_all(
-    sources: Sequence[str], *, bos_token: str, eos_token: str, limits: TemplateLimits
-) -> list[Mapping[str, object]]:
-    """Render each source in one child; restart it only after a limit killed it.
+def _render_all(sources: Sequence[str], *, bos_token: str, eos_token: str, limits: TemplateLimits) -> list[Answer]:
+    """Inspect each source in one child, then render those the inspection passes (the first
+    ``limits.max_renders``); restart the child only after a limit killed it.
 
-    Returns one answer per source, in order (the child's, or one saying which
-    limit killed the child on it). Once the file's budget (``limits.file_seconds``
-    of wall clock for all renders) is spent, the child is stopped and every source
-    not answered yet gets ``{"status": "budget"}``. Raises
-    :class:`TemplateWorkerError` when the child does not start or answers nonsense.
+    Returns one answer per source, in order, each with its ``static`` verdict
+    (None for a source no child reached): the child's answer, one saying which
+    limit killed the child on it, or ``skipped``. A source whose inspection
+    killed the child gets ``{"limit": cause}`` as its verdict and is not
+    rendered. Once the file's budget (``limits.file_seconds`` of wall clock for
+    the whole set) is spent, the child is stopped and every source not answered
+    yet gets ``{"status": "budget"}``. Raises :class:`TemplateWorkerError` when
+    the child does not start or answers nonsense.
     """
     file_deadline = time.monotonic() + limits.file_seconds
     conversations: list[Conversation] = [
@@ -348,29 +361,53 @@ def _render_all(
     conversations += [
         {"name": name, "context": ctx, "probe": True} for name, ctx in probe_conversations(bos_token, eos_token)
     ]
-    limit_fields = {
-        "cpu_seconds": limits.cpu_seconds,
-        "wall_seconds": limits.wall_seconds,
-        "memory_bytes": limits.memory_bytes,
-        "output_chars": limits.output_chars,
-    }
-    results: list[Mapping[str, object]] = []
+    # A line may come as late as the longest inspection or a render's wall limit allows, plus the grace.
+    longest = max((len(source) for source in sources), default=0)
+    line_seconds = max(inspect_seconds(longest), limits.wall_seconds) + _WALL_GRACE_SECONDS
+    verdicts: list[dict[str, object] | None] = [None] * len(sources)
+    results: list[Answer] = []
+    renders_used = 0
     while len(results) < len(sources):
-        todo = sources[len(results) :]
+        todo = range(len(results), len(sources))
         if time.monotonic() >= file_deadline:
             results += [{"status": "budget"}] * len(todo)
             break
-        run = _run_child(encode_request(limit_fields, conversations, todo), len(todo), limits, file_deadline)
+        jobs: list[Job] = []
+        for i in todo:
+            known = verdicts[i]
+            jobs.append({"source": sources[i]} if known is None else {"source": sources[i], "static": known})
+        limit_fields = {
+            "cpu_seconds": limits.cpu_seconds,
+            "wall_seconds": limits.wall_seconds,
+            "memory_bytes": limits.memory_bytes,
+            "output_chars": limits.output_chars,
+            "max_renders": max(0, limits.max_renders - renders_used),
+        }
+        request = encode_request(limit_fields, conversations, jobs)
+        run = _run_child(request, len(jobs), limits, file_deadline, line_seconds=line_seconds)
+        uninspected = [i for i in todo if verdicts[i] is None]
+        for i, verdict in zip(uninspected, run.inspected, strict=False):
+            verdicts[i] = verdict
+        answers = [_as_answer(r) for r in run.results]
+        renders_used += sum(1 for a in answers if a.get("status") != "skipped")
+        results += answers
         if run.stopped == "budget":
-            results += run.results
             results += [{"status": "budget"}] * (len(sources) - len(results))
             break
         if not run.ready:
             detail = run.stderr.strip().splitlines()[-1:] or [run.stopped or "no output"]
             raise TemplateWorkerError(f"the render child did not start: {detail[0][:300]}")
-        results += run.results
         if run.stopped is not None and len(results) < len(sources):
-            # The job the child was on when it died is the one to blame.
-            killed: Answer = {"status": "limit", "limit": run.stopped, "conversation": None, "killed": True}
-            results.append(killed)
-    return results
+            if len(run.inspected) < len(uninspected):
+                # It died inspecting this one: its verdict is the limit, and it is not rendered.
+                verdicts[uninspected[len(run.inspected)]] = {"limit": run.stopped}
+            else:
+                # The job the child was rendering when it died is the one to blame.
+                results.append({"status": "limit", "limit": run.stopped, "conversation": None, "killed": True})
+                renders_used += 1
+    return [{**answer, "static": verdict} for answer, verdict in zip(results, verdicts, strict=True)]
+
+
+def _as_answer(message: Mapping[str, object]) -> Answer:
+    """A child's answer line, typed: what the audit reads of it is checked field by field there."""
+    return cast(Answer, dict(message))

@@ -2,10 +2,12 @@
 
 Run as ``python -m gguf_audit.templates.sandbox.worker``. It reads one JSON
 request on stdin (limits, the conversations, the templates), puts hard limits
-on itself, and writes one JSON line per template on stdout, flushed as each
-finishes, so that the parent knows which template was running when the child
-had to be killed and can restart it for the rest (the lines are defined in
-:mod:`~gguf_audit.templates.sandbox.protocol`).
+on itself, parses and inspects every template (a line each: the parser is what
+a hostile megabyte of Jinja attacks, so it runs here, not in the auditor), then
+renders those the inspection passes (a line each), each line flushed as it is
+done, so that the parent knows which template was being inspected or rendered
+when the child had to be killed and can restart it for the rest (the lines are
+defined in :mod:`~gguf_audit.templates.sandbox.protocol`).
 
 Limits, each aimed at one way a hostile template can hurt the auditor:
 
@@ -23,7 +25,8 @@ Limits, each aimed at one way a hostile template can hurt the auditor:
   that refuses ``open``, new imports, ``os.*``, ``subprocess.*``, ``socket.*``.
 
 The Jinja environment is transformers' (:mod:`~gguf_audit.templates.environment`).
-This module imports nothing else of gguf_audit, to keep the child's start-up short.
+Of gguf_audit this module imports only the environment, the limits, the static
+inspection and the protocol, to keep the child's start-up short.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ from typing import Any, Final
 import jinja2
 
 from gguf_audit.templates.environment import AuditingSandbox, TemplateRaisedError, make_environment
-from gguf_audit.templates.sandbox.protocol import Answer, Attempt, Ready, encode_line, parse_request
+from gguf_audit.templates.inspect.verdict import StaticVerdict, static_verdict
+from gguf_audit.templates.limits import inspect_seconds
+from gguf_audit.templates.sandbox.protocol import Answer, Attempt, Inspected, Ready, encode_line, parse_request
 
 __all__ = ["main"]
 
@@ -186,6 +191,9 @@ def _warm_up(env: jinja2.Environment) -> None:
     # The point of the raise: jinja2.debug is imported on the first template error.
     with contextlib.suppress(TemplateRaisedError):
         "".join(template.generate(messages=[{"role": "user", "content": " hi "}]))
+    # The inspection once, and a syntax error, for whatever they compile or import on first use.
+    static_verdict("{% for m in messages %}{{ m.content|trim }}{% if loop.last %}{{ x.y(1) }}{% endif %}{% endfor %}")
+    static_verdict("{% for %}")
 
 
 def _one_line(text: str) -> str:
@@ -287,6 +295,22 @@ def _run_job(
     return _finish(env, result)
 
 
+def _inspect_job(source: str, cpu_hard: int) -> StaticVerdict:
+    """Parse and inspect one template under an allowance of its own (see ``inspect_seconds``)."""
+    allowance = inspect_seconds(len(source))
+    try:
+        _arm(allowance, allowance, cpu_hard)
+        return static_verdict(source)
+    except _LimitHit as hit:
+        return {"limit": hit.limit}
+    except MemoryError:
+        return {"limit": "memory"}
+    except _Blocked as blocked:
+        return {"refused": f"inspecting it needed {blocked.event}, which the child refuses"}
+    finally:
+        _disarm()
+
+
 def _finish(env: AuditingSandbox, result: Answer) -> Answer:
     """The answer with what the sandbox refused and the audit hook blocked during the job."""
     result["refused"] = list(env.refused)
@@ -294,7 +318,7 @@ def _finish(env: AuditingSandbox, result: Answer) -> Answer:
     return result
 
 
-def _emit(message: Ready | Answer) -> None:
+def _emit(message: Ready | Inspected | Answer) -> None:
     sys.stdout.write(encode_line(message))
     sys.stdout.flush()
 
@@ -309,8 +333,10 @@ def main() -> int:
     _warm_up(env)
     limits, conversations, jobs = parse_request(sys.stdin.buffer.read())
     cpu_seconds = float(limits["cpu_seconds"])
+    to_inspect = [job["source"] for job in jobs if "static" not in job]
     # Whole-process CPU backstop: every template's share plus start-up slack.
-    cpu_hard = math.ceil(_cpu_used() + len(jobs) * (cpu_seconds + 1.0) + 2.0)
+    inspecting = sum(inspect_seconds(len(source)) for source in to_inspect)
+    cpu_hard = math.ceil(_cpu_used() + len(jobs) * (cpu_seconds + 1.0) + inspecting + 2.0)
     _apply_process_limits(int(limits["memory_bytes"]), cpu_hard)
     signal.signal(signal.SIGPROF, _on_limit_signal)
     signal.signal(signal.SIGALRM, _on_limit_signal)
@@ -318,8 +344,23 @@ def main() -> int:
     sys.addaudithook(_audit_hook)
     _locked = True
     _emit({"ready": True, "cpu_seconds": _cpu_used()})
+    verdicts: list[dict[str, object]] = []
     for job in jobs:
-        _emit(_run_job(env, job["source"], conversations, limits, cpu_hard))
+        known = job.get("static")
+        if known is None:
+            verdict = dict(_inspect_job(job["source"], cpu_hard))
+            _emit({"inspected": verdict})
+            known = verdict
+        verdicts.append(known)
+    renders_left = int(limits["max_renders"])
+    for job, verdict in zip(jobs, verdicts, strict=True):
+        if "unsafe" not in verdict:
+            _emit({"status": "skipped", "why": "static"})
+        elif renders_left <= 0:
+            _emit({"status": "skipped", "why": "max_renders"})
+        else:
+            renders_left -= 1
+            _emit(_run_job(env, job["source"], conversations, limits, cpu_hard))
     return 0
 
 
