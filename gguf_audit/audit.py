@@ -111,6 +111,10 @@ class AuditTarget:
     hub_gguf: HubGGUF | None = None
     """What the Hub's ``gguf`` card of its repository says, from the listing: compared with the header
     at no request (``hub.gguf_mismatch``); None compares nothing."""
+    source: RangeSource | None = field(default=None, compare=False, repr=False)
+    """A source of ``url`` already open, to read through (a one-file ``inspect`` opens it before its
+    imports, its first read under way: :meth:`~gguf_audit.io.plain.PlainHTTPSource.read_ahead`);
+    None opens one. Not for targets sent to other processes."""
 
     @property
     def shown(self) -> str:
@@ -301,7 +305,9 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
 
 def _open(target: AuditTarget, config: AuditConfig, lent: AuditResources) -> RangeSource:
     """The byte source of ``target``: the standard library's when lent ``stdlib_reads`` and it can read the
-    URL (:func:`~gguf_audit.io.plain.open_plain_source`), else fsspec's."""
+    URL (:func:`~gguf_audit.io.plain.open_plain_source`), else fsspec's; the target's own when it has one."""
+    if target.source is not None:
+        return target.source
     if lent.stdlib_reads and lent.fs is None:
         from gguf_audit.io.plain import open_plain_source
 

@@ -38,6 +38,7 @@ from gguf_audit.redact import install_log_redaction, redact_known, redact_text, 
 
 if TYPE_CHECKING:
     from gguf_audit.audit import AuditConfig
+    from gguf_audit.io.base import RangeSource
     from gguf_audit.plan import SampleConfig
 
 # A command imports what only it needs inside its function (the audit, the
@@ -137,17 +138,18 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from gguf_audit.templates.sandbox.runner import prestart
 
     prestart()
+    url = _readable(args.url)
+    early = _read_ahead(url, args, options)
     from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, AuditResources, AuditTarget, audit_file
 
     # --sample-requests is checked even without --samples (a bad value is a usage error either way).
     sample_config = _sample_config(args) if args.samples or args.sample_requests is not None else None
     config = AuditConfig(samples=sample_config) if args.samples else DEFAULT_AUDIT_CONFIG
     config = _with_upstream(config, args, options)
-    url = _readable(args.url)
     # The header alone: a plain http(s) URL or local path is read with the standard library, the same requests
     # and checks without fsspec's and aiohttp's start-up. Sampled blocks keep fsspec's concurrent reads.
     resources = AuditResources(stdlib_reads=not args.samples)
-    target = AuditTarget(url, storage_options=options, display_url=redact_url(url))
+    target = AuditTarget(url, storage_options=options, display_url=redact_url(url), source=early)
     audit = audit_file(target, config=config, resources=resources)
     fmt = "json" if args.json else args.format
     if fmt in ("json", "jsonl"):
@@ -170,6 +172,21 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     # A file llama.cpp refuses fails the command even when its findings are
     # warnings (a big-endian file): "1" must mean "this will not load" too.
     return EXIT_PROBLEMS if audit.errors or audit.loadable is False else EXIT_OK
+
+
+def _read_ahead(url: str, args: argparse.Namespace, options: Mapping[str, Any]) -> RangeSource | None:
+    """The source of a plain http(s) URL read header-only with the default read settings, its first
+    read already sent (before the audit's imports: on a remote store its round trip hides them)."""
+    if args.samples or options or args.upstream is not None or args.upstream_auto:
+        return None
+    from gguf_audit.io.plain import PlainHTTPSource, open_plain_source
+    from gguf_audit.io.read_config import DEFAULT_READ_CONFIG
+
+    source = open_plain_source(url, config=DEFAULT_READ_CONFIG)
+    if not isinstance(source, PlainHTTPSource):
+        return None  # a local file's first read costs nothing to wait for
+    source.read_ahead(0, DEFAULT_READ_CONFIG.initial_bytes)
+    return source
 
 
 def _with_upstream(config: AuditConfig, args: argparse.Namespace, options: Mapping[str, Any]) -> AuditConfig:
