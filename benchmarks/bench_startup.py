@@ -15,13 +15,17 @@ hf.js is ``@huggingface/gguf`` run by Node.js: give its folder with ``--hfjs DIR
 (one holding ``node_modules/@huggingface/gguf``), or let the benchmark install it
 with npm into ``~/.cache/gguf-audit-bench/hfjs`` on first use.
 
+``--before PATH`` also measures the ``gguf-audit`` script beside that
+interpreter (say a virtualenv holding an earlier commit) in the same rounds,
+so a change is judged before and after in one run, against the same hf.js.
+
 ``--python PATH`` measures the ``gguf-audit`` script beside another interpreter,
 for example a virtualenv made with ``pip install .`` as the README installs it
 (an editable install imports its own finder at every start-up, 10 to 20 ms
 that an installed gguf-audit never spends); without it, ``python -m gguf_audit``
 of the interpreter running the benchmark.
 
-    python benchmarks/bench_startup.py [--runs 9] [--spec 32k] [--python PATH]
+    python benchmarks/bench_startup.py [--runs 9] [--spec 32k] [--python PATH] [--before PATH]
 """
 
 from __future__ import annotations
@@ -80,13 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spec", default="32k", choices=sorted(SPECS))
     parser.add_argument("--hfjs", help="a folder holding node_modules/@huggingface/gguf")
     parser.add_argument("--python", help="run the gguf-audit script installed beside this interpreter")
+    parser.add_argument("--before", help="also run the gguf-audit script beside this interpreter, as 'before'")
     args = parser.parse_args(argv)
     hfjs = _hfjs_dir(args.hfjs)
     if args.python:
-        script = Path(args.python).parent / "gguf-audit"
-        if not script.is_file():
-            raise SystemExit(f"bench_startup: no gguf-audit script beside {args.python}")
-        ours = [str(script)]
+        ours = [_script_beside(args.python)]
     else:
         compileall.compile_dir(Path(gguf_audit.__file__).parent, quiet=1)
         ours = [sys.executable, "-m", "gguf_audit"]
@@ -98,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "gguf-audit inspect --json": ([*ours, "inspect", url, "--json"], None),
                 "hf.js gguf()": (["node", "inspect.mjs", url], hfjs),
             }
+            if args.before:
+                commands[BEFORE] = ([_script_beside(args.before), "inspect", url, "--json"], None)
             figures: dict[str, list[tuple[float, float, int, int]]] = {name: [] for name in commands}
             for i in range(args.runs + 1):  # the first round warms caches and is not counted
                 for name, (command, cwd) in commands.items():
@@ -114,7 +118,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name:28} {wall:8.3f} {peak:8.1f} {rows[-1][2]:8d} {rows[-1][3]:12,}")
     ours, theirs = medians["gguf-audit inspect --json"], medians["hf.js gguf()"]
     print(f"wall time, gguf-audit over hf.js: {ours / theirs:.2f}x (median of {args.runs} paired runs)")
+    if args.before:
+        print(f"wall time, gguf-audit before over hf.js: {medians[BEFORE] / theirs:.2f}x (same runs)")
     return 0
+
+
+BEFORE = "gguf-audit (before)"
+
+
+def _script_beside(python: str) -> str:
+    script = Path(python).parent / "gguf-audit"
+    if not script.is_file():
+        raise SystemExit(f"bench_startup: no gguf-audit script beside {python}")
+    return str(script)
 
 
 if __name__ == "__main__":
