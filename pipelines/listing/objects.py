@@ -89,11 +89,22 @@ def s3_keys(fs: Any, path: str, seen: KeyStream) -> Iterator[tuple[str, Mapping[
 
 
 async def _take(entries: AsyncGenerator[dict[str, Any], None], n: int) -> list[dict[str, Any]]:
-    """Up to ``n`` items of ``entries`` (fewer at its end, none past it)."""
+    """Up to ``n`` items of ``entries`` (fewer at its end, none past it).
+
+    Raises the OSError a failed LIST is: s3fs's paginated listing passes botocore's errors through as they come,
+    and neither a ``ClientError`` (denied, no such bucket) nor a ``BotoCoreError`` (no endpoint) is one.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError  # s3fs's own dependency, loaded with it
+    from s3fs.errors import translate_boto_error
+
     page: list[dict[str, Any]] = []
     while len(page) < n:
         try:
             page.append(await anext(entries))
         except StopAsyncIteration:
             break
+        except ClientError as exc:
+            raise translate_boto_error(exc) from exc
+        except BotoCoreError as exc:
+            raise ConnectionError(str(exc)) from exc
     return page

@@ -83,5 +83,6 @@ def test_an_unreachable_store_is_one_line_and_exit_2(tmp_path: Path, monkeypatch
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr[-3000:]
-    assert lines[0].startswith("gguf-audit: scan failed: EndpointConnectionError")
-    assert "127.0.0.1:9" in lines[0]
+    assert lines[0].startswith("gguf-audit: scan: the run failed, nothing was committed: cannot list root ")
+    assert "'s3://bucket/models': ConnectionError: Could not connect to the endpoint URL" in lines[0]
+    assert "127.0.0.1:9" in lines[0] and "Traceback" not in done.stderr
