@@ -94,7 +94,8 @@ async def _take(entries: AsyncGenerator[dict[str, Any], None], n: int) -> list[d
     Raises the OSError a failed LIST is: s3fs's paginated listing passes botocore's errors through as they come,
     and neither a ``ClientError`` (denied, no such bucket) nor a ``BotoCoreError`` (no endpoint) is one.
     """
-    from botocore.exceptions import BotoCoreError, ClientError  # s3fs's own dependency, loaded with it
+    # s3fs's own dependency, loaded with it
+    from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
     from s3fs.errors import translate_boto_error
 
     page: list[dict[str, Any]] = []
