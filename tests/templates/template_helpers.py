@@ -1,8 +1,11 @@
-"""What the template-audit tests share: the fixtures folder, fast limits, and small views of an audit."""
+"""What the template-audit tests share: the fixtures folder, fast limits, small views of an audit, and a count
+of the render children started."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from gguf_audit.findings import Finding
 from gguf_audit.templates.audit import TemplateAudit
@@ -29,3 +32,15 @@ def template_findings(audit: TemplateAudit) -> list[Finding]:
 
 def by_key(audits: tuple[TemplateAudit, ...]) -> dict[str, TemplateAudit]:
     return {a.key: a for a in audits}
+
+
+class SpawnCounter:
+    """``subprocess.Popen`` counting its calls (each a render child); the ``spawns`` fixture installs it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._popen = subprocess.Popen
+
+    def __call__(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        self.calls += 1
+        return self._popen(*args, **kwargs)

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from template_helpers import TEMPLATES, by_key, codes, named_key
+from template_helpers import TEMPLATES, SpawnCounter, by_key, codes, named_key
 
 from gguf_audit.codes import Code
 from gguf_audit.templates.audit import audit_templates
@@ -41,23 +39,6 @@ runpy.run_module("gguf_audit.templates.sandbox.worker", run_name="__main__")
 """
 
 
-class _Spawns:
-    def __init__(self) -> None:
-        self.calls = 0
-        self._popen = subprocess.Popen
-
-    def __call__(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
-        self.calls += 1
-        return self._popen(*args, **kwargs)
-
-
-@pytest.fixture
-def spawns(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Spawns]:
-    counter = _Spawns()
-    monkeypatch.setattr(subprocess, "Popen", counter)
-    yield counter
-
-
 @pytest.fixture
 def stuck_child(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner, "_child_command", lambda: [sys.executable, "-s", "-c", STUCK_CHILD])
@@ -77,7 +58,7 @@ def test_the_auditing_process_imports_no_jinja2() -> None:
     assert imported == "[]"
 
 
-def test_a_child_that_dies_inspecting_blames_that_template(spawns: _Spawns, stuck_child: None) -> None:
+def test_a_child_that_dies_inspecting_blames_that_template(spawns: SpawnCounter, stuck_child: None) -> None:
     templates = {named_key("spin"): "SPIN-INSPECT {{ x }}", named_key("chatml"): CHATML}
     audits = by_key(audit_templates(templates, limits=TemplateLimits(cpu_seconds=1.0, wall_seconds=1.0))[0])
     assert spawns.calls == 2
@@ -89,7 +70,7 @@ def test_a_child_that_dies_inspecting_blames_that_template(spawns: _Spawns, stuc
     assert audits[named_key("chatml")].rendered is not None
 
 
-def test_the_render_budget_holds_across_a_restart(spawns: _Spawns, stuck_child: None) -> None:
+def test_the_render_budget_holds_across_a_restart(spawns: SpawnCounter, stuck_child: None) -> None:
     # The first render never ends (its timers are blocked): the child is killed on it, and the second child may
     # render only one more of the two left.
     templates = {named_key("spin"): SPIN_RENDER, named_key("chatml"): CHATML, named_key("llama3"): LLAMA3}
@@ -105,7 +86,7 @@ def test_the_render_budget_holds_across_a_restart(spawns: _Spawns, stuck_child: 
     assert "distinct templates past the first 2 not rendered: 1" in too_many.message
 
 
-def test_a_template_no_child_reached_is_inspected_here(spawns: _Spawns) -> None:
+def test_a_template_no_child_reached_is_inspected_here(spawns: SpawnCounter) -> None:
     audits, file_level = audit_templates({"a": UNSAFE, "b": CHATML}, limits=TemplateLimits(file_seconds=1e-9))
     assert spawns.calls == 0
     assert codes(audits[0]) == {Code.TEMPLATE_UNSAFE}

@@ -7,14 +7,14 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import jinja2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from template_helpers import FAST, KEY, TEMPLATES, by_key, codes, named_key
+from template_helpers import FAST, KEY, TEMPLATES, SpawnCounter, by_key, codes, named_key
 
 from gguf_audit.codes import Code
 from gguf_audit.findings import Severity
@@ -155,24 +155,7 @@ def test_limits_are_validated(kwargs: Mapping[str, Any]) -> None:
 # --- the child process ----------------------------------------------------------
 
 
-class _SpawnCounter:
-    def __init__(self) -> None:
-        self.calls = 0
-        self._popen = subprocess.Popen
-
-    def __call__(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
-        self.calls += 1
-        return self._popen(*args, **kwargs)
-
-
-@pytest.fixture
-def spawns(monkeypatch: pytest.MonkeyPatch) -> Iterator[_SpawnCounter]:
-    counter = _SpawnCounter()
-    monkeypatch.setattr(subprocess, "Popen", counter)
-    yield counter
-
-
-def test_one_child_renders_all_templates_of_a_file(spawns: _SpawnCounter) -> None:
+def test_one_child_renders_all_templates_of_a_file(spawns: SpawnCounter) -> None:
     names = ("chatml", "llama3", "qwen_tools")
     templates = {named_key(n): (TEMPLATES / f"{n}.jinja").read_text(encoding="utf-8") for n in names}
     audits, _ = audit_templates(templates, limits=FAST)
@@ -180,7 +163,7 @@ def test_one_child_renders_all_templates_of_a_file(spawns: _SpawnCounter) -> Non
     assert all(a.rendered is not None and a.findings == () for a in audits)
 
 
-def test_a_limit_the_child_catches_needs_no_restart(spawns: _SpawnCounter) -> None:
+def test_a_limit_the_child_catches_needs_no_restart(spawns: SpawnCounter) -> None:
     templates = {
         named_key("spin"): DOS["silent_loops"][0],
         named_key("chatml"): (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8"),
@@ -191,7 +174,7 @@ def test_a_limit_the_child_catches_needs_no_restart(spawns: _SpawnCounter) -> No
     assert audits[named_key("chatml")].findings == ()
 
 
-def test_a_killed_child_is_restarted_for_the_rest(spawns: _SpawnCounter, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_killed_child_is_restarted_for_the_rest(spawns: SpawnCounter, monkeypatch: pytest.MonkeyPatch) -> None:
     # A child whose own timers cannot fire (the signals are blocked) stands
     # for one stuck in C code: only the parent's wall-clock deadline stops it.
     blocked = (
@@ -217,7 +200,7 @@ def test_a_killed_child_is_restarted_for_the_rest(spawns: _SpawnCounter, monkeyp
     assert elapsed < 10
 
 
-def test_identical_templates_render_once(spawns: _SpawnCounter) -> None:
+def test_identical_templates_render_once(spawns: SpawnCounter) -> None:
     source = (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8")
     audits, _ = audit_templates({KEY: source, named_key("default"): source}, limits=FAST)
     assert spawns.calls == 1
