@@ -258,22 +258,24 @@ def _expected_shape(f: HeaderFacts, d: _Dims, t: TensorInfo) -> tuple[tuple[int,
     nkv = d.n_head_kv[b] if d.n_head_kv else None
     ff = d.n_ff[b] if d.n_ff and not f.is_moe else None
     family = f.spec.family if f.spec else None
+    q_width, kv_width = _heads_width("n_head", nh, hk), _heads_width("n_head_kv", nkv, hk)
     if family is ShapeFamily.LLAMA:
-        if base == "attn_q" and nh and hk:
-            return (e, nh * hk), f"n_embd {e}, n_head {nh} x head_dim {hk}"
-        if base == "attn_k" and nkv is not None and hk:
-            return (e, nkv * hk), f"n_embd {e}, n_head_kv {nkv} x head_dim {hk}"
-        if base == "attn_v" and nkv is not None and hv:
-            return (e, nkv * hv), f"n_embd {e}, n_head_kv {nkv} x head_dim {hv}"
-        if base == "attn_output" and nh and hk and hk == hv:
-            return (nh * hk, e), f"n_head {nh} x head_dim {hk}, n_embd {e}"
+        if base == "attn_q" and q_width is not None:
+            return (e, q_width[0]), f"n_embd {e}, {q_width[1]}"
+        if base == "attn_k" and kv_width is not None:
+            return (e, kv_width[0]), f"n_embd {e}, {kv_width[1]}"
+        v_width = _heads_width("n_head_kv", nkv, hv)
+        if base == "attn_v" and v_width is not None:
+            return (e, v_width[0]), f"n_embd {e}, {v_width[1]}"
+        if base == "attn_output" and q_width is not None and (nh == 0 or hk == hv):
+            return (q_width[0], e), f"{q_width[1]}, n_embd {e}"
         if base in ("ffn_gate", "ffn_up") and ff is not None:
             return (e, ff), f"n_embd {e}, n_ff {ff}"
         if base == "ffn_down" and ff is not None:
             return (ff, e), f"n_ff {ff}, n_embd {e}"
     elif family is ShapeFamily.PHI3:
-        if base == "attn_qkv" and nkv and hk:
-            return (e, e + 2 * nkv * hk), f"n_embd {e} + 2 x n_head_kv {nkv} x head_dim {hk}"
+        if base == "attn_qkv" and kv_width is not None:
+            return (e, e + 2 * kv_width[0]), f"n_embd {e} + 2 x {kv_width[1]}"
         if base == "attn_output":
             return (e, e), f"n_embd {e}"
         if base == "ffn_up" and ff:
@@ -281,6 +283,17 @@ def _expected_shape(f: HeaderFacts, d: _Dims, t: TensorInfo) -> tuple[tuple[int,
         if base == "ffn_down" and ff:
             return (ff, e), f"n_ff {ff}, n_embd {e}"
     return None
+
+
+def _heads_width(what: str, heads: int | None, head_dim: int | None) -> tuple[int, str] | None:
+    """``heads x head_dim`` and how it was got; zero heads are zero wide whatever the head size (llama.cpp
+    then leaves the head size unset and expects a zero-wide tensor: asked, a retyped ``head_count``); None
+    when either is unknown."""
+    if heads == 0:
+        return 0, f"{what} 0"
+    if heads is None or not head_dim:
+        return None
+    return heads * head_dim, f"{what} {heads} x head_dim {head_dim}"
 
 
 def _check_shapes(f: HeaderFacts) -> Iterator[Finding]:

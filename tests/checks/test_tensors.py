@@ -178,8 +178,8 @@ def test_corpus_llama_shapes_are_checked(tmp_path: Path) -> None:
 
 
 def test_a_zero_head_count_kv_or_feed_forward_length_is_a_wrong_shape(tmp_path: Path) -> None:
-    """llama.cpp creates attn_k/attn_v (or the FFN) zero wide and refuses the file on its shape (asked: the
-    conformance fuzzer's retyped mutants found it)."""
+    """llama.cpp creates attn_q (or attn_k/attn_v, or the FFN) zero wide and refuses the file on its shape
+    (asked: the conformance fuzzer's retyped mutants found each)."""
     from tiny_model import write
 
     from gguf_audit.audit import AuditConfig, audit_file
@@ -188,6 +188,7 @@ def test_a_zero_head_count_kv_or_feed_forward_length_is_a_wrong_shape(tmp_path: 
     cases = {
         "kv0": tiny().set("llama.attention.head_count_kv", 0, V.UINT32),
         "ff0": tiny().set("llama.feed_forward_length", 0, V.UINT32),
+        "head0": tiny().set("llama.attention.head_count", 0, V.UINT32),
     }
     paths = [write(m, tmp_path / f"{name}.gguf")[0] for name, m in cases.items()]
     for path in paths:
@@ -195,4 +196,4 @@ def test_a_zero_head_count_kv_or_feed_forward_length_is_a_wrong_shape(tmp_path: 
         assert "tensor.wrong_shape" in [f.code for f in audit.findings] and audit.loadable is False, path.name
     oracle = find_oracle()
     if oracle is not None:
-        assert [v.verdict for v in oracle.ask(paths)] == ["refused", "refused"]
+        assert [v.verdict for v in oracle.ask(paths)] == ["refused", "refused", "refused"]
