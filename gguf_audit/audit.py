@@ -248,8 +248,11 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
         # last. The child works while this thread checks the structure and the semantics up to those tokens.
         pending = _TemplateRun(header, config, lent.template_cache)
         structural = check_structural(header, source.size)
+        refused = any(f.refused for f in structural)
         semantic = (
-            list(check_semantics(header, url=shown, template_renders=pending.renders)) if config.semantics else []
+            list(check_semantics(header, url=shown, template_renders=pending.renders, structure_refused=refused))
+            if config.semantics
+            else []
         )
         templates, template_findings = pending.result()
         mapping = check_mapping(header, [*structural, *semantic])

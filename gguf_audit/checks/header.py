@@ -36,7 +36,7 @@ from gguf_audit.checks.tokenizer import check_template_tokens, check_tokenizer, 
 from gguf_audit.checks.vocab import check_vocab
 from gguf_audit.codes import Code
 from gguf_audit.errors import describe_exception
-from gguf_audit.findings import Finding, finding
+from gguf_audit.findings import Finding, LlamaCpp, finding
 from gguf_audit.format.model import Header
 
 __all__ = ["check_header", "check_mapping", "check_semantics", "check_structural", "isolated"]
@@ -59,7 +59,12 @@ def check_header(
     """
     structural = check_structural(header, file_size)
     yield from structural
-    semantic = list(check_semantics(header, url=url, template_renders=template_renders)) if semantics else []
+    refused = any(f.refused for f in structural)
+    semantic = (
+        list(check_semantics(header, url=url, template_renders=template_renders, structure_refused=refused))
+        if semantics
+        else []
+    )
     yield from semantic
     yield from check_mapping(header, [*structural, *semantic])
 
@@ -82,6 +87,7 @@ def check_semantics(
     *,
     url: str | None = None,
     template_renders: Mapping[str, str] | Callable[[], Mapping[str, str] | None] | None = None,
+    structure_refused: bool = False,
 ) -> Iterator[Finding]:
     """Yield the semantic findings of ``header``, each check on its own (:func:`isolated`).
 
@@ -90,8 +96,22 @@ def check_semantics(
     conversation (from :func:`gguf_audit.templates.audit.audit_templates`), or is a
     function giving that map, called only when the checks reach the template tokens
     (the renders may still be under way in a child meanwhile); the template-based
-    tokenizer checks are skipped without it.
+    tokenizer checks are skipped without it. ``structure_refused`` says the structural
+    checks already refuse the file: llama.cpp then stops in its loader's constructor,
+    before the hyperparameters, the vocabulary and the tensors, so an abort of those
+    later steps is never reached and is not reported (asked: a header whose empty key
+    llama.cpp refuses, its duplicate tokens unread).
     """
+    for found in _semantics(header, url, template_renders):
+        if not (structure_refused and found.llama_cpp is LlamaCpp.ABORTS):
+            yield found
+
+
+def _semantics(
+    header: Header,
+    url: str | None,
+    template_renders: Mapping[str, str] | Callable[[], Mapping[str, str] | None] | None,
+) -> Iterator[Finding]:
     facts: list[HeaderFacts] = []
 
     def gather() -> Iterable[Finding]:

@@ -9,7 +9,8 @@ refused first), in llama.cpp's order:
 - ``tokenizer.ggml.precompiled_charsmap``, read by ``t5`` (UGM) only with the
   model: an array of int8 or uint8, at least its 4-byte XCDA size, which must
   leave bytes after the blob (refused otherwise).
-- Two tokens with the same text abort (``GGML_ASSERT``) once the token list is read.
+- Two tokens with the same text abort (``GGML_ASSERT``) once the token list is read; a
+  text is read as a C string, up to its first NUL byte (``'a\\0b'`` is ``'a'``).
 - ``tokenizer.ggml.suppress_tokens``, read by every vocabulary but ``none``: an
   array of int32 or refused (its ids out of range are dropped, not refused).
 
@@ -66,13 +67,16 @@ def check_vocab(f: HeaderFacts) -> Iterator[Finding]:
         return
     # A model whose load_hparams throws never reaches its vocabulary: its aborts are not reported.
     aborts_reached = not refused_in_load_hparams(f)
-    tokens = f.tokens
+    # llama.cpp keys its token map by each text up to its first NUL byte (a C string).
+    tokens = f.tokens.up_to_nul() if f.tokens is not None else None
     duplicate = _first_duplicate(tokens) if tokens is not None and aborts_reached else None
     if tokens is not None and duplicate is not None:
         first, second = duplicate
+        cut = " (each read up to its first NUL byte)" if tokens is not f.tokens else ""
         yield finding(
             Code.TOKENIZER_DUPLICATE_TOKEN,
-            f"tokens {first} and {second} are both {tokens[first][:40]!r}: llama.cpp {llama_tables().build} aborts",
+            f"tokens {first} and {second} are both {tokens[first][:40]!r}{cut}: llama.cpp "
+            f"{llama_tables().build} aborts",
         )
         return
     suppress = f.header.metadata.get(_SUPPRESS_TOKENS)
@@ -180,7 +184,7 @@ def _check_charsmap(f: HeaderFacts) -> Iterator[Finding]:
 
 def _check_byte_tokens(f: HeaderFacts, aborts_reached: bool) -> Iterator[Finding]:
     tt = f.token_types
-    tokens = f.tokens
+    tokens = f.tokens.up_to_nul() if f.tokens is not None else None  # the texts llama.cpp keeps (C strings)
     if tt is None or tokens is None or len(tt) != len(tokens):
         return
     byte_ids = np.flatnonzero(np.asarray(tt) == int(TokenType.BYTE))

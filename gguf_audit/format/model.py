@@ -151,6 +151,20 @@ class StringArray(Sequence[str]):
         """Byte length of every item."""
         return self._ends - self._starts
 
+    def up_to_nul(self) -> StringArray:
+        """The items as a C reader sees them: each cut at its first NUL byte (llama.cpp builds its token
+        texts with ``gguf_get_arr_str``, a ``const char *``). The same array when no item holds a NUL."""
+        if not len(self):
+            return self
+        first, last = int(self._starts.min()), int(self._ends.max())
+        nuls = np.flatnonzero(np.frombuffer(self._buf, dtype=np.uint8)[first:last] == 0) + first
+        if not len(nuls):
+            return self
+        # The first NUL at or after each item's start (past the end: the item holds none).
+        at = np.searchsorted(nuls, self._starts)
+        first_nul = np.append(nuls, last)[at]
+        return StringArray(self._buf, self._starts, np.minimum(self._ends, first_nul))
+
     def joined_bytes(self) -> bytes:
         """Every item's undecoded bytes, concatenated in order (one numpy gather, no per-item loop)."""
         lengths = self.lengths()

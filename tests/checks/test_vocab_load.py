@@ -122,6 +122,13 @@ CASES: dict[str, tuple[bytes, str | None]] = {
     "llama with a duplicate token": (_vocab("llama", ["ab"], [1]), "tokenizer.duplicate_token"),
     "bert with a duplicate token": (_vocab("bert", ["a"], [1]), "tokenizer.duplicate_token"),
     "gpt2 with duplicate empty tokens": (_vocab("gpt2", ["", ""], [1, 1]), None),
+    # llama.cpp reads each text as a C string: up to its first NUL (the conformance fuzzer's flipped bytes).
+    "llama with a token equal to another up to a NUL": (_vocab("llama", ["ab\x00c"], [1]), "tokenizer.duplicate_token"),
+    "gpt2 with two tokens empty up to a NUL": (_vocab("gpt2", ["\x00", "\x00x"], [1, 1]), None),
+    "llama with a BYTE token one byte up to a NUL": (
+        _vocab("llama", ["<\x000x41>"], [BYTE]),
+        "tokenizer.short_byte_token",
+    ),
     "duplicate, but an unknown pre first": (
         _vocab("gpt2", ["ab"], [1], pre="made-up"),
         "tokenizer.unknown_pre",
@@ -195,6 +202,32 @@ def test_duplicates_are_found_exactly() -> None:
         assert (found is None) == (expected is None), texts
         if found is not None:
             assert texts[found[0]] == texts[found[1]] and found[0] < found[1], texts
+
+
+def test_an_abort_after_a_refusing_header_is_never_reached(tmp_path: Path, oracle: Oracle) -> None:
+    """llama.cpp refuses an empty key while reading the header: the duplicate tokens after it never abort
+    (the conformance fuzzer's flipped bytes found it)."""
+    from gguf_audit.audit import AuditConfig, audit_file
+
+    paths = [tmp_path / "duplicate.gguf", tmp_path / "duplicate-and-empty-key.gguf"]
+    for path, extra in zip(paths, ([], [kv_str("", "x")]), strict=True):
+        path.write_bytes(_vocab("llama", ["ab"], [1], extra))
+    audits = [audit_file(str(p), config=AuditConfig(templates=False)) for p in paths]
+    assert "tokenizer.duplicate_token" in [f.code for f in audits[0].findings]
+    assert audits[0].llama_cpp is LlamaCpp.ABORTS
+    assert "header.empty_key" in [f.code for f in audits[1].findings]
+    assert "tokenizer.duplicate_token" not in [f.code for f in audits[1].findings]
+    assert audits[1].llama_cpp is LlamaCpp.REFUSES
+    assert [v.verdict for v in oracle.ask(paths, stage=Stage.VOCAB)] == ["aborted", "refused"]
+
+
+def test_up_to_nul_is_each_text_as_a_c_reader_sees_it() -> None:
+    rng = random.Random(19)
+    for _ in range(200):
+        texts = ["".join(rng.choices(["a", "é", "\x00"], k=rng.randint(0, 6))) for _ in range(rng.randint(0, 8))]
+        tokens = _parse(build_gguf([kv_array("t", ValueType.STRING, texts)], [])).metadata["t"].value
+        assert isinstance(tokens, StringArray)
+        assert list(tokens.up_to_nul()) == [t.split("\x00", 1)[0] for t in texts], texts
 
 
 def _sweep_vocab(rng: random.Random) -> bytes:

@@ -15,3 +15,12 @@ def spawns(monkeypatch: pytest.MonkeyPatch) -> Iterator[SpawnCounter]:
     counter = SpawnCounter()
     monkeypatch.setattr(subprocess, "Popen", counter)
     yield counter
+
+
+@pytest.fixture(autouse=True)
+def _no_spare_child() -> None:
+    """No render child started ahead by an earlier test (an in-process ``inspect`` prestarts one) is left for
+    this test to take: tests that change the child's command must get a child running that command."""
+    from gguf_audit.templates.sandbox import runner
+
+    runner._SPARE.stop()
