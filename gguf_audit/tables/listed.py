@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, overload
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -148,6 +149,20 @@ class ListedFiles(Sequence[ListedFile]):
         table = pa.Table.from_batches(batches, schema=_COLUMNS) if batches else None  # chunked: no copy
         return cls(table, rare)
 
+    @classmethod
+    def of_columns(
+        cls, *, url: pa.Array | pa.ChunkedArray, size: pa.Array | None = None, mtime: pa.Array | None = None
+    ) -> ListedFiles:
+        """Files given as columns (a URL each, and what the listing knows of their sizes and modification
+        times), the other facts unknown: no :class:`ListedFile` is made."""
+        n = len(url)
+        unknown = pa.nulls(n, pa.string())  # one buffer for every string fact nobody gave
+        given: dict[str, pa.Array | pa.ChunkedArray] = {"url": url}
+        given["size"] = pa.nulls(n, pa.int64()) if size is None else size
+        given["mtime"] = pa.nulls(n, _COLUMNS.field("mtime").type) if mtime is None else mtime
+        columns = [given.get(name, unknown) for name in _COLUMNS.names]
+        return cls(pa.Table.from_arrays(columns, schema=_COLUMNS))
+
     def __len__(self) -> int:
         return int(self._table.num_rows)
 
@@ -183,6 +198,17 @@ class ListedFiles(Sequence[ListedFile]):
         chosen = list(positions)
         rare = {new: self._rare[old] for new, old in enumerate(chosen) if old in self._rare}
         return ListedFiles(self._table.take(pa.array(chosen, pa.int64())), rare)
+
+    def filter(self, mask: pa.Array | pa.ChunkedArray) -> ListedFiles:
+        """The files where ``mask`` (a boolean column as long as this) is true, in order."""
+        mask = pc.fill_null(mask, False)
+        rare: dict[int, _Rare] = {}
+        if self._rare:
+            whole = mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
+            kept = whole.to_numpy(zero_copy_only=False)
+            before = np.cumsum(kept)  # files kept up to each position, itself included
+            rare = {int(before[i]) - 1: r for i, r in self._rare.items() if kept[i]}
+        return ListedFiles(self._table.filter(mask), rare)
 
     def urls(self) -> Iterator[str]:
         """Every file's URL, in order (made :data:`_CHUNK_ROWS` at a time)."""
