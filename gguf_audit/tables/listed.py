@@ -101,6 +101,8 @@ _COLUMNS: Final = pa.schema(
 """What every listed file has, a column each; the rest (errors, Hub cards, read URLs) is rare and kept aside."""
 _CHUNK_ROWS: Final = 4096
 """Files turned into (or made from) Arrow at a time: the Python objects alive at once while building or iterating."""
+_DIRS_AT_ONCE: Final = 65_536
+"""Files whose directories are worked out at a time (a column of that many directory names alive)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +211,16 @@ class ListedFiles(Sequence[ListedFile]):
             before = np.cumsum(kept)  # files kept up to each position, itself included
             rare = {int(before[i]) - 1: r for i, r in self._rare.items() if kept[i]}
         return ListedFiles(self._table.filter(mask), rare)
+
+    def directories(self, mask: pa.ChunkedArray) -> set[str]:
+        """The directories (each URL up to its last ``/``) of the files where ``mask`` is true."""
+        urls = self._table.column("url")
+        found: set[str] = set()
+        for start in range(0, len(urls), _DIRS_AT_ONCE):
+            chosen = urls.slice(start, _DIRS_AT_ONCE).filter(mask.slice(start, _DIRS_AT_ONCE))
+            directories = pc.replace_substring_regex(chosen, pattern="/[^/]*$", replacement="")
+            found.update(str(d) for d in pc.unique(directories).to_pylist())
+        return found
 
     def urls(self) -> Iterator[str]:
         """Every file's URL, in order (made :data:`_CHUNK_ROWS` at a time)."""

@@ -66,8 +66,6 @@ __all__ = [
 DEFAULT_INCLUDE: Final = ("*.gguf",)
 
 _LOCAL_PROTOCOLS: Final = frozenset({"file", "local"})
-_DIRS_AT_ONCE: Final = 65_536
-"""Listed files whose directories are worked out at a time (a column of that many directory names alive)."""
 _MANIFEST_SUFFIXES: Final = {".txt": "text", ".list": "text", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 
@@ -579,15 +577,10 @@ def _sources_apart(files: ListedFiles, whole: bool, safetensors: set[str], liste
     beside the GGUFs, never audited); the directories of the rest go into ``listed_dirs`` when the listing
     saw every file of them (``whole``). What :func:`discover` does a file at a time, on columns (a local
     walk's: no listing errors among them)."""
-    urls = files.url_column()
-    is_source = pc.ends_with(urls, SAFETENSORS_SUFFIX)
-    for start in range(0, len(urls), _DIRS_AT_ONCE):
-        some = urls.slice(start, _DIRS_AT_ONCE)
-        sources = is_source.slice(start, _DIRS_AT_ONCE)
-        directories = pc.replace_substring_regex(some, pattern="/[^/]*$", replacement="")
-        safetensors.update(str(d) for d in pc.unique(directories.filter(sources)).to_pylist())
-        if whole:
-            listed_dirs.update(str(d) for d in pc.unique(directories.filter(pc.invert(sources))).to_pylist())
+    is_source = pc.ends_with(files.url_column(), SAFETENSORS_SUFFIX)
+    safetensors.update(files.directories(is_source))
+    if whole:
+        listed_dirs.update(files.directories(pc.invert(is_source)))
     return files.filter(pc.invert(is_source)) if pc.any(is_source).as_py() else files
 
 

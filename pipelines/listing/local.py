@@ -8,8 +8,9 @@ file lists as that file under the path the user sees (the snapshot path),
 with the target's size and modification time; a symlinked directory is
 entered once (each real directory is walked at most once, which also stops
 loops); a real file reached under two paths (two snapshots sharing a blob,
-hard links) is audited under the first path in walk order and the others
-are named, a Hugging Face cache's snapshot path kept over its blob's. Broken
+hard links) is audited under the first path in walk order (depth first, a
+folder's files before its subfolders', names in order) and the others are
+named, a Hugging Face cache's snapshot path kept over its blob's. Broken
 links, loops, aliases of a directory already walked, special files and
 unreadable directories are returned as :class:`Skipped` entries, so a run
 can count and name them instead of dropping them silently.
@@ -93,6 +94,10 @@ class _Found:
         self._chunks.append(pa.array(self._pending, pa.string()))
         self._pending = []
 
+    def forget_inodes(self) -> None:
+        """Let the devices and inodes go (once hard links are found): the rest is what the listing keeps."""
+        self.dev, self.ino = array("Q"), array("Q")
+
     def urls(self) -> pa.ChunkedArray:
         """Every URL found, in walk order (the strings not yet in a chunk made into one)."""
         if self._pending:
@@ -163,6 +168,7 @@ def walk_local(
     del walked
     urls = found.urls()
     keep = _one_path_per_file(found, urls, skipped)
+    found.forget_inodes()
     files = _in_url_order(found, urls, keep)
     return LocalWalk(files, tuple(sorted(skipped, key=lambda s: s.url)))
 
@@ -181,8 +187,10 @@ def _one_path_per_file(found: _Found, urls: pa.ChunkedArray, skipped: list[Skipp
         return keep
     dev = np.frombuffer(found.dev, np.uint64)
     ino = np.frombuffer(found.ino, np.uint64)
-    order = np.lexsort((ino, dev))  # stable: a file's paths stay in walk order
-    same = (dev[order[1:]] == dev[order[:-1]]) & (ino[order[1:]] == ino[order[:-1]])
+    order = np.lexsort((ino, dev))
+    by_dev, by_ino = dev[order], ino[order]
+    same = (by_dev[1:] == by_dev[:-1]) & (by_ino[1:] == by_ino[:-1])
+    del by_dev, by_ino
     if not same.any():
         return keep
     blob = np.frombuffer(found.hf_blob, np.uint8)
@@ -203,13 +211,27 @@ def _one_path_per_file(found: _Found, urls: pa.ChunkedArray, skipped: list[Skipp
 
 
 def _in_url_order(found: _Found, urls: pa.ChunkedArray, keep: npt.NDArray[np.bool_]) -> ListedFiles:
-    """The kept files as the listing's columns, sorted by URL."""
+    """The kept files as the listing's columns, sorted by URL.
+
+    A walk goes depth first, a folder's files before its subfolders', names
+    in order: that is URL order when files and folders do not sit side by
+    side (one folder of files per model) and no name sorts before ``/``
+    (``a-b.gguf`` beside a folder ``a``). The URLs are then kept as they
+    were made; otherwise taken in order.
+    """
     order = pc.sort_indices(urls).to_numpy()
+    sizes, mtimes = np.frombuffer(found.size, np.int64), np.frombuffer(found.mtime, np.float64)
+    if bool(np.all(order[1:] > order[:-1])):
+        del order
+        everything = bool(keep.all())
+        return ListedFiles.of_columns(
+            url=urls if everything else urls.filter(pa.array(keep)),
+            size=pa.array(sizes.copy() if everything else sizes[keep]),
+            mtime=_timestamps(mtimes if everything else mtimes[keep]),
+        )
     chosen = order[keep[order]]
     return ListedFiles.of_columns(
-        url=urls.take(chosen),
-        size=pa.array(np.frombuffer(found.size, np.int64)[chosen]),
-        mtime=_timestamps(np.frombuffer(found.mtime, np.float64)[chosen]),
+        url=urls.take(chosen), size=pa.array(sizes[chosen]), mtime=_timestamps(mtimes[chosen])
     )
 
 
@@ -218,7 +240,11 @@ def _timestamps(seconds: npt.NDArray[np.float64]) -> pa.Array:
     as ``datetime.fromtimestamp`` rounds them (the fraction's microseconds, half to even), so a night's
     stored times compare equal with the last night's."""
     fraction, whole = np.modf(seconds)
-    micros = whole.astype(np.int64) * 1_000_000 + np.rint(fraction * 1e6).astype(np.int64)
+    micros = whole.astype(np.int64)
+    del whole
+    micros *= 1_000_000
+    fraction *= 1e6
+    micros += np.rint(fraction, out=fraction).astype(np.int64)
     return pa.array(micros, pa.timestamp("us", tz="UTC"))
 
 
