@@ -131,6 +131,14 @@ def _watch_phases() -> dict[str, int]:
 
 @contextmanager
 def contextlib_cluster(args: argparse.Namespace, local_cluster: Any, client_type: Any, level: int) -> Iterator[Any]:
+    """The night's client and cluster, made as ``gguf-audit scan`` makes its own (``run.py`` ``DASK_SETTINGS``)."""
+    from gguf_audit.pipelines.scan.run import dask_settings
+
+    with dask_settings():
+        yield from _cluster_of(args, local_cluster, client_type, level)
+
+
+def _cluster_of(args: argparse.Namespace, local_cluster: Any, client_type: Any, level: int) -> Iterator[Any]:
     if args.scheduler:
         with client_type(args.scheduler, timeout="30s") as client:
             client.wait_for_workers(1, timeout=60)

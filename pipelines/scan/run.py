@@ -68,6 +68,18 @@ CPU_SLOTS_PER_PROCESS: Final = 1
 BATCHES_IN_FLIGHT_PER_THREAD: Final = 2
 """Batches submitted ahead per dask thread: one running, one queued on the worker, the rest wait on the driver."""
 
+DASK_SETTINGS: Final = {"distributed.admin.low-level-log-length": 16}
+"""dask settings for the clusters and clients a night starts (and ``benchmarks/bench_driver.py``'s).
+
+distributed keeps the last ``low-level-log-length`` messages (1,000 by default)
+of every batched stream for its developers: the client's to the scheduler, the
+scheduler's to each worker. A night's messages are few and large (a batch of up
+to 1,024 files each), so those logs kept every batch the night sent, in a
+LocalCluster's scheduler as Python objects (five a file: about 560 bytes a file
+at 30,000 files, growing until the night ended). Sixteen are enough to debug a
+stream with. A scheduler started apart (``--scheduler``) needs the setting in its
+own process (``DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH=16``)."""
+
 
 class ScanObserver:
     """What a scan tells whoever watches it (the CLI's progress bar). Every method is optional."""
@@ -107,12 +119,22 @@ def _check_scheduler(address: str | None) -> None:
 @contextlib.contextmanager
 def _cluster(config: ScanConfig, client: Any) -> Iterator[tuple[Any, str, str | None, int]]:
     """A dask client: the caller's, one for ``config.cluster.scheduler``, or a LocalCluster for this run."""
-    distributed = _distributed()
-    Client, LocalCluster = distributed.Client, distributed.LocalCluster
-
     if client is not None:
         yield client, str(client.scheduler.address), _dashboard(client), len(client.nthreads())
         return
+    # For the night, not just the start: a worker joining again gets a new stream.
+    with dask_settings():
+        yield from _started_cluster(config)
+
+
+def dask_settings() -> contextlib.AbstractContextManager[Any]:
+    """:data:`DASK_SETTINGS` applied until the context ends (make the clusters and clients within it)."""
+    return importlib.import_module("dask").config.set(DASK_SETTINGS)  # type: ignore[no-any-return]
+
+
+def _started_cluster(config: ScanConfig) -> Iterator[tuple[Any, str, str | None, int]]:
+    distributed = _distributed()
+    Client, LocalCluster = distributed.Client, distributed.LocalCluster
     if config.cluster.scheduler:
         try:
             owned = Client(config.cluster.scheduler, timeout=f"{SCHEDULER_CONNECT_S}s")
