@@ -4,8 +4,8 @@ Run as ``python benchmarks/bench_driver.py [--sizes 1000,10000,100000] [--mode l
 [--budget-s 900] [--json OUT] [--phases]``.
 
 ``--phases`` also prints, for the local cluster's nights, the driver's RSS
-after each phase (listing, models, audit, lineage, judging, the one-row check)
-and each phase's growth per file.
+after each phase (listing, models, audit, lineage, judging, the one-row check),
+each phase's growth per file, and the peak RSS reached by the end of each.
 
 The collection is one tiny llama-like GGUF (``gguf_audit.testing.builder``'s,
 a tiny vocabulary) copied N times (sparse past its header), 1,000 files to a
@@ -92,9 +92,13 @@ def _night_main(args: argparse.Namespace) -> int:
         "rows_checked": result.rows_checked,
     }
     if phases:
-        figures["phase_rss_bytes"] = phases
+        figures["phase_rss_bytes"] = {k: v for k, v in phases.items() if not k.endswith(_PEAK)}
+        figures["phase_peak_bytes"] = {k.removesuffix(_PEAK): v for k, v in phases.items() if k.endswith(_PEAK)}
     print("NIGHT " + json.dumps(figures), flush=True)
     return 0
+
+
+_PEAK = ".peak"
 
 
 def _watch_phases() -> dict[str, int]:
@@ -114,8 +118,10 @@ def _watch_phases() -> dict[str, int]:
         def wrapped(*a: Any, **k: Any) -> Any:
             if name == "lineage":
                 phases.setdefault("audit", _rss_bytes())
+                phases.setdefault("audit" + _PEAK, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
             value = call(*a, **k)
             phases[name] = _rss_bytes()
+            phases[name + _PEAK] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             return value
 
         return wrapped
@@ -131,6 +137,14 @@ def _watch_phases() -> dict[str, int]:
 
 @contextmanager
 def contextlib_cluster(args: argparse.Namespace, local_cluster: Any, client_type: Any, level: int) -> Iterator[Any]:
+    """The night's client and cluster, made as ``gguf-audit scan`` makes its own (``run.py`` ``DASK_SETTINGS``)."""
+    from gguf_audit.pipelines.scan.run import dask_settings
+
+    with dask_settings():
+        yield from _cluster_of(args, local_cluster, client_type, level)
+
+
+def _cluster_of(args: argparse.Namespace, local_cluster: Any, client_type: Any, level: int) -> Iterator[Any]:
     if args.scheduler:
         with client_type(args.scheduler, timeout="30s") as client:
             client.wait_for_workers(1, timeout=60)
@@ -226,11 +240,14 @@ def _print(mode: str, f: dict[str, Any]) -> None:
 
 
 def _print_phases(f: dict[str, Any]) -> None:
-    """Each phase's RSS growth over the previous one, per file (``--phases``)."""
+    """Each phase's RSS growth over the previous one, per file, and the peak so far (``--phases``)."""
     phases: dict[str, int] = f.get("phase_rss_bytes") or {}
+    peaks: dict[str, int] = f.get("phase_peak_bytes") or {}
     previous = f["base_rss_bytes"]
     for name, rss in phases.items():
-        print(f"{'':>8} {name:>10} RSS {rss / 1e6:>7.1f} MB  +{(rss - previous) / max(1, f['files']):>7.0f} B/file")
+        growth = (rss - previous) / max(1, f["files"])
+        peak = f"  peak so far {peaks[name] / 1e6:>7.1f} MB" if name in peaks else ""
+        print(f"{'':>8} {name:>10} RSS {rss / 1e6:>7.1f} MB  +{growth:>7.0f} B/file{peak}")
         previous = rss
 
 

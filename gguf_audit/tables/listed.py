@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, overload
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -100,6 +101,8 @@ _COLUMNS: Final = pa.schema(
 """What every listed file has, a column each; the rest (errors, Hub cards, read URLs) is rare and kept aside."""
 _CHUNK_ROWS: Final = 4096
 """Files turned into (or made from) Arrow at a time: the Python objects alive at once while building or iterating."""
+_DIRS_AT_ONCE: Final = 65_536
+"""Files whose directories are worked out at a time (a column of that many directory names alive)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,20 @@ class ListedFiles(Sequence[ListedFile]):
         table = pa.Table.from_batches(batches, schema=_COLUMNS) if batches else None  # chunked: no copy
         return cls(table, rare)
 
+    @classmethod
+    def of_columns(
+        cls, *, url: pa.Array | pa.ChunkedArray, size: pa.Array | None = None, mtime: pa.Array | None = None
+    ) -> ListedFiles:
+        """Files given as columns (a URL each, and what the listing knows of their sizes and modification
+        times), the other facts unknown: no :class:`ListedFile` is made."""
+        n = len(url)
+        unknown = pa.nulls(n, pa.string())  # one buffer for every string fact nobody gave
+        given: dict[str, pa.Array | pa.ChunkedArray] = {"url": url}
+        given["size"] = pa.nulls(n, pa.int64()) if size is None else size
+        given["mtime"] = pa.nulls(n, _COLUMNS.field("mtime").type) if mtime is None else mtime
+        columns = [given.get(name, unknown) for name in _COLUMNS.names]
+        return cls(pa.Table.from_arrays(columns, schema=_COLUMNS))
+
     def __len__(self) -> int:
         return int(self._table.num_rows)
 
@@ -183,6 +200,27 @@ class ListedFiles(Sequence[ListedFile]):
         chosen = list(positions)
         rare = {new: self._rare[old] for new, old in enumerate(chosen) if old in self._rare}
         return ListedFiles(self._table.take(pa.array(chosen, pa.int64())), rare)
+
+    def filter(self, mask: pa.Array | pa.ChunkedArray) -> ListedFiles:
+        """The files where ``mask`` (a boolean column as long as this) is true, in order."""
+        mask = pc.fill_null(mask, False)
+        rare: dict[int, _Rare] = {}
+        if self._rare:
+            whole = mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
+            kept = whole.to_numpy(zero_copy_only=False)
+            before = np.cumsum(kept)  # files kept up to each position, itself included
+            rare = {int(before[i]) - 1: r for i, r in self._rare.items() if kept[i]}
+        return ListedFiles(self._table.filter(mask), rare)
+
+    def directories(self, mask: pa.ChunkedArray) -> set[str]:
+        """The directories (each URL up to its last ``/``) of the files where ``mask`` is true."""
+        urls = self._table.column("url")
+        found: set[str] = set()
+        for start in range(0, len(urls), _DIRS_AT_ONCE):
+            chosen = urls.slice(start, _DIRS_AT_ONCE).filter(mask.slice(start, _DIRS_AT_ONCE))
+            directories = pc.replace_substring_regex(chosen, pattern="/[^/]*$", replacement="")
+            found.update(str(d) for d in pc.unique(directories).to_pylist())
+        return found
 
     def urls(self) -> Iterator[str]:
         """Every file's URL, in order (made :data:`_CHUNK_ROWS` at a time)."""

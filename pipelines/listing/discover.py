@@ -301,7 +301,6 @@ def _list_root(
     fs.invalidate_cache()  # a long-lived process must see objects changed since its last listing
     path = path.rstrip("/") or path
     try:
-        skipped: tuple[Skipped, ...] = ()
         if protocol in _LOCAL_PROTOCOLS or protocol == "memory":
             if fs.isfile(path):
                 return _with_siblings(fs, path), False, ()
@@ -313,7 +312,7 @@ def _list_root(
                 lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
                 fs.unstrip_protocol,
             )
-            entries, skipped = walk.files, walk.skipped
+            return walk.files, True, walk.skipped  # columns already, in URL order
         else:
             # One stream of keys first (the common case, a prefix); only an empty answer asks whether the
             # root names one object, which costs a request a directory root never pays.
@@ -335,7 +334,7 @@ def _list_root(
         raise
     except (OSError, ValueError) as exc:
         raise DiscoveryError(f"cannot list root {root!r}: {type(exc).__name__}: {exc}") from exc
-    return _listed(fs, path, ((p, entries[p]) for p in sorted(entries)), include, exclude), True, skipped
+    return _listed(fs, path, ((p, entries[p]) for p in sorted(entries)), include, exclude), True, ()
 
 
 def _streamed(
@@ -544,7 +543,10 @@ def discover(
                         listed_dirs.add(directory)
                     yield listed
 
-            part = ListedFiles.of(audited(listed_files, whole))
+            if isinstance(listed_files, ListedFiles):  # a local walk's columns: split without a file object each
+                part = _sources_apart(listed_files, whole, safetensors, listed_dirs)
+            else:
+                part = ListedFiles.of(audited(listed_files, whole))
             if isinstance(listed_files, StreamedFiles) and not listed_files.seen.in_order:
                 part = part.take(pc.sort_indices(part.url_column()).to_pylist())  # an S3 Express directory bucket
             found.append(part)
@@ -568,6 +570,18 @@ def discover(
         requests.count,
         tuple(s for s in skipped if s.url not in taken),
     )
+
+
+def _sources_apart(files: ListedFiles, whole: bool, safetensors: set[str], listed_dirs: set[str]) -> ListedFiles:
+    """``files`` without their ``*.safetensors`` files, whose directories go into ``safetensors`` (sources
+    beside the GGUFs, never audited); the directories of the rest go into ``listed_dirs`` when the listing
+    saw every file of them (``whole``). What :func:`discover` does a file at a time, on columns (a local
+    walk's: no listing errors among them)."""
+    is_source = pc.ends_with(files.url_column(), SAFETENSORS_SUFFIX)
+    safetensors.update(files.directories(is_source))
+    if whole:
+        listed_dirs.update(files.directories(pc.invert(is_source)))
+    return files.filter(pc.invert(is_source)) if pc.any(is_source).as_py() else files
 
 
 def _watch_manifest(manifest: str, options: Mapping[str, Any], requests: ListingRequests) -> None:

@@ -8,10 +8,18 @@ file lists as that file under the path the user sees (the snapshot path),
 with the target's size and modification time; a symlinked directory is
 entered once (each real directory is walked at most once, which also stops
 loops); a real file reached under two paths (two snapshots sharing a blob,
-hard links) is audited under the first path in sorted order and the others
-are named. Broken links, loops, aliases of a directory already walked,
-special files and unreadable directories are returned as :class:`Skipped`
-entries, so a run can count and name them instead of dropping them silently.
+hard links) is audited under the first path in walk order (depth first, a
+folder's files before its subfolders', names in order) and the others are
+named, a Hugging Face cache's snapshot path kept over its blob's. Broken
+links, loops, aliases of a directory already walked, special files and
+unreadable directories are returned as :class:`Skipped` entries, so a run
+can count and name them instead of dropping them silently.
+
+The files go straight into columns as they are found (:class:`_Found`: their
+URLs into Arrow a few thousand at a time, their numbers into typed arrays),
+and hard links are found by sorting the (device, inode) columns: a tree of a
+million files never becomes a million Python objects, only a few dozen bytes
+a file.
 """
 
 from __future__ import annotations
@@ -19,11 +27,22 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gguf_audit.tables.listed import ListedFiles
 
 __all__ = ["LocalWalk", "Skipped", "walk_local"]
+
+_CHUNK_URLS: Final = 4096
+"""URLs held as Python strings at a time while walking, before they become an Arrow chunk."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,37 +58,54 @@ class Skipped:
 
 @dataclass(frozen=True, slots=True)
 class LocalWalk:
-    """What :func:`walk_local` found: file infos by path (fsspec's shape) and the entries it skipped."""
+    """What :func:`walk_local` found: the files as the listing's columns, in URL order, and the entries it
+    skipped (sorted by URL)."""
 
-    files: Mapping[str, Mapping[str, Any]]
+    files: ListedFiles
     skipped: tuple[Skipped, ...]
 
 
-_Info = tuple[int, float, bool]
-"""A file's size, modification time and whether it was reached through a link: three values, not a dict."""
+class _Found:
+    """Every regular file the walk reaches, in walk order, as columns: its URL, device, inode, size,
+    modification time, and whether its path is a Hugging Face cache's blob."""
 
+    __slots__ = ("_chunks", "_pending", "dev", "hf_blob", "ino", "mtime", "size")
 
-def _file_info(st: os.stat_result, *, link: bool) -> _Info:
-    return (st.st_size, st.st_mtime, link)
+    def __init__(self) -> None:
+        self._chunks: list[pa.Array] = []
+        self._pending: list[str] = []
+        self.dev = array("Q")
+        self.ino = array("Q")
+        self.size = array("q")
+        self.mtime = array("d")
+        self.hf_blob = array("B")
 
+    def add(self, url: str, st: os.stat_result, *, hf_blob: bool) -> None:
+        self._pending.append(url)
+        if len(self._pending) == _CHUNK_URLS:
+            self._flush()
+        self.dev.append(st.st_dev)
+        self.ino.append(st.st_ino)
+        self.size.append(st.st_size)
+        self.mtime.append(st.st_mtime)
+        self.hf_blob.append(hf_blob)
 
-class _Infos(Mapping[str, Mapping[str, Any]]):
-    """File infos by path in fsspec's shape, each dict made when asked for (a tree's worth never at once)."""
+    def _flush(self) -> None:
+        self._chunks.append(pa.array(self._pending, pa.string()))
+        self._pending = []
 
-    __slots__ = ("_infos",)
+    def forget_inodes(self) -> None:
+        """Let the devices and inodes go (once hard links are found): the rest is what the listing keeps."""
+        self.dev, self.ino = array("Q"), array("Q")
 
-    def __init__(self, infos: dict[str, _Info]) -> None:
-        self._infos = infos
-
-    def __getitem__(self, path: str) -> Mapping[str, Any]:
-        size, mtime, link = self._infos[path]
-        return {"type": "file", "size": size, "mtime": mtime, "islink": link}
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._infos)
+    def urls(self) -> pa.ChunkedArray:
+        """Every URL found, in walk order (the strings not yet in a chunk made into one)."""
+        if self._pending:
+            self._flush()
+        return pa.chunked_array(self._chunks, pa.string())
 
     def __len__(self) -> int:
-        return len(self._infos)
+        return len(self.size)
 
 
 def walk_local(
@@ -78,19 +114,19 @@ def walk_local(
     """Every regular file under the directory ``root`` (an absolute path), symlinks followed.
 
     ``wanted(rel)`` says whether a path relative to ``root`` is one the scan
-    covers: only such entries are named when skipped (a broken link to a
-    README is no news). ``to_url`` makes the URL a skipped entry is named by.
+    covers: only such entries are listed, and only such entries are named when
+    skipped (a broken link to a README is no news). ``to_url`` makes the URL
+    a file is listed and named by.
     """
     root = root.rstrip(os.sep) or os.sep
+    prefix = root if root.endswith(os.sep) else root + os.sep
     skipped: list[Skipped] = []
-    # The first path of each real file; a list only for files reached under several paths (rare).
-    first_of: dict[tuple[int, int], tuple[str, _Info]] = {}
-    more_of: dict[tuple[int, int], list[tuple[str, _Info]]] = {}
+    found = _Found()
     try:
         root_st = os.stat(root)
     except OSError as exc:
-        return LocalWalk({}, (Skipped(to_url(root), f"cannot list: {type(exc).__name__}"),))
-    walked: dict[tuple[int, int], str] = {(root_st.st_dev, root_st.st_ino): root}
+        return LocalWalk(ListedFiles(), (Skipped(to_url(root), f"cannot list: {type(exc).__name__}"),))
+    walked: dict[tuple[int, int], str] = {(root_st.st_dev, root_st.st_ino): root}  # a key per directory
     stack = [root]
     while stack:
         directory = stack.pop()
@@ -103,9 +139,8 @@ def walk_local(
         subdirs: list[str] = []
         for entry in entries:
             path = entry.path
-            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            rel = path[len(prefix) :].replace(os.sep, "/")  # every path walked starts with the root's
             try:
-                is_link = entry.is_symlink()
                 st = os.stat(path)  # follows links; a broken or looping link raises
             except OSError as exc:
                 if wanted(rel):
@@ -127,22 +162,90 @@ def walk_local(
             if not stat.S_ISREG(st.st_mode):
                 skipped.append(Skipped(to_url(path), "not a regular file"))
                 continue
-            key = (st.st_dev, st.st_ino)
-            found = (path, _file_info(st, link=is_link))
-            if key in first_of:
-                more_of.setdefault(key, []).append(found)
-            else:
-                first_of[key] = found
+            found.add(to_url(path), st, hf_blob=_is_hf_blob(path))
+        del entries
         stack.extend(reversed(subdirs))  # depth first, in name order
-    files: dict[str, _Info] = {}
-    for key, kept_first in first_of.items():
-        paths = [kept_first, *more_of.get(key, ())]
-        # One path per real file: a Hugging Face cache's snapshot path rather than its blob's hash name.
-        kept, info = min(paths, key=lambda p: _is_hf_blob(p[0]))
-        files[kept] = info
-        skipped.extend(Skipped(to_url(p), f"same file as {to_url(kept)}") for p, _ in paths if p != kept)
-    del first_of, more_of
-    return LocalWalk(_Infos(files), tuple(sorted(skipped, key=lambda s: s.url)))
+    del walked
+    urls = found.urls()
+    keep = _one_path_per_file(found, urls, skipped)
+    found.forget_inodes()
+    files = _in_url_order(found, urls, keep)
+    return LocalWalk(files, tuple(sorted(skipped, key=lambda s: s.url)))
+
+
+def _one_path_per_file(found: _Found, urls: pa.ChunkedArray, skipped: list[Skipped]) -> npt.NDArray[np.bool_]:
+    """Which files found to list: one path per real file (device and inode), the others named in ``skipped``.
+
+    The kept path is the first in walk order that is not a Hugging Face cache's
+    blob (its snapshot path rather than its hash name), the first of all when
+    every path is a blob. Files reached under several paths are rare: only
+    they cost Python objects.
+    """
+    n = len(found)
+    keep = np.ones(n, np.bool_)
+    if n < 2:
+        return keep
+    dev = np.frombuffer(found.dev, np.uint64)
+    ino = np.frombuffer(found.ino, np.uint64)
+    order = np.lexsort((ino, dev))
+    by_dev, by_ino = dev[order], ino[order]
+    same = (by_dev[1:] == by_dev[:-1]) & (by_ino[1:] == by_ino[:-1])
+    del by_dev, by_ino
+    if not same.any():
+        return keep
+    blob = np.frombuffer(found.hf_blob, np.uint8)
+    run_starts = np.flatnonzero(~np.concatenate(([False], same)))
+    run_ends = np.append(run_starts[1:], n)
+    for start, end in zip(run_starts.tolist(), run_ends.tolist(), strict=True):
+        if end - start < 2:
+            continue
+        paths = np.sort(order[start:end])
+        not_blobs = paths[blob[paths] == 0]
+        kept = int(not_blobs[0]) if len(not_blobs) else int(paths[0])
+        kept_url = str(urls[kept].as_py())
+        for other in paths.tolist():
+            if other != kept:
+                keep[other] = False
+                skipped.append(Skipped(str(urls[other].as_py()), f"same file as {kept_url}"))
+    return keep
+
+
+def _in_url_order(found: _Found, urls: pa.ChunkedArray, keep: npt.NDArray[np.bool_]) -> ListedFiles:
+    """The kept files as the listing's columns, sorted by URL.
+
+    A walk goes depth first, a folder's files before its subfolders', names
+    in order: that is URL order when files and folders do not sit side by
+    side (one folder of files per model) and no name sorts before ``/``
+    (``a-b.gguf`` beside a folder ``a``). The URLs are then kept as they
+    were made; otherwise taken in order.
+    """
+    order = pc.sort_indices(urls).to_numpy()
+    sizes, mtimes = np.frombuffer(found.size, np.int64), np.frombuffer(found.mtime, np.float64)
+    if bool(np.all(order[1:] > order[:-1])):
+        del order
+        everything = bool(keep.all())
+        return ListedFiles.of_columns(
+            url=urls if everything else urls.filter(pa.array(keep)),
+            size=pa.array(sizes.copy() if everything else sizes[keep]),
+            mtime=_timestamps(mtimes if everything else mtimes[keep]),
+        )
+    chosen = order[keep[order]]
+    return ListedFiles.of_columns(
+        url=urls.take(chosen), size=pa.array(sizes[chosen]), mtime=_timestamps(mtimes[chosen])
+    )
+
+
+def _timestamps(seconds: npt.NDArray[np.float64]) -> pa.Array:
+    """Modification times (seconds since the epoch, as ``os.stat`` gives them) as UTC microseconds, rounded
+    as ``datetime.fromtimestamp`` rounds them (the fraction's microseconds, half to even), so a night's
+    stored times compare equal with the last night's."""
+    fraction, whole = np.modf(seconds)
+    micros = whole.astype(np.int64)
+    del whole
+    micros *= 1_000_000
+    fraction *= 1e6
+    micros += np.rint(fraction, out=fraction).astype(np.int64)
+    return pa.array(micros, pa.timestamp("us", tz="UTC"))
 
 
 def _is_hf_blob(path: str) -> bool:

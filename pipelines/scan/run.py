@@ -25,6 +25,7 @@ incremental night keeps pointing at the rows of unchanged files
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import importlib.util
 import itertools
@@ -68,6 +69,18 @@ CPU_SLOTS_PER_PROCESS: Final = 1
 BATCHES_IN_FLIGHT_PER_THREAD: Final = 2
 """Batches submitted ahead per dask thread: one running, one queued on the worker, the rest wait on the driver."""
 
+DASK_SETTINGS: Final = {"distributed.admin.low-level-log-length": 16}
+"""dask settings for the clusters and clients a night starts (and ``benchmarks/bench_driver.py``'s).
+
+distributed keeps the last ``low-level-log-length`` messages (1,000 by default)
+of every batched stream for its developers: the client's to the scheduler, the
+scheduler's to each worker. A night's messages are few and large (a batch of up
+to 1,024 files each), so those logs kept every batch the night sent, in a
+LocalCluster's scheduler as Python objects (five a file: about 560 bytes a file
+at 30,000 files, growing until the night ended). Sixteen are enough to debug a
+stream with. A scheduler started apart (``--scheduler``) needs the setting in its
+own process (``DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH=16``)."""
+
 
 class ScanObserver:
     """What a scan tells whoever watches it (the CLI's progress bar). Every method is optional."""
@@ -107,12 +120,22 @@ def _check_scheduler(address: str | None) -> None:
 @contextlib.contextmanager
 def _cluster(config: ScanConfig, client: Any) -> Iterator[tuple[Any, str, str | None, int]]:
     """A dask client: the caller's, one for ``config.cluster.scheduler``, or a LocalCluster for this run."""
-    distributed = _distributed()
-    Client, LocalCluster = distributed.Client, distributed.LocalCluster
-
     if client is not None:
         yield client, str(client.scheduler.address), _dashboard(client), len(client.nthreads())
         return
+    # For the night, not just the start: a worker joining again gets a new stream.
+    with dask_settings():
+        yield from _started_cluster(config)
+
+
+def dask_settings() -> contextlib.AbstractContextManager[Any]:
+    """:data:`DASK_SETTINGS` applied until the context ends (make the clusters and clients within it)."""
+    return importlib.import_module("dask").config.set(DASK_SETTINGS)  # type: ignore[no-any-return]
+
+
+def _started_cluster(config: ScanConfig) -> Iterator[tuple[Any, str, str | None, int]]:
+    distributed = _distributed()
+    Client, LocalCluster = distributed.Client, distributed.LocalCluster
     if config.cluster.scheduler:
         try:
             owned = Client(config.cluster.scheduler, timeout=f"{SCHEDULER_CONNECT_S}s")
@@ -149,6 +172,23 @@ def _cluster(config: ScanConfig, client: Any) -> Iterator[tuple[Any, str, str | 
         # The dashboard's pages need bokeh; without it the address serves nothing worth showing.
         shown = config.cluster.dashboard and importlib.util.find_spec("bokeh") is not None
         yield owned, "local", _dashboard(owned) if shown else None, n_workers
+
+
+def give_back_freed_memory() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``): whether any were.
+
+    A phase's transient (a listing's sort, lineage's columns) is freed to
+    glibc, which keeps it resident for the thread arena that freed it; the
+    phases after use other arenas and allocators (dask's threads, DuckDB,
+    the Delta commit), so it only added to the driver's peak. ``bench_driver.py``
+    measured 6 to 10 MB given back after the listing, lineage and judging at
+    30,000 files.
+    """
+    try:
+        trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: glibc's, where it is the C library
+    except (OSError, AttributeError, TypeError):  # no glibc (macOS, musl, Windows): nothing to do
+        return False
+    return bool(trim(0))
 
 
 def _distributed() -> Any:
@@ -321,6 +361,7 @@ def _leased_scan(
             f"no files matched {list(config.scan.include)} under {[*config.scan.roots, *config.scan.manifests]}"
         )
     groups = ModelGroups(listing.compact.url_column())
+    give_back_freed_memory()  # the listing's transient: the rest of the night allocates elsewhere too
 
     base_run_id, reuse_note = base_run(out, config) if config.scan.incremental else (None, None)
     plan = plan_reuse(out, base_run_id, listing)
@@ -372,6 +413,7 @@ def _leased_scan(
                 window = BATCHES_IN_FLIGHT_PER_THREAD * max(1, n_workers * threads_per_worker)
                 _run_batches(dask_client, batches, options, on_result, window=window)
                 audit_seconds = time.perf_counter() - audit_begun
+                give_back_freed_memory()
                 lineage = night.lineage(config)
                 run_compare(
                     dask_client,
@@ -395,6 +437,7 @@ def _leased_scan(
                     )
 
         n_models, incomplete = night.judge_models(lineage)
+        give_back_freed_memory()  # before DuckDB's check and the Delta commit, whose allocators are their own
         night.close_parts()
         night.record_compare_io(lineage.io)
         mirror: dict[str, int] = {}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from pipeline_helpers import file_row
 
 from gguf_audit.checks.lineage import ModelLineage, families, judge_family, model_lineage
@@ -14,6 +16,7 @@ from gguf_audit.pipelines.scan.families import GroupsView
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import _members
 from gguf_audit.pipelines.scan.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
+from gguf_audit.pipelines.scan.run import give_back_freed_memory
 from gguf_audit.pipelines.scan.tally import facts_of
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import ROW_GROUP_ROWS, RunParts
@@ -94,3 +97,13 @@ def test_family_members_share_their_cells_and_the_anchor_keeps_the_findings() ->
     [lonely] = families(quantized)  # no full-precision member: the finding is filed under the anchor alone
     cells = model_lineage_cells([judge_family(lonely)])
     assert [c.findings[0].code for c in cells.values() if c.findings] == ["lineage.no_full_precision"]
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_the_driver_gives_freed_memory_back_between_phases() -> None:
+    """Where glibc is the C library, the pages a phase freed are handed back (``malloc_trim`` found and run)."""
+    made = [bytes(1000) for _ in range(50_000)]  # past pymalloc's 512 bytes: glibc's heap
+    kept = made[::16]  # a block kept every 16 pages or so: the heap cannot shrink from its top alone
+    del made
+    assert give_back_freed_memory()
+    assert len(kept) == 3125

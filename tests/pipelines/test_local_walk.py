@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import tracemalloc
+import types
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,8 @@ from pipeline_helpers import read_dataset
 
 from gguf_audit.cli import main
 from gguf_audit.pipelines.listing.discover import discover
+from gguf_audit.pipelines.listing.local import LocalWalk, walk_local
+from gguf_audit.tables.listed import ListedFiles
 
 
 def _hf_cache(root: Path) -> Path:
@@ -125,3 +131,92 @@ def test_hf_cache_with_every_file_included_shows_snapshot_paths(tmp_path: Path) 
     assert "snapshots/sha1/m-Q4_K.gguf" in urls and "snapshots/sha2/m-F16.gguf" in urls
     assert not any(u.startswith("blobs/") for u in urls)
     assert {s.url.removeprefix(f"file://{repo}/") for s in listing.skipped} >= {"blobs/aaa111", "blobs/bbb222"}
+
+
+def _reachable(root: object) -> int:
+    """How many Python objects ``root`` reaches (classes, modules and functions not counted)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type | types.ModuleType | types.FunctionType):
+            continue
+        seen.add(id(obj))
+        stack.extend(gc.get_referents(obj))
+    return len(seen)
+
+
+def _many_files(root: Path, n: int) -> None:
+    for i in range(n):
+        folder = root / f"org-{i // 500:03d}" / f"model-{i // 50:05d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"model-{i:06d}.Q4_K_M.gguf").write_bytes(b"")
+
+
+def test_the_walk_keeps_its_files_as_columns_not_objects(tmp_path: Path) -> None:
+    """What the walk returns holds as many Python objects for 9,000 files as for 60: the files are Arrow
+    columns, not a dict, tuple or ListedFile each. And while walking, its Python heap grows by less than
+    70 bytes a file (its typed arrays and their sorts; the dicts and tuples it kept before took about 450),
+    past the URLs it holds as strings until it has a chunk's worth (both larger sizes fill one)."""
+    sizes = {"tiny": 60, "small": 4500, "big": 9000}
+    for name, n in sizes.items():
+        _many_files(tmp_path / name, n)
+    peaks: dict[str, int] = {}
+    walks: dict[str, LocalWalk] = {}
+    for name in sizes:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            walks[name] = walk_local(str(tmp_path / name), lambda rel: rel.endswith(".gguf"))
+            peaks[name] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    many = walks["big"]
+    assert isinstance(many.files, ListedFiles) and len(many.files) == 9000 and not many.skipped
+    assert many.files[8999].url == f"file://{tmp_path}/big/org-017/model-00179/model-008999.Q4_K_M.gguf"
+    assert _reachable(many) == _reachable(walks["tiny"])
+    per_file = (peaks["big"] - peaks["small"]) / (sizes["big"] - sizes["small"])
+    assert per_file < 70, f"the walk's peak grew {per_file:.0f} bytes a file"
+
+
+def test_one_path_per_real_file_through_hard_links_and_a_hf_cache(tmp_path: Path) -> None:
+    """Hard links, symlinks and a Hugging Face cache on a real tree: each real file listed once, under its
+    first path in walk order unless that is a cache's blob, in URL order, with the target's size and
+    modification time; every other path named with the path kept."""
+    root = tmp_path / "tree"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "x.gguf").write_bytes(b"x" * 3)
+    os.link(root / "a" / "x.gguf", root / "a" / "y.gguf")  # a hard link, after x in walk order
+    os.link(root / "a" / "x.gguf", root / "b.gguf")  # and one in the folder above
+    (root / "a-b.gguf").write_bytes(b"ab")  # sorts before a/ as a URL though walked after it
+    (root / "c.gguf").symlink_to(root / "a-b.gguf")  # a symlink to a file: the file once
+    os.utime(root / "a-b.gguf", ns=(0, 1_700_000_000_123_456_789))
+    repo = root / "hub" / "models--org--m"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "blobs" / "h1.gguf").write_bytes(b"h" * 5)  # a blob named like a GGUF: walked before snapshots/
+    (repo / "snapshots" / "s1").mkdir(parents=True)
+    (repo / "snapshots" / "s1" / "m.gguf").symlink_to("../../blobs/h1.gguf")
+    (repo / "blobs" / "h2.gguf").write_bytes(b"only a blob")  # no snapshot: its blob path is all there is
+    os.link(repo / "blobs" / "h2.gguf", repo / "blobs" / "h3.gguf")
+
+    walk = walk_local(str(root), lambda rel: rel.endswith(".gguf"))
+    url = f"file://{root}"
+    # A folder's files are walked before its subfolders': b.gguf before a/x.gguf.
+    assert [(f.url, f.size) for f in walk.files] == [
+        (f"{url}/a-b.gguf", 2),
+        (f"{url}/b.gguf", 3),
+        (f"{url}/hub/models--org--m/blobs/h2.gguf", 11),
+        (f"{url}/hub/models--org--m/snapshots/s1/m.gguf", 5),
+    ]
+    assert [(s.url, s.reason) for s in walk.skipped] == [
+        (f"{url}/a/x.gguf", f"same file as {url}/b.gguf"),
+        (f"{url}/a/y.gguf", f"same file as {url}/b.gguf"),
+        (f"{url}/c.gguf", f"same file as {url}/a-b.gguf"),
+        (f"{url}/hub/models--org--m/blobs/h1.gguf", f"same file as {url}/hub/models--org--m/snapshots/s1/m.gguf"),
+        (f"{url}/hub/models--org--m/blobs/h3.gguf", f"same file as {url}/hub/models--org--m/blobs/h2.gguf"),
+    ]
+    # Modification times as datetime.fromtimestamp rounds os.stat's: a night compares them with the last one's.
+    assert walk.files[0].mtime == datetime(2023, 11, 14, 22, 13, 20, 123457, tzinfo=UTC)
+    for listed in walk.files:
+        path = listed.url.removeprefix("file://")
+        assert listed.mtime == datetime.fromtimestamp(os.stat(path).st_mtime, tz=UTC)

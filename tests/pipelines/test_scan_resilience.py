@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import os
 import signal
 import subprocess
@@ -23,14 +24,14 @@ from pipeline_helpers import SAMPLE_COUNT, read_dataset
 from gguf_audit.audit import AuditConfig
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan import run as run_module
-from gguf_audit.pipelines.scan.batches import Batch, make_batches
+from gguf_audit.pipelines.scan.batches import Batch, iter_batches, make_batches
 from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch
 from gguf_audit.pipelines.scan.run import RunError, ScanObserver, run_scan
 from gguf_audit.pipelines.store.delta import DeltaTables
 from gguf_audit.pipelines.store.duck import connect
 from gguf_audit.pipelines.store.output import COMMIT_ORDER, Output
 from gguf_audit.pipelines.store.retention import vacuum_nights
-from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.listed import ListedFile, ListedFiles
 from gguf_audit.testing.http import RangeHTTPServer
 
 PYTHON = sys.executable
@@ -187,6 +188,39 @@ def test_batches_go_through_a_window(client: Any, tmp_path: Path, sample: dict[s
     assert sorted(u for r in results for u in r.urls) == sorted(f.url for f in listed)
     # the window, plus the batch whose result is being taken (its release reaches the scheduler after)
     assert len(on_cluster) == 12 and max(on_cluster) <= 3 + 1 and min(on_cluster[:9]) >= 3
+
+
+def _batches_alive(prefix: str) -> int:
+    """Batches alive in this process whose ids start with ``prefix`` (the session's cluster keeps others')."""
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, Batch) and o.batch_id.startswith(prefix))
+
+
+def test_the_cluster_a_night_starts_keeps_no_batch_it_sent(tmp_path: Path, sample: dict[str, bytes]) -> None:
+    """A night's own LocalCluster (its scheduler in the driver's process) lets each batch go once its result is
+    taken: distributed's stream logs (1,000 messages by default) kept every batch sent, its files as objects."""
+    root = tmp_path / "c"
+    root.mkdir()
+    n = 64
+    for i in range(n):
+        (root / f"m{i:02d}.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"])
+    listed = ListedFiles.of([ListedFile("file://" + str(root / f"m{i:02d}.gguf")) for i in range(n)])
+    options = TaskOptions("rw", {}, AuditConfig(), 2, out=str(tmp_path / "out"))
+    taken: list[str] = []
+
+    def take(result: BatchResult) -> list[str]:
+        taken.extend(result.urls)
+        return []
+
+    config = ScanConfig().replace(workers=1, threads_per_worker=1)
+    with run_module._cluster(config, None) as (own_client, scheduler, _, _):
+        assert scheduler == "local"
+        batches = iter_batches(listed, {u: u for u in listed.urls()}, 1, prefix="sent")
+        run_module._run_batches(own_client, batches, options, take, window=2)
+        alive = _batches_alive("sent")
+    assert sorted(taken) == sorted(listed.urls())
+    # The last few messages of each stream are still logged (16 each, a message may hold two batches).
+    assert alive <= 2 * 16 < n
 
 
 # ------------------------------------------------------------ a killed driver
