@@ -61,6 +61,36 @@ def make_collection(root: Path, n: int) -> None:
             f.truncate(len(data))
 
 
+def _heap_in_use() -> int:
+    """The C heap's bytes in use (glibc's ``mallinfo2``: Arrow's system pool, NumPy, large Python objects), or -1."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    try:
+        call = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return -1
+    call.restype = MallInfo2
+    info = call()
+    return int(info.uordblks + info.hblkhd)
+
+
 def _rss_bytes() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -92,13 +122,16 @@ def _night_main(args: argparse.Namespace) -> int:
         "rows_checked": result.rows_checked,
     }
     if phases:
-        figures["phase_rss_bytes"] = {k: v for k, v in phases.items() if not k.endswith(_PEAK)}
-        figures["phase_peak_bytes"] = {k.removesuffix(_PEAK): v for k, v in phases.items() if k.endswith(_PEAK)}
+        figures["phase_rss_bytes"] = {k: v for k, v in phases.items() if "." not in k}
+        for suffix, key in ((_PEAK, "phase_peak_bytes"), (_HEAP, "phase_heap_bytes"), (_BLOCKS, "phase_blocks")):
+            figures[key] = {k.removesuffix(suffix): v for k, v in phases.items() if k.endswith(suffix)}
     print("NIGHT " + json.dumps(figures), flush=True)
     return 0
 
 
 _PEAK = ".peak"
+_HEAP = ".heap"
+_BLOCKS = ".blocks"
 
 
 def _watch_phases() -> dict[str, int]:
@@ -122,6 +155,8 @@ def _watch_phases() -> dict[str, int]:
             value = call(*a, **k)
             phases[name] = _rss_bytes()
             phases[name + _PEAK] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            phases[name + _HEAP] = _heap_in_use()
+            phases[name + _BLOCKS] = sys.getallocatedblocks()
             return value
 
         return wrapped
@@ -243,11 +278,15 @@ def _print_phases(f: dict[str, Any]) -> None:
     """Each phase's RSS growth over the previous one, per file, and the peak so far (``--phases``)."""
     phases: dict[str, int] = f.get("phase_rss_bytes") or {}
     peaks: dict[str, int] = f.get("phase_peak_bytes") or {}
+    heaps: dict[str, int] = f.get("phase_heap_bytes") or {}
+    blocks: dict[str, int] = f.get("phase_blocks") or {}
     previous = f["base_rss_bytes"]
     for name, rss in phases.items():
         growth = (rss - previous) / max(1, f["files"])
         peak = f"  peak so far {peaks[name] / 1e6:>7.1f} MB" if name in peaks else ""
-        print(f"{'':>8} {name:>10} RSS {rss / 1e6:>7.1f} MB  +{growth:>7.0f} B/file{peak}")
+        heap = f"  C heap in use {heaps[name] / 1e6:>6.1f} MB" if heaps.get(name, -1) >= 0 else ""
+        objects = f"  Python blocks {blocks[name]:>9,}" if name in blocks else ""
+        print(f"{'':>8} {name:>10} RSS {rss / 1e6:>7.1f} MB  +{growth:>7.0f} B/file{peak}{heap}{objects}")
         previous = rss
 
 

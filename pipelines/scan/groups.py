@@ -205,14 +205,14 @@ def _grouped(urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> pa.Table:
             pa.record_batch(
                 {
                     "url": column if column is not None else pa.array(chunk, pa.string()),
-                    "pos": pa.array(range(seen_at, seen_at + len(chunk)), pa.int64()),
+                    "pos": pa.array(range(seen_at, seen_at + len(chunk)), pa.int32()),
                     "base": pa.array(
                         [s.model_id if s is not None else model_id_for(u) for u, s in zip(chunk, shards, strict=True)],
                         pa.string(),
                     ),
                     "shard": pa.array([s is not None for s in shards], pa.bool_()),
-                    "index": pa.array([s.shard_index if s is not None else 0 for s in shards], pa.int64()),
-                    "count": pa.array([s.shard_count if s is not None else 0 for s in shards], pa.int64()),
+                    "index": pa.array([s.shard_index if s is not None else 0 for s in shards], pa.int32()),
+                    "count": pa.array([s.shard_count if s is not None else 0 for s in shards], pa.int32()),
                 }
             )
         )
@@ -238,8 +238,8 @@ def _grouped(urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> pa.Table:
         return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
     table = pa.Table.from_batches(batches)
     batches.clear()
-    # the first of each URL (a listing names each once; group_models takes each once)
-    if pc.count_distinct(table.column("url")).as_py() != table.num_rows:
+    # the first of each URL (a listing names each once, in order: no hash table; group_models takes each once)
+    if not _each_once(table.column("url")):
         firsts = table.group_by("url", use_threads=False).aggregate([("pos", "min")]).column("pos_min")
         table = table.filter(pc.is_in(table.column("pos"), value_set=firsts))
     shard = table.column("shard").to_numpy(zero_copy_only=False)
@@ -248,6 +248,15 @@ def _grouped(urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> pa.Table:
     sets = _ordered_sets(table.take(pa.array(np.flatnonzero(shard))))
     singles = _ordered_singles(table.take(pa.array(np.flatnonzero(~shard))), sets.column("model_id"))
     return pa.concat_tables([sets, singles])
+
+
+def _each_once(values: pa.ChunkedArray) -> bool:
+    """Whether no value of ``values`` repeats: at once when they are in ascending order (a listing's URLs,
+    and then its models' ids, nearly always are), else through a hash table of them (about 100 bytes a value)."""
+    n = len(values)
+    if n < 2 or pc.all(pc.less(values.slice(0, n - 1), values.slice(1))).as_py():
+        return True
+    return bool(pc.count_distinct(values).as_py() == n)
 
 
 def _first_seen(values: pa.ChunkedArray) -> npt.NDArray[np.int32]:
@@ -280,7 +289,7 @@ def _ordered_singles(rows: pa.Table, set_ids: pa.ChunkedArray) -> pa.Table:
     if rows.num_rows == 0:
         return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
     base = rows.column("base")
-    if pc.count_distinct(base).as_py() == len(base):  # the common collection: each id once, no hash of ranks
+    if _each_once(base):  # the common collection: each id once, no hash of ranks
         ranks = np.arange(len(base), dtype=np.int32)
         taken = np.zeros(len(base), dtype=bool)
     else:

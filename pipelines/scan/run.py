@@ -69,17 +69,20 @@ CPU_SLOTS_PER_PROCESS: Final = 1
 BATCHES_IN_FLIGHT_PER_THREAD: Final = 2
 """Batches submitted ahead per dask thread: one running, one queued on the worker, the rest wait on the driver."""
 
-DASK_SETTINGS: Final = {"distributed.admin.low-level-log-length": 16}
+DASK_SETTINGS: Final = {"distributed.admin.low-level-log-length": 0}
 """dask settings for the clusters and clients a night starts (and ``benchmarks/bench_driver.py``'s).
 
 distributed keeps the last ``low-level-log-length`` messages (1,000 by default)
 of every batched stream for its developers: the client's to the scheduler, the
-scheduler's to each worker. A night's messages are few and large (a batch of up
-to 1,024 files each), so those logs kept every batch the night sent, in a
-LocalCluster's scheduler as Python objects (five a file: about 560 bytes a file
-at 30,000 files, growing until the night ended). Sixteen are enough to debug a
-stream with. A scheduler started apart (``--scheduler``) needs the setting in its
-own process (``DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH=16``)."""
+scheduler's to each worker, and as many transitions and events. A night's
+messages are few and large (a batch of up to 1,024 files each), so those logs
+kept every batch the night sent, in a LocalCluster's scheduler as Python
+objects (five a file: about 560 bytes a file at 30,000 files, growing until the
+night ended). Sixteen still kept 16 batches a stream, up to 32,000 files' objects
+on two workers (13 MB at 100,000 files); a night keeps none. Events still reach
+their subscribers (the logs are only what is kept for later). A scheduler started
+apart (``--scheduler``) needs the setting in its own process
+(``DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH=0``)."""
 
 
 class ScanObserver:
