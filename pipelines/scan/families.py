@@ -464,6 +464,30 @@ def _id_ranks(view: GroupsView, positions: npt.NDArray[np.int32]) -> npt.NDArray
     return ranks[positions]
 
 
+def _references(
+    members: Members,
+    pos: npt.NDArray[np.int32],
+    full: npt.NDArray[np.bool_],
+    type_codes: npt.NDArray[np.int32],
+    types: _Codes,
+    starts: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
+    """Each family's reference row (-1: none): a full-precision single file, the most precise type first,
+    then the lowest model id (the first row). Only the full-precision rows are looked at, the few."""
+    references = np.full(len(starts), -1, np.int64)
+    candidates = np.flatnonzero(full)
+    candidates = candidates[members.n_urls(pos[candidates]) == 1]
+    if not len(candidates):
+        return references
+    lut = np.array([*(reference_rank(t) for t in types.values.to_pylist()), reference_rank(None)], dtype=np.int64)
+    ranks = lut[type_codes[candidates]]  # code -1 (no file type) is the last entry
+    family = np.searchsorted(starts, candidates, side="right") - 1
+    best = np.lexsort((candidates, ranks, family))  # by family, then rank, then row
+    chosen = best[np.concatenate([[True], family[best][1:] != family[best][:-1]])]
+    references[family[chosen]] = candidates[chosen]
+    return references
+
+
 def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamily]], set[str]]) -> Judged:
     """Families of ``members``, judged as :func:`~gguf_audit.checks.lineage.judge_family` judges them.
 
@@ -477,35 +501,33 @@ def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamil
     pos = table.column("pos").to_numpy()[keyed]
     # by family key, then model id (positions, when the groups' ids are in order already: no copy of them)
     order = np.lexsort((_id_ranks(view, pos), keys.codes[keyed]))
+    del pos
     rows_of = keyed[order]
     del keyed, order
     pos = table.column("pos").to_numpy()[rows_of]
     full = pc.fill_null(table.column("full"), False).to_numpy(zero_copy_only=False)[rows_of]
     key_codes, type_codes, arch_codes = keys.codes[rows_of], types.codes[rows_of], architectures.codes[rows_of]
     del rows_of
+    keys, types, architectures = (_Codes(np.zeros(0, np.int32), c.values) for c in (keys, types, architectures))
     n = len(pos)
     family_of = np.full(len(view), -1, np.int32)
     full_of = np.full(len(view), -1, np.int8)
     if n == 0:
         members.settle()
         return Judged(LineageCells(members, family_of, full_of, _FAMILY_SCHEMA.empty_table()), [])
-    changes = key_codes[1:] != key_codes[:-1]
-    starts = np.concatenate([[0], np.flatnonzero(changes) + 1]).astype(np.int64)
+    starts = np.concatenate([[0], np.flatnonzero(key_codes[1:] != key_codes[:-1]) + 1]).astype(np.int64)
     ends = np.append(starts[1:], n)
     quantized = ~full
     n_full = np.add.reduceat(full.astype(np.int64), starts)
-    n_quantized = np.add.reduceat(quantized.astype(np.int64), starts)
-    rows = np.arange(n, dtype=np.int64)
-    first_quantized = np.minimum.reduceat(np.where(quantized, rows, n), starts)
-    anchors = np.where(first_quantized < n, first_quantized, starts)
-    # the reference: a full-precision single file, the most precise type first, then the lowest model id
-    lut = np.array([*(reference_rank(t) for t in types.values.to_pylist()), reference_rank(None)], dtype=np.int64)
-    ranks = lut[type_codes]  # code -1 (no file type) is the last entry
-    eligible = full & (members.n_urls(pos) == 1)
-    scores = np.minimum.reduceat(np.where(eligible, ranks * n + rows, np.iinfo(np.int64).max), starts)
-    references = np.where(scores < np.iinfo(np.int64).max, scores % n, -1)
-    del ranks, eligible, scores
-
+    n_quantized = ends - starts - n_full
+    # the anchor: a family's first quantized model (by id), else its first model
+    anchors = starts.copy()
+    quantized_rows = np.flatnonzero(quantized)
+    if len(quantized_rows):
+        some = n_quantized > 0
+        anchors[some] = quantized_rows[np.searchsorted(quantized_rows, starts[some])]
+    del quantized_rows
+    references = _references(members, pos, full, type_codes, types, starts)
     lacking = np.flatnonzero((n_quantized > 0) & (n_full == 0))
     directories = [members.directories(pos[starts[f] : ends[f]]) for f in lacking]
     carried = np.logical_and.reduceat(members.carried[pos], starts)
