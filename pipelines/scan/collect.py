@@ -143,9 +143,6 @@ class Collector:
     tally: Tally = field(default_factory=Tally)
     facts: TableSpill = field(default_factory=TableSpill)
     shard_facts: dict[str, ShardFacts] = field(default_factory=dict)
-    tensor_tables: TableSpill = field(default_factory=TableSpill)
-    """Where each GGUF read this night keeps its tensor infos (``url``, ``packed``: 62 bytes,
-    :meth:`~gguf_audit.format.tensor_table.TensorTableAt.packed`): the compare phase reads only those."""
     dropped: int = 0
 
     def __post_init__(self, expected: Iterable[str]) -> None:
@@ -178,11 +175,8 @@ class Collector:
         self.tally.merge(result.tally)
         for fact in result.shard_facts:
             self.shard_facts[fact.url] = fact
-        if result.tensor_tables:
-            urls_of, packed = zip(*result.tensor_tables, strict=True)
-            self.tensor_tables.append(
-                pa.table({"url": pa.array(urls_of, pa.string()), "packed": pa.array(packed, pa.binary())})
-            )
+        # where each GGUF read keeps its tensor infos (62 bytes, TensorTableAt.packed), for the compare phase
+        self.ledger.put_tables(result.tensor_tables)
         return []
 
     def add_parts(self, parts: Sequence[PartFile]) -> None:
@@ -207,16 +201,13 @@ class Collector:
         """Facts rows of files already counted (reused files of a carried model judged again after all)."""
         self.facts.append(facts)
 
-    def take_tensor_tables(self, urls: Iterable[str]) -> dict[str, bytes]:
-        """The packed tensor tables of ``urls`` (those this night read), then let go of every one."""
-        wanted = pa.array(sorted(set(urls)), pa.string())
-        out: dict[str, bytes] = {}
-        if len(wanted):
-            for table in self.tensor_tables:
-                hits = table.filter(pc.is_in(table.column("url"), value_set=wanted))
-                out.update(zip(hits.column("url").to_pylist(), hits.column("packed").to_pylist(), strict=True))
-        self.tensor_tables.close()
-        return out
+    def tensor_tables(self, urls: Iterable[str]) -> dict[str, bytes]:
+        """The packed tensor tables of those of ``urls`` read this night (a compare task's worth at a time)."""
+        return self.ledger.tables_of(urls)
+
+    def drop_tensor_tables(self) -> None:
+        """Let go of every tensor table kept (the compare phase is done)."""
+        self.ledger.drop_tables()
 
     def members(self, model_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
         """The facts rows of the files of ``model_ids``, by model."""
@@ -231,7 +222,6 @@ class Collector:
         """Let go of the driver's files (the ledger and the spills)."""
         self.ledger.close()
         self.facts.close()
-        self.tensor_tables.close()
 
 
 def model_summaries(

@@ -26,7 +26,7 @@ values (:attr:`Members.odd`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -401,10 +401,18 @@ class Judged:
 
     def pairs(self, skip: npt.NDArray[np.bool_]) -> list[Pair]:
         """The compare pairs of the models ``skip`` does not name (carried models that stay carried)."""
+        return [p for chunk in self.pair_chunks(skip) for p in chunk]
+
+    def has_pairs(self, skip: npt.NDArray[np.bool_]) -> bool:
+        """Whether :meth:`pair_chunks` gives any pair (nothing made to say so)."""
+        return any(bool((~skip[positions]).any()) for _, positions in self.to_compare)
+
+    def pair_chunks(self, skip: npt.NDArray[np.bool_]) -> Iterator[list[Pair]]:
+        """:meth:`pairs`, a family's :data:`_BATCH` models at a time (in family, then model id order): the
+        compare phase makes and lets go of them as it goes, never a pair per file of the night at once."""
         members = self.cells._members
         if members is None:
-            return []
-        out: list[Pair] = []
+            return
         keys = self.cells.families.column("key")
         references = self.cells.families.column("reference_url")
         for family, positions in self.to_compare:
@@ -412,12 +420,15 @@ class Judged:
             for start in range(0, len(positions), _BATCH):
                 taken = positions[start : start + _BATCH]
                 chunk = taken[~skip[taken]].astype(np.int64)
+                if not len(chunk):
+                    continue
                 single = (members.view.sizes_at(chunk) == 1) & ~np.isin(chunk, np.fromiter(members.odd, np.int64))
                 firsts = iter(members.view.first_urls(chunk[single]))
+                out: list[Pair] = []
                 for p, model_id, alone in zip(chunk.tolist(), members.view.ids_at(chunk), single.tolist(), strict=True):
                     urls = (next(firsts),) if alone else members.urls_of(p)
                     out.extend(Pair(url, reference, model_id, key) for url in urls)
-        return out
+                yield out
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ Held as Python objects that costs about a kilobyte a file (a URL string in a
 set, an Arrow row kept in the pickled frame it came in, a packed tensor table
 in a dict); here it costs a page cache:
 
-- :class:`UrlLedger`: the listed URLs and which have rows, in a private
-  SQLite database (an empty file name: SQLite deletes it when the connection
-  closes), whose page cache is capped at :data:`LEDGER_CACHE_KIB`;
+- :class:`UrlLedger`: the listed URLs, which have rows, and the packed tensor
+  tables of the files read (what the compare phase looks up, a task's worth at a
+  time), in a private SQLite database (an empty file name: SQLite deletes it when
+  the connection closes), whose page cache is capped at :data:`LEDGER_CACHE_KIB`;
 - :class:`TableSpill`: Arrow tables appended to an anonymous temporary file
   as IPC streams and read back one at a time.
 
@@ -52,6 +53,12 @@ class UrlLedger:
         self._db.execute("PRAGMA journal_mode = OFF")
         self._db.execute("PRAGMA synchronous = OFF")
         self._db.execute("CREATE TABLE urls (url TEXT PRIMARY KEY, seen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID")
+        self._db.execute("CREATE TABLE tables (url TEXT PRIMARY KEY, packed BLOB NOT NULL) WITHOUT ROWID")
+        self._db.execute(
+            "CREATE TABLE compare_io (url TEXT PRIMARY KEY, requests INTEGER NOT NULL, bytes INTEGER NOT NULL)"
+            " WITHOUT ROWID"
+        )
+        self._compared = False
         self._db.executemany("INSERT OR IGNORE INTO urls (url) VALUES (?)", ((u,) for u in urls))
         self._expected = int(self._db.execute("SELECT count(*) FROM urls").fetchone()[0])
         self._seen = 0
@@ -81,6 +88,47 @@ class UrlLedger:
             marks = ",".join("?" * len(chunk))
             cursor = self._db.execute(f"UPDATE urls SET seen = 1 WHERE seen = 0 AND url IN ({marks})", chunk)
             self._seen += max(0, cursor.rowcount)
+
+    def put_tables(self, tables: Iterable[tuple[str, bytes]]) -> None:
+        """Keep each ``(url, packed tensor table)`` (a later one for a URL replaces the earlier)."""
+        self._db.executemany("INSERT OR REPLACE INTO tables (url, packed) VALUES (?, ?)", tables)
+
+    def tables_of(self, urls: Iterable[str]) -> dict[str, bytes]:
+        """The packed tensor tables kept of those of ``urls`` that have one."""
+        found: dict[str, bytes] = {}
+        for chunk in _chunks(list(dict.fromkeys(urls))):
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT url, packed FROM tables WHERE url IN ({marks})", chunk)
+            found.update((str(u), bytes(b)) for u, b in rows)
+        return found
+
+    def drop_tables(self) -> None:
+        """Let go of the tensor tables kept (once the compare phase is done, or has nothing to compare)."""
+        self._db.execute("DELETE FROM tables")
+
+    def add_compare_io(self, io: Iterable[tuple[str, int, int]]) -> None:
+        """Add ``(url, requests, bytes)`` the compare phase spent on a file to what it spent on it before."""
+        rows = list(io)
+        self._compared = self._compared or bool(rows)
+        self._db.executemany(
+            "INSERT INTO compare_io (url, requests, bytes) VALUES (?, ?, ?) ON CONFLICT (url)"
+            " DO UPDATE SET requests = requests + excluded.requests, bytes = bytes + excluded.bytes",
+            rows,
+        )
+
+    @property
+    def compared(self) -> bool:
+        """Whether the compare phase spent anything on any file."""
+        return self._compared
+
+    def compare_io_of(self, urls: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """``(requests, bytes)`` the compare phase spent on each of those of ``urls`` it read."""
+        found: dict[str, tuple[int, int]] = {}
+        for chunk in _chunks(list(dict.fromkeys(urls))):
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT url, requests, bytes FROM compare_io WHERE url IN ({marks})", chunk)
+            found.update((str(u), (int(r), int(b))) for u, r, b in rows)
+        return found
 
     def seen_urls(self) -> set[str]:
         """Every URL with rows, as a set (one Python string each: for tests and small nights)."""

@@ -40,9 +40,10 @@ and a row per family, and makes a chunk of models' cells as that chunk is judged
 from __future__ import annotations
 
 import importlib
+import itertools
 import logging
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -63,7 +64,14 @@ from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, for_workers, options_for
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
-from gguf_audit.pipelines.scan.families import GroupsView, LackingFamily, LineageCells, Members, judge_members
+from gguf_audit.pipelines.scan.families import (
+    GroupsView,
+    Judged,
+    LackingFamily,
+    LineageCells,
+    Members,
+    judge_members,
+)
 from gguf_audit.pipelines.scan.reuse import reused_shard_facts
 from gguf_audit.pipelines.scan.tally import FACT_COLUMNS, facts_of
 from gguf_audit.pipelines.store.output import Output
@@ -74,6 +82,7 @@ from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
 __all__ = [
     "PAIRS_PER_TASK",
     "Lineage",
+    "PairStream",
     "compare_batches",
     "compare_options",
     "judge_lineage",
@@ -90,6 +99,11 @@ PAIRS_PER_TASK = 64
 """Quantized files compared per dask task, all with one reference (read once per task: a family of up to
 this many quantized files reads its reference once a night)."""
 
+
+TASKS_PER_LOOKUP: Final = 64
+"""Compare tasks whose tensor tables are looked up together (one query of the ledger, one of the stored rows)."""
+COMPARE_TASKS_IN_FLIGHT: Final = 32
+"""Compare tasks submitted and not yet taken, at most (the next is made as one completes)."""
 
 UNLISTED = ("http://", "https://")
 """Where no directory is listed for safetensors: HTTP servers cannot list (manifests name their files)."""
@@ -111,6 +125,21 @@ def safetensors_dirs(dirs: Iterable[str], storage_options: Mapping[str, Any]) ->
     return found
 
 
+@dataclass(frozen=True)
+class PairStream:
+    """A night's compare pairs, made when iterated: a family's chunk of quantized models at a time."""
+
+    judged: Judged | None = None
+    stays: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """The carried models that stay carried: their pairs are not compared again."""
+
+    def __iter__(self) -> Iterator[list[Pair]]:
+        return iter(()) if self.judged is None else self.judged.pair_chunks(self.stays)
+
+    def __bool__(self) -> bool:
+        return self.judged is not None and self.judged.has_pairs(self.stays)
+
+
 @dataclass
 class Lineage:
     """This night's lineage: family columns per model, the models judged again, the pairs, their findings."""
@@ -119,12 +148,16 @@ class Lineage:
     """Each model's family columns, as columns (:class:`~gguf_audit.pipelines.scan.families.LineageCells`)."""
     rejudge: set[str] = field(default_factory=set)
     """Carried models judged again this night (their family changed, or their reference was read)."""
-    pairs: list[Pair] = field(default_factory=list)
+    compare: PairStream = field(default_factory=lambda: PairStream())
+    """The pairs to compare, made a chunk at a time as the compare phase takes them."""
     found: list[tuple[str, str, Finding]] = field(default_factory=list)
     """``(quant url, model id, finding)`` from the compare phase."""
     failures: list[str] = field(default_factory=list)
-    io: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """``(requests, bytes)`` the compare phase spent on each file (as a quantized file or as a reference)."""
+
+    @property
+    def pairs(self) -> list[Pair]:
+        """Every pair at once (tests and small callers: :func:`run_compare` takes them a chunk at a time)."""
+        return [p for chunk in self.compare for p in chunk]
 
     def keep_carried(self, carried: pa.Table) -> pa.Table:
         """The carried ``models`` rows that stay carried."""
@@ -250,10 +283,10 @@ def lineage_of(
     cells = judged.cells
     del members
     rejudge, stays = _rejudged(cells, view, carried, read_urls)
-    pairs = judged.pairs(stays) if config.checks.compare else []
+    compare = PairStream(judged, stays) if config.checks.compare else PairStream()
     paired_ids = {str(r["model_id"]) for r in pairing}
     carried_ids = {m for m in paired_ids if (p := view.position(m)) >= 0 and stays[p]}
-    return Lineage(cells, rejudge, pairs, found=_projector_pairs(pairing, carried_ids))
+    return Lineage(cells, rejudge, compare, found=_projector_pairs(pairing, carried_ids))
 
 
 def _rejudged(
@@ -381,26 +414,49 @@ def compare_options(
 
 
 def compare_batches(
-    pairs: Sequence[Pair], tables: Mapping[str, bytes] | None = None, stored: Mapping[str, bytes] | None = None
-) -> list[CompareBatch]:
-    """``pairs`` as tasks: grouped by reference, at most :data:`PAIRS_PER_TASK` a task, each with the tensor
-    tables of its files: where this night's audits found them (``tables``, :meth:`TensorTableAt.packed`), and
-    for files not read this night the tables their stored rows hold (``stored``, packed
-    :class:`~gguf_audit.format.tensor_table.KnownTable` values, unpacked by the task)."""
-    tables = tables or {}
-    stored = stored or {}
-    by_reference: dict[str, list[Pair]] = {}
-    for pair in pairs:
-        by_reference.setdefault(pair.reference_url, []).append(pair)
-    batches: list[CompareBatch] = []
-    for reference, group in by_reference.items():
-        for i in range(0, len(group), PAIRS_PER_TASK):
-            chunk = tuple(group[i : i + PAIRS_PER_TASK])
-            urls = [reference, *(p.quant_url for p in chunk)]
-            known = {u: TensorTableAt.unpacked(tables[u]) for u in urls if u in tables}
-            kept = {u: stored[u] for u in urls if u in stored and u not in tables}
-            batches.append(CompareBatch(str(len(batches)), reference, chunk, known, kept))
-    return batches
+    chunks: Iterable[Sequence[Pair]],
+    tables: Callable[[Sequence[str]], Mapping[str, bytes]],
+    stored: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None,
+) -> Iterator[CompareBatch]:
+    """The pairs of ``chunks`` as tasks, made as they are taken: grouped by reference, at most
+    :data:`PAIRS_PER_TASK` a task, each with the tensor tables of its files.
+
+    The tables are looked up :data:`TASKS_PER_LOOKUP` tasks at a time: where this
+    night's audits found them (``tables(urls)``, :meth:`TensorTableAt.packed`
+    values), and for files not read this night the tables their stored rows hold
+    (``stored(urls)``, packed :class:`~gguf_audit.format.tensor_table.KnownTable`
+    values, unpacked by the task).
+    """
+    made = 0
+    pending: list[tuple[str, tuple[Pair, ...]]] = []
+
+    def looked_up() -> Iterator[CompareBatch]:
+        nonlocal made
+        urls = list(
+            dict.fromkeys(u for reference, group in pending for u in (reference, *(p.quant_url for p in group)))
+        )
+        found = tables(urls)
+        unread = [u for u in urls if u not in found]
+        kept = stored(unread) if stored is not None and unread else {}
+        for reference, group in pending:
+            files = [reference, *(p.quant_url for p in group)]
+            known = {u: TensorTableAt.unpacked(found[u]) for u in files if u in found}
+            kept_here = {u: kept[u] for u in files if u in kept and u not in found}
+            yield CompareBatch(str(made), reference, group, known, kept_here)
+            made += 1
+        pending.clear()
+
+    for chunk in chunks:
+        by_reference: dict[str, list[Pair]] = {}
+        for pair in chunk:
+            by_reference.setdefault(pair.reference_url, []).append(pair)
+        for reference, group in by_reference.items():
+            for i in range(0, len(group), PAIRS_PER_TASK):
+                pending.append((reference, tuple(group[i : i + PAIRS_PER_TASK])))
+                if len(pending) == TASKS_PER_LOOKUP:
+                    yield from looked_up()
+    if pending:
+        yield from looked_up()
 
 
 def run_compare(
@@ -410,36 +466,36 @@ def run_compare(
     collector: Collector,
     on_io: Callable[[int, int], None] | None = None,
     stored: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None,
+    window: int | None = None,
 ) -> None:
-    """Compare ``lineage.pairs`` on the workers; their data files, I/O and findings go to ``collector`` and
-    ``lineage``. A task that fails is logged and its pairs get no rows (the scan goes on).
+    """Compare ``lineage.compare``'s pairs on the workers; their data files and what they spent on each file
+    (as a quantized file or as a reference) go to ``collector``, their findings to ``lineage``. A task that
+    fails is logged and its pairs get no rows (the scan goes on).
 
+    The pairs, their tasks and their tables are made as the tasks are
+    submitted, through a window of ``window`` tasks in flight (:data:`COMPARE_TASKS_IN_FLIGHT`): the driver
+    holds a window's worth of the phase, never all of it.
     ``on_io(requests, bytes)`` is told the phase's running totals after each task (the progress bar).
     ``stored(urls)`` gives the tensor tables its stored rows hold of each file of ``urls`` that this night
     did not read (:meth:`Night.stored_tables`): the comparison then reads none of those files' headers.
     """
-    # the batches take the tables they need; the driver holds none of them through the commit
-    tables = collector.take_tensor_tables(u for p in lineage.pairs for u in (p.reference_url, p.quant_url))
-    if not lineage.pairs:
+    if not lineage.compare:
+        collector.drop_tensor_tables()
         return
     as_completed = importlib.import_module("distributed").as_completed  # as run.py: only when a scan runs
+    batches = compare_batches(lineage.compare, collector.tensor_tables, stored)
 
-    unread = sorted({u for p in lineage.pairs for u in (p.quant_url, p.reference_url)} - tables.keys())
-    kept = stored(unread) if stored is not None and unread else {}
-    batches = compare_batches(lineage.pairs, tables, kept)
-    del tables, kept
-    futures = [
-        client.submit(
-            compare_batch,
-            b,
-            options,
-            key=f"gguf-audit-compare-{options.run_id}-{b.batch_id}-{secrets.token_hex(3)}",
-            pure=False,
-        )
-        for b in batches
-    ]
+    def submit(batch: CompareBatch) -> Any:
+        key = f"gguf-audit-compare-{options.run_id}-{batch.batch_id}-{secrets.token_hex(3)}"
+        return client.submit(compare_batch, batch, options, key=key, pure=False)
+
+    in_flight = COMPARE_TASKS_IN_FLIGHT if window is None else max(1, window)
+    futures = as_completed([submit(b) for b in itertools.islice(batches, in_flight)])
     requests = bytes_read = 0
-    for future in as_completed(futures):
+    for future in futures:
+        following = next(batches, None)
+        if following is not None:
+            futures.add(submit(following))
         try:
             result = future.result()
             if not isinstance(result, CompareResult):
@@ -455,10 +511,9 @@ def run_compare(
         collector.tally.bytes_read += result.bytes_read
         collector.tally.requests += result.requests
         lineage.found.extend(result.findings)
-        for url, n_requests, n_bytes in result.io:
-            was = lineage.io.get(url, (0, 0))
-            lineage.io[url] = (was[0] + n_requests, was[1] + n_bytes)
+        collector.ledger.add_compare_io(result.io)
         requests += result.requests
         bytes_read += result.bytes_read
         if on_io is not None:
             on_io(requests, bytes_read)
+    collector.drop_tensor_tables()

@@ -218,8 +218,8 @@ class Night:
     def abort(self) -> None:
         self.parts.abort()
 
-    def record_compare_io(self, io: Mapping[str, tuple[int, int]]) -> None:
-        """Put the compare phase's ``(requests, bytes)`` of each file into its ``files`` row.
+    def record_compare_io(self) -> None:
+        """Put the compare phase's ``(requests, bytes)`` of each file (kept in the ledger) into its ``files`` row.
 
         The rows were written before the phase ran (by the workers, and the
         driver's for reused files): the data files holding a compared file are
@@ -227,15 +227,15 @@ class Night:
         old ones left out of the commit (and deleted). A night that compared
         nothing rewrites nothing.
         """
-        if not io:
+        ledger = self.collector.ledger
+        if not ledger.compared:
             return
-        wanted = pa.array(sorted(io), pa.string())
         keep: list[PartFile] = []
         stale: list[PartFile] = []
         for part in self.collector.parts.get("files", []):
             path = self.out.path("files", part.path)
             urls = pq.read_table(path, columns=["url"], filesystem=self.out.fs).column("url")
-            (stale if pc.any(pc.is_in(urls, value_set=wanted)).as_py() else keep).append(part)
+            (stale if ledger.compare_io_of(str(u) for u in urls.to_pylist()) else keep).append(part)
         if not stale:
             return
         schema = stored_schema("files")
@@ -246,6 +246,7 @@ class Night:
             for part in stale:
                 rows = pq.read_table(self.out.path("files", part.path), filesystem=self.out.fs)
                 urls_in = [str(u) for u in rows.column("url").to_pylist()]
+                io = ledger.compare_io_of(urls_in)
                 columns = {
                     "compare_requests": pa.array([io[u][0] if u in io else None for u in urls_in], pa.int64()),
                     "compare_bytes": pa.array([io[u][1] if u in io else None for u in urls_in], pa.int64()),

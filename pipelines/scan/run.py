@@ -428,7 +428,7 @@ def _leased_scan(
                 )
         else:
             lineage = night.lineage(config)
-            if lineage.pairs:  # a model judged again with no file read: its family lost a member (reference, anchor)
+            if lineage.compare:  # a model judged again with no file read: its family lost a member (reference, anchor)
                 with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
                     run_compare(
                         dask_client,
@@ -442,7 +442,7 @@ def _leased_scan(
         n_models, incomplete = night.judge_models(lineage)
         give_back_freed_memory()  # before DuckDB's check and the Delta commit, whose allocators are their own
         night.close_parts()
-        night.record_compare_io(lineage.io)
+        night.record_compare_io()
         mirror: dict[str, int] = {}
         if config.mirror.source:
             files_parts = list(collector.parts.get("files", []))

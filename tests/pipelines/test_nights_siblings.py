@@ -10,15 +10,17 @@ an output from before a column existed) fall back to the header read.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 from pipeline_helpers import s3_options
@@ -28,8 +30,9 @@ from gguf_audit.format.model import Header
 from gguf_audit.format.parser import parse_header
 from gguf_audit.format.tensor_table import KnownTable
 from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.scan import lineage as lineage_module
 from gguf_audit.pipelines.scan.reuse import stored_tables
-from gguf_audit.pipelines.scan.run import run_scan
+from gguf_audit.pipelines.scan.run import ScanObserver, run_scan
 from gguf_audit.pipelines.store.delta import table_uri
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.tables.listed import ListedFile
@@ -360,3 +363,49 @@ def test_rows_rewritten_by_deltalake_s_own_update_serve_the_night_as_before(
     assert (updated.requests, updated.bytes_read) == (untouched.requests, untouched.bytes_read)
     assert _compare_rows(outs["updated"], updated.run_id) == _compare_rows(outs["untouched"], untouched.run_id)
     assert _lineage(outs["updated"], updated.run_id) == _lineage(outs["untouched"], untouched.run_id)
+
+
+def test_the_compare_phase_makes_and_holds_a_window_of_its_tasks(
+    client: Any, family: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pairs, their tensor tables and their tasks are made as tasks are submitted, a window in flight: with a
+    pair a task and two in flight, the driver never has more than two tasks out, and the night's ``compare``
+    rows and compare costs are a night's with the defaults (all the tasks made at once, before)."""
+    for i in range(10):  # twelve quantized files of one family, all against the F16
+        shutil.copy(family / "tiny-llama-Q8_0.gguf", family / f"tiny-llama-copy{i:02d}-Q8_0.gguf")
+    config = ScanConfig().replace(roots=(str(family),), compare_tensors=2)
+    whole = run_scan(config.replace(out=str(tmp_path / "whole")), client=client)
+
+    made: list[str] = []
+    taken: list[int] = []
+    in_flight: list[int] = []
+    stream = lineage_module.compare_batches
+
+    def counted(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for batch in stream(*args, **kwargs):
+            made.append(batch.batch_id)
+            yield batch
+
+    class Watch(ScanObserver):
+        def comparing(self, requests: int, bytes_read: int) -> None:
+            taken.append(requests)
+            in_flight.append(len(made) - len(taken))
+
+    monkeypatch.setattr(lineage_module, "PAIRS_PER_TASK", 1)
+    monkeypatch.setattr(lineage_module, "COMPARE_TASKS_IN_FLIGHT", 2)
+    monkeypatch.setattr(lineage_module, "TASKS_PER_LOOKUP", 3)
+    monkeypatch.setattr(lineage_module, "compare_batches", counted)
+    windowed = run_scan(config.replace(out=str(tmp_path / "windowed")), client=client, observer=Watch())
+
+    assert len(made) == len(taken) == 13  # a task for each quantized file (the cut one too)
+    assert max(in_flight) <= 2 and in_flight[-1] == 0
+    assert _compare_rows(tmp_path / "windowed", windowed.run_id) == _compare_rows(tmp_path / "whole", whole.run_id)
+    costs = {
+        name: {n: (r["compare_requests"], r["compare_bytes"]) for n, r in _files(tmp_path / name, night.run_id).items()}
+        for name, night in (("whole", whole), ("windowed", windowed))
+    }
+    assert costs["windowed"]["tiny-llama-copy09-Q8_0.gguf"][0]  # the last copy was compared, its cost recorded
+    # each file's own cost is the same; the reference is read once a task, so thirteen times now
+    reference = costs["windowed"].pop(REFERENCE), costs["whole"].pop(REFERENCE)
+    assert costs["windowed"] == costs["whole"]
+    assert reference[0][0] > reference[1][0]
