@@ -44,21 +44,30 @@ from gguf_audit.testing.cluster import external_cluster
 PYTHON = sys.executable
 
 
-def make_collection(root: Path, n: int) -> None:
-    from gguf_audit.testing.builder import build_gguf, tiny_llama_like
+def make_collection(root: Path, n: int, references: int = 0) -> None:
+    """``n`` copies of the tiny llama-like model, 1,000 to a folder; with ``references``, every
+    ``references``-th an F16 build of it (its full-precision sibling: the others are compared with it)."""
+    from dataclasses import replace
+
+    from gguf_audit.testing.builder import build_gguf, kv_u32, tiny_llama_like
 
     kvs, tensors = tiny_llama_like()
     data = build_gguf(kvs, tensors)
+    f16 = 1  # ggml's type and llama.cpp's file type alike
+    full = build_gguf(
+        [kv_u32("general.file_type", f16) if kv.key == "general.file_type" else kv for kv in kvs],
+        [replace(t, ggml_type=f16) if len(t.dims) > 1 else t for t in tensors],
+    )
     # Its own inode each (the listing audits hard links of one file once), sparse past the header:
     # the tensor data is zeros, so 100,000 copies take a few hundred MB of disk, not 57 GB.
-    head = data.rstrip(b"\0")
     root.mkdir(parents=True, exist_ok=True)
     for i in range(n):
         folder = root / f"d{i // 1000:04d}"
         folder.mkdir(exist_ok=True)
+        body = full if references and i % references == 0 else data
         with open(folder / f"m-{i:07d}.gguf", "wb") as f:
-            f.write(head)
-            f.truncate(len(data))
+            f.write(body.rstrip(b"\0"))
+            f.truncate(len(body))
 
 
 def _heap_in_use() -> int:
@@ -223,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--phases", action="store_true", help="also print the driver's RSS after each phase (local cluster only)"
     )
+    parser.add_argument(
+        "--references",
+        type=int,
+        default=0,
+        metavar="N",
+        help="every N-th file an F16 build: the compare phase pairs the others with one (0: none, no pairs)",
+    )
     parser.add_argument("--night", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -244,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 _project(report, n)
                 continue
             root = tmp / f"c{n}"
-            make_collection(root, n)
+            make_collection(root, n, args.references)
             for mode in modes:
                 out = tmp / f"out-{mode}-{n}"
                 if mode == "external":

@@ -10,11 +10,13 @@ run's result (:class:`ScanResult`) becomes its ``runs`` row (:func:`runs_row`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -24,6 +26,7 @@ from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan.execute import BatchResult
+from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.ledger import TableSpill, UrlLedger
 from gguf_audit.pipelines.scan.tally import Tally
 from gguf_audit.pipelines.store.output import Recovered
@@ -144,6 +147,8 @@ class Collector:
     facts: TableSpill = field(default_factory=TableSpill)
     shard_facts: dict[str, ShardFacts] = field(default_factory=dict)
     dropped: int = 0
+    _facts_runs: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(default_factory=list, repr=False)
+    """Each facts table's model positions as runs (first, last): a few pairs a table, never a value a file."""
 
     def __post_init__(self, expected: Iterable[str]) -> None:
         self.ledger = UrlLedger(expected)
@@ -209,14 +214,47 @@ class Collector:
         """Let go of every tensor table kept (the compare phase is done)."""
         self.ledger.drop_tables()
 
-    def members(self, model_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-        """The facts rows of the files of ``model_ids``, by model."""
-        wanted = pa.array(sorted(set(model_ids)), pa.string())
+    def members(
+        self, model_ids: Iterable[str], positions: Callable[[Sequence[str]], npt.NDArray[np.int64]] | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The facts rows of the files of ``model_ids``, by model.
+
+        ``positions(ids)`` says where models are in the night's order (-1: not
+        listed): then only the facts tables holding a model in the range of
+        ``model_ids``' are read. Models judged a chunk at a time, in order, read
+        each table about once in all (a batch's files are a run or two of the
+        order), not once a chunk.
+        """
+        ids = sorted(set(model_ids))
+        wanted = pa.array(ids, pa.string())
         out: dict[str, list[dict[str, Any]]] = {}
-        for facts in self.facts:
+        tables: Iterable[int] = range(len(self.facts))
+        if positions is not None and ids:
+            at = positions(ids)
+            if (at >= 0).all():
+                tables = self._facts_holding(positions, int(at.min()), int(at.max()))
+        for index in tables:
+            facts = self.facts.table(index)
             for row in facts.filter(pc.is_in(facts.column("model_id"), value_set=wanted)).to_pylist():
                 out.setdefault(row["model_id"], []).append(row)
         return out
+
+    def _facts_holding(
+        self, positions: Callable[[Sequence[str]], npt.NDArray[np.int64]], lowest: int, highest: int
+    ) -> list[int]:
+        """The facts tables holding a model whose position is in ``[lowest, highest]`` (or one not listed)."""
+        for index in range(len(self._facts_runs), len(self.facts)):  # the tables appended since the last call
+            at = np.unique(positions([str(m) for m in self.facts.table(index).column("model_id").to_pylist()]))
+            if len(at) and at[0] < 0:
+                self._facts_runs.append((np.array([-1]), np.array([np.iinfo(np.int64).max])))  # read always
+                continue
+            breaks = np.flatnonzero(np.diff(at) != 1) + 1
+            self._facts_runs.append((at[np.concatenate([[0], breaks])], at[np.append(breaks - 1, len(at) - 1)]))
+        return [
+            index
+            for index, (starts, ends) in enumerate(self._facts_runs)
+            if bool(((starts <= highest) & (ends >= lowest)).any())
+        ]
 
     def close(self) -> None:
         """Let go of the driver's files (the ledger and the spills)."""
@@ -232,7 +270,7 @@ def model_summaries(
     ``only`` limits it to some models (the others keep an earlier run's rows).
     """
     chosen = list(groups) if only is None else [m for m in dict.fromkeys(only) if m in groups]
-    members_of = collector.members(chosen)
+    members_of = collector.members(chosen, groups.positions if isinstance(groups, ModelGroups) else None)
     summaries = []
     for model_id in chosen:
         members = groups[model_id]

@@ -186,6 +186,8 @@ class TableSpill:
         self._file: IO[bytes] | None = None
         self._spans: list[tuple[int, int]] = []
         self._rows = 0
+        self.reads = 0
+        """Tables read back so far (what a pass over the spill costs is counted in these)."""
 
     def append(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -218,7 +220,13 @@ class TableSpill:
         for start, size in list(self._spans):
             yield self._read(start, size)
 
+    def table(self, index: int) -> pa.Table:
+        """The ``index``-th table appended."""
+        start, size = self._spans[index]
+        return self._read(start, size)
+
     def _read(self, start: int, size: int) -> pa.Table:
+        self.reads += 1
         if self._file is None:  # pragma: no cover - spans exist only once the file does
             raise ValueError("the spill holds no table")
         self._file.seek(start)
