@@ -69,7 +69,7 @@ CPU_SLOTS_PER_PROCESS: Final = 1
 BATCHES_IN_FLIGHT_PER_THREAD: Final = 2
 """Batches submitted ahead per dask thread: one running, one queued on the worker, the rest wait on the driver."""
 
-DASK_SETTINGS: Final = {"distributed.admin.low-level-log-length": 0}
+DASK_SETTINGS: Final = {"distributed.admin.low-level-log-length": 0, "distributed.admin.system-monitor.log-length": 120}
 """dask settings for the clusters and clients a night starts (and ``benchmarks/bench_driver.py``'s).
 
 distributed keeps the last ``low-level-log-length`` messages (1,000 by default)
@@ -80,8 +80,10 @@ kept every batch the night sent, in a LocalCluster's scheduler as Python
 objects (five a file: about 560 bytes a file at 30,000 files, growing until the
 night ended). Sixteen still kept 16 batches a stream, up to 32,000 files' objects
 on two workers (13 MB at 100,000 files); a night keeps none. Events still reach
-their subscribers (the logs are only what is kept for later). A scheduler started
-apart (``--scheduler``) needs the setting in its own process
+their subscribers (the logs are only what is kept for later). The system
+monitor's samples (CPU, memory, I/O, twice a second) are kept for a minute, not
+an hour (7,200 samples: a few MB a night hour in the scheduler). A scheduler
+started apart (``--scheduler``) needs the settings in its own process
 (``DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH=0``)."""
 
 
