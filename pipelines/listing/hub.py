@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
@@ -174,8 +174,13 @@ def _list_repo(
 
 def list_hub_root(
     root: str, options: Mapping[str, Any], selected: Callable[[str], bool], known: KnownRepo | None = None
-) -> list[ListedFile]:
+) -> Iterator[ListedFile]:
     """Every selected file under an ``hf://`` root, pinned to commit shas; failed repositories as ``io.*`` entries.
+
+    An organisation's repositories are listed at once (a failure raises here);
+    their trees are listed on a few threads and their files given a repository
+    at a time, in order, as the caller takes them: the files of the repositories
+    already taken are not held here.
 
     ``selected`` takes a path relative to the root's repository (or sub-path);
     ``known`` gives the files of repositories an earlier listing saw at the same
@@ -186,7 +191,7 @@ def list_hub_root(
     hub = parse_hf_url(root)
     api = _api(options)
     if hub.repo_id is not None:
-        return _list_repo(api, hub, None, selected, options, known=known)
+        return iter(_list_repo(api, hub, None, selected, options, known=known))
     try:
         models = _waiting_out_429(lambda: list(api.list_models(author=hub.namespace, expand=["sha", "gguf"])))
     except Exception as exc:  # any client failure: the root cannot be listed
@@ -201,8 +206,16 @@ def list_hub_root(
         )
         for m in models
     ]
-    out: list[ListedFile] = []
+    return _each_repo(api, repos, selected, options, known)
+
+
+def _each_repo(
+    api: Any,
+    repos: Sequence[tuple[HubURL, str | None, HubGGUF | None]],
+    selected: Callable[[str], bool],
+    options: Mapping[str, Any],
+    known: KnownRepo | None,
+) -> Iterator[ListedFile]:
     with ThreadPoolExecutor(min(REPO_THREADS, len(repos)), thread_name_prefix="gguf-audit-hub") as pool:
         for files in pool.map(lambda r: _list_repo(api, r[0], r[1], selected, options, r[2], known), repos):
-            out.extend(files)
-    return out
+            yield from files
