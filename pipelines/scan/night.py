@@ -241,7 +241,15 @@ class Night:
             return
         schema = stored_schema("files")
         writer = RunParts(
-            self.out.url, self.out.fsspec_options, self.run_id, "driver-compare", ("files",), measure_encodings=True
+            self.out.url,
+            self.out.fsspec_options,
+            self.run_id,
+            "driver-compare",
+            ("files",),
+            measure_encodings=True,
+            # a row group of the driver's size: the default (16 MB of rows) held, sorted and encoded 20,000
+            # files' rows at once, 67 MB over the driver's peak (bench_driver.py --references)
+            row_group_rows=DRIVER_ROW_GROUP_ROWS,
         )
         try:
             for part in stale:
