@@ -8,10 +8,11 @@ and runs :func:`gguf_audit.checks.header.check_semantics`.
 
 from __future__ import annotations
 
-import time
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import gguf
@@ -162,10 +163,28 @@ def corpus_files() -> list[Path]:
     return files
 
 
-def best_ms(fn: Callable[[], object], runs: int = 5) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
+def python_lines(fn: Callable[[], object]) -> int:
+    """How many lines of Python ``fn`` runs (``sys.settrace`` line events, in every frame it enters).
+
+    Work done a Python step per token or tensor shows as that many lines,
+    whatever the machine's speed or load: a count to assert, where a time
+    would fail on a busy machine and pass a slow algorithm on a fast one.
+    """
+    count = 0
+
+    def local(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    def entered(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(entered)
+    try:
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best * 1000
+    finally:
+        sys.settrace(previous)
+    return count
