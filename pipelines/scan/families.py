@@ -399,16 +399,13 @@ class Judged:
     to_compare: list[tuple[int, npt.NDArray[np.int32]]]
     """``(family row, positions)``: the quantized models of each family with a reference, by model id."""
 
-    def pairs(self, skip: npt.NDArray[np.bool_]) -> list[Pair]:
-        """The compare pairs of the models ``skip`` does not name (carried models that stay carried)."""
-        return [p for chunk in self.pair_chunks(skip) for p in chunk]
-
     def has_pairs(self, skip: npt.NDArray[np.bool_]) -> bool:
         """Whether :meth:`pair_chunks` gives any pair (nothing made to say so)."""
         return any(bool((~skip[positions]).any()) for _, positions in self.to_compare)
 
     def pair_chunks(self, skip: npt.NDArray[np.bool_]) -> Iterator[list[Pair]]:
-        """:meth:`pairs`, a family's :data:`_BATCH` models at a time (in family, then model id order): the
+        """The compare pairs of the models ``skip`` does not name (carried models that stay carried), a family's
+        :data:`_BATCH` models at a time (in family, then model id order): the
         compare phase makes and lets go of them as it goes, never a pair per file of the night at once."""
         members = self.cells._members
         if members is None:
