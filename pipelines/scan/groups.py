@@ -80,9 +80,10 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         n = len(self._ids)
         if n:
             changes = pc.not_equal(self._ids.slice(1), self._ids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-            self._starts = np.concatenate([[0], np.flatnonzero(changes) + 1]).astype(np.int64)
+            starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
         else:
-            self._starts = np.zeros(0, dtype=np.int64)
+            starts = np.zeros(0, dtype=np.int64)
+        self._starts = starts.astype(np.int32) if n < 2**31 else starts.astype(np.int64)  # half, nearly always
         # every file its own model (the common night): the ids are the groups' ids, no copy
         self._group_ids = self._ids if len(self._starts) == n else self._ids.take(pa.array(self._starts))
         self._by_id = _HashIndex(self._group_ids)
@@ -131,8 +132,7 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         ends = np.where(
             following < len(self._starts), self._starts[np.minimum(following, len(self._starts) - 1)], len(self._urls)
         )
-        sizes: npt.NDArray[np.int64] = ends - self._starts[positions]
-        return sizes
+        return (ends - self._starts[positions]).astype(np.int64)
 
     def position(self, model_id: str) -> int:
         """Where ``model_id`` is in the order, or -1."""
