@@ -169,7 +169,10 @@ def _started_cluster(config: ScanConfig) -> Iterator[tuple[Any, str, str | None,
             # Port 0 always: distributed binds its HTTP endpoint even without a dashboard,
             # and a fixed port clashes with any other cluster on the machine.
             dashboard_address="127.0.0.1:0",
-            silence_logs=logging.ERROR,
+            # The night's own cluster reports through the driver: a failed task or lost worker reaches it as
+            # the future's error, and the night names it. What distributed logs itself is its shutdown's
+            # races (a worker's heartbeat to a scheduler already closed, on Ctrl-C): tracebacks, not news.
+            silence_logs=logging.CRITICAL,
         )
     except (OSError, RuntimeError, TimeoutError) as exc:
         raise RunError(f"cannot start a local dask cluster: {exc}") from exc
