@@ -60,6 +60,10 @@ MODELS_PER_CHUNK: Final = 512
 DRIVER_ROW_GROUP_ROWS: Final = MODELS_PER_CHUNK
 """Rows the driver's data files buffer per row group: a chunk of models is written as it is judged, never
 held to the end of the night (65,536 rows pending cost 2.4 KB a model at close, bench_driver.py)."""
+DRIVER_ROW_GROUPS_PER_FILE: Final = 64
+"""Row groups in one of the driver's data files before it starts another (32,768 models' rows): a Parquet
+writer holds every row group's footer metadata until it closes, about 22 KB a row group of ``models`` (25
+columns), so one file a table for the night grew the driver 4 MB per 100,000 models, and 8 more at close."""
 
 
 def _chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -109,6 +113,7 @@ class Night:
             DRIVER_TABLES,
             measure_encodings=True,
             row_group_rows=DRIVER_ROW_GROUP_ROWS,
+            row_groups_per_file=DRIVER_ROW_GROUPS_PER_FILE,
         )
         self.carried = SCHEMAS["models"].empty_table()
         self.summaries_judged = 0
@@ -250,6 +255,7 @@ class Night:
             # a row group of the driver's size: the default (16 MB of rows) held, sorted and encoded 20,000
             # files' rows at once, 67 MB over the driver's peak (bench_driver.py --references)
             row_group_rows=DRIVER_ROW_GROUP_ROWS,
+            row_groups_per_file=DRIVER_ROW_GROUPS_PER_FILE,
         )
         try:
             for part in stale:

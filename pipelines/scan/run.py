@@ -183,15 +183,18 @@ def _started_cluster(config: ScanConfig) -> Iterator[tuple[Any, str, str | None,
 
 
 def give_back_freed_memory() -> bool:
-    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``): whether any were.
+    """Hand the free pages of Arrow's pool and of the C heap (glibc's ``malloc_trim``) back to the system:
+    whether the C heap had any.
 
     A phase's transient (a listing's sort, lineage's columns) is freed to
-    glibc, which keeps it resident for the thread arena that freed it; the
-    phases after use other arenas and allocators (dask's threads, DuckDB,
-    the Delta commit), so it only added to the driver's peak. ``bench_driver.py``
-    measured 6 to 10 MB given back after the listing, lineage and judging at
-    30,000 files.
+    glibc, which keeps it resident for the thread arena that freed it, and
+    to Arrow's allocator (mimalloc or jemalloc), which keeps freed pages for
+    its next allocation; the phases after use other arenas and allocators
+    (dask's threads, DuckDB, the Delta commit), so it only added to the
+    driver's peak. ``bench_driver.py`` measured 6 to 10 MB given back by
+    glibc after the listing, lineage and judging at 30,000 files.
     """
+    pa.default_memory_pool().release_unused()
     try:
         trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: glibc's, where it is the C library
     except (OSError, AttributeError, TypeError):  # no glibc (macOS, musl, Windows): nothing to do
@@ -423,6 +426,7 @@ def _leased_scan(
                 audit_seconds = time.perf_counter() - audit_begun
                 give_back_freed_memory()
                 lineage = night.lineage(config)
+                give_back_freed_memory()  # lineage's transient columns, before the compare and judging phases
                 run_compare(
                     dask_client,
                     lineage,
@@ -433,6 +437,7 @@ def _leased_scan(
                 )
         else:
             lineage = night.lineage(config)
+            give_back_freed_memory()
             if lineage.compare:  # a model judged again with no file read: its family lost a member (reference, anchor)
                 with _cluster(config, client) as (dask_client, scheduler, dashboard, n_workers):
                     run_compare(

@@ -86,6 +86,10 @@ class PartWriter:
 
     Opened on the first non-empty :meth:`write` (a table with no rows gets no
     file); :meth:`close` gives its :class:`PartFile`, :meth:`abort` drops it.
+    With ``row_groups_per_file``, a file that has that many row groups is
+    closed and the next rows go to a new one: a Parquet writer holds each row
+    group's footer metadata until it closes (about 1 KB a column), which for
+    the driver's rows of a whole night grew with the collection.
     """
 
     def __init__(
@@ -98,16 +102,25 @@ class PartWriter:
         *,
         measure: bool = False,
         row_group_rows: int | None = None,
+        row_groups_per_file: int | None = None,
     ) -> None:
         self.fs = fs
         self.measure = measure
         self.row_group_rows = row_group_rows  # None: ROW_GROUP_ROWS, read when rows come (tests lower it)
+        self.row_groups_per_file = row_groups_per_file  # None: one file, however many row groups
         self.table = table
         self.run_id = run_id
         self.schema = stored_schema(table)
-        self.relative = f"{PARTITION_COLUMN}={run_id}/{part_name(tag)}"
-        self.path = f"{root}/{table}/{self.relative}"
+        self._root = root
+        self._tag = tag
+        self.relative = ""
+        self.path = ""
+        self._new_path()
         self.rows = 0
+        """Rows written, in all of its files."""
+        self._file_rows = 0
+        self._file_row_groups = 0
+        self._closed: list[PartFile] = []
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._pending_bytes = 0
@@ -125,6 +138,7 @@ class PartWriter:
         self._pending_rows += table.num_rows
         self._pending_bytes += table.nbytes
         self.rows += table.num_rows
+        self._file_rows += table.num_rows
         if self._pending_rows >= (self.row_group_rows or ROW_GROUP_ROWS) or self._pending_bytes >= ROW_GROUP_BYTES:
             self._flush()
 
@@ -162,20 +176,36 @@ class PartWriter:
         if layout.schema.names != rows.schema.names:
             rows = rows.select(layout.schema.names)
         writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
+        self._file_row_groups += -(-rows.num_rows // ROW_GROUP_ROWS)
         self._pending = []
         self._pending_rows = 0
         self._pending_bytes = 0
+        if not last and self.row_groups_per_file and self._file_row_groups >= self.row_groups_per_file:
+            self._closed.append(self._close_file())
 
-    def close(self) -> PartFile | None:
-        """Write what is pending and close; None when the table got no rows."""
-        self._flush(last=True)
-        if self._writer is None:
-            return None
-        self._writer.close()
+    def _new_path(self) -> None:
+        self.relative = f"{PARTITION_COLUMN}={self.run_id}/{part_name(self._tag)}"
+        self.path = f"{self._root}/{self.table}/{self.relative}"
+
+    def _close_file(self) -> PartFile:
+        """Close the open file and describe it; the next rows go to a file of a new name (same layout)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
         self._file.close()
-        self._writer = None
         info = self.fs.info(self.path)
-        return PartFile(self.table, self.relative, int(info["size"]), self.rows, _mtime_ms(info), self.run_id)
+        part = PartFile(self.table, self.relative, int(info["size"]), self._file_rows, _mtime_ms(info), self.run_id)
+        self._new_path()
+        self._file_rows = 0
+        self._file_row_groups = 0
+        return part
+
+    def close(self) -> tuple[PartFile, ...]:
+        """Write what is pending and close: the files written (none when the table got no rows)."""
+        self._flush(last=True)
+        if self._writer is not None:
+            self._closed.append(self._close_file())
+        return tuple(self._closed)
 
     def abort(self) -> None:
         """Close what is open and let errors go: the file is of no use now (vacuum removes it)."""
@@ -206,7 +236,8 @@ class RunParts:
 
     ``measure_encodings`` for the driver's files (:func:`~gguf_audit.pipelines.store.layout.choose_layout`);
     ``row_group_rows`` flushes sooner than :data:`ROW_GROUP_ROWS` (the driver's, whose rows would
-    otherwise wait on it for the whole night).
+    otherwise wait on it for the whole night); ``row_groups_per_file`` starts a new file after so many
+    (the driver's, whose one file a table would otherwise hold the night's footer metadata).
     """
 
     def __init__(
@@ -219,12 +250,22 @@ class RunParts:
         *,
         measure_encodings: bool = False,
         row_group_rows: int | None = None,
+        row_groups_per_file: int | None = None,
     ) -> None:
         fs, root = url_to_fs(out_url, **dict(storage_options or {}))
         self.fs: fsspec.AbstractFileSystem = fs
         root = root.rstrip("/") or root
         self.writers = {
-            t: PartWriter(fs, root, t, run_id, tag, measure=measure_encodings, row_group_rows=row_group_rows)
+            t: PartWriter(
+                fs,
+                root,
+                t,
+                run_id,
+                tag,
+                measure=measure_encodings,
+                row_group_rows=row_group_rows,
+                row_groups_per_file=row_groups_per_file,
+            )
             for t in tables
         }
 
@@ -236,12 +277,10 @@ class RunParts:
 
     def close(self) -> tuple[PartFile, ...]:
         """Close every writer; the files written (tables without rows have none)."""
-        parts = []
+        parts: list[PartFile] = []
         try:
             for writer in self.writers.values():
-                part = writer.close()
-                if part is not None:
-                    parts.append(part)
+                parts.extend(writer.close())
         except BaseException:
             self.abort()
             raise

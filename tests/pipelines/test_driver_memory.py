@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 from pipeline_helpers import file_row
 
 from gguf_audit.checks.lineage import ModelLineage, families, judge_family, model_lineage
+from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.scan import night as night_module
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.families import GroupsView
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import _members
 from gguf_audit.pipelines.scan.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
-from gguf_audit.pipelines.scan.run import give_back_freed_memory
+from gguf_audit.pipelines.scan.run import give_back_freed_memory, run_scan
 from gguf_audit.pipelines.scan.tally import facts_of
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import ROW_GROUP_ROWS, RunParts
@@ -107,3 +111,46 @@ def test_the_driver_gives_freed_memory_back_between_phases() -> None:
     del made
     assert give_back_freed_memory()
     assert len(kept) == 3125
+
+
+def test_a_writer_starts_a_new_file_after_so_many_row_groups(tmp_path: Path) -> None:
+    """The driver's files end after a number of row groups (a Parquet writer keeps each one's footer metadata
+    until it closes); every row is in exactly one file, each file's count is its own, the names differ."""
+    out = Output(str(tmp_path / "out"))
+    out.preflight()
+    parts = RunParts(out.url, out.fsspec_options, "r1", "driver", ("files",), row_group_rows=2, row_groups_per_file=3)
+    urls = [f"file:///m/{i:02d}.gguf" for i in range(15)]
+    for at in range(0, len(urls), 2):
+        parts.write("files", rows_to_table("files", [file_row(u, "r1") for u in urls[at : at + 2]]))
+    written = parts.close()
+    assert [p.rows for p in written] == [6, 6, 3] and len({p.path for p in written}) == 3
+    read = [pq.read_table(tmp_path / "out" / "files" / p.path) for p in written]
+    assert [pq.ParquetFile(tmp_path / "out" / "files" / p.path).metadata.num_row_groups for p in written] == [3, 3, 2]
+    assert [u for t in read for u in t.column("url").to_pylist()] == urls
+    assert [t.num_rows for t in read] == [p.rows for p in written]
+
+
+def test_a_night_in_many_small_driver_files_reads_back_as_one(
+    client: Any, local_collection: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model a chunk, a row group and two row groups a file: the driver writes its ``models`` and
+    ``problems`` rows in several files, and the night's tables are those of a night with the defaults."""
+    config = ScanConfig().replace(roots=(str(local_collection),), compare=False)
+    whole = run_scan(config.replace(out=str(tmp_path / "whole")), client=client)
+    monkeypatch.setattr(night_module, "MODELS_PER_CHUNK", 1)
+    monkeypatch.setattr(night_module, "DRIVER_ROW_GROUP_ROWS", 1)
+    monkeypatch.setattr(night_module, "DRIVER_ROW_GROUPS_PER_FILE", 2)
+    small = run_scan(config.replace(out=str(tmp_path / "small")), client=client)
+    models = DeltaTable(str(tmp_path / "small" / "models")).file_uris()
+    assert whole.n_models == small.n_models >= 4 and len(models) >= whole.n_models // 2
+    assert len(DeltaTable(str(tmp_path / "whole" / "models")).file_uris()) == 1
+    varying = ("run_id", "source_run_id", "seconds", "cpu_seconds", "read_seconds", "audited_at")
+    for table in ("models", "problems"):
+        rows = {
+            name: sorted(({k: v for k, v in r.items() if k not in varying} for r in night_rows), key=repr)
+            for name, night_rows in (
+                ("whole", Output(str(tmp_path / "whole")).read(table, [whole.run_id]).to_pylist()),
+                ("small", Output(str(tmp_path / "small")).read(table, [small.run_id]).to_pylist()),
+            )
+        }
+        assert rows["small"] == rows["whole"], table
