@@ -44,9 +44,10 @@ from gguf_audit.testing.cluster import external_cluster
 PYTHON = sys.executable
 
 
-def make_collection(root: Path, n: int, references: int = 0) -> None:
-    """``n`` copies of the tiny llama-like model, 1,000 to a folder; with ``references``, every
-    ``references``-th an F16 build of it (its full-precision sibling: the others are compared with it)."""
+def make_collection(root: Path, n: int, references: int = 0, per_folder: int = 1000) -> None:
+    """``n`` copies of the tiny llama-like model, ``per_folder`` to a folder (1: a folder per model, the common
+    layout of a mirror); with ``references``, every ``references``-th an F16 build of it (its full-precision
+    sibling: the others are compared with it)."""
     from dataclasses import replace
 
     from gguf_audit.testing.builder import build_gguf, kv_u32, tiny_llama_like
@@ -62,7 +63,7 @@ def make_collection(root: Path, n: int, references: int = 0) -> None:
     # the tensor data is zeros, so 100,000 copies take a few hundred MB of disk, not 57 GB.
     root.mkdir(parents=True, exist_ok=True)
     for i in range(n):
-        folder = root / f"d{i // 1000:04d}"
+        folder = root / f"d{i // per_folder:07d}"
         folder.mkdir(exist_ok=True)
         body = full if references and i % references == 0 else data
         with open(folder / f"m-{i:07d}.gguf", "wb") as f:
@@ -239,6 +240,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="every N-th file an F16 build: the compare phase pairs the others with one (0: none, no pairs)",
     )
+    parser.add_argument(
+        "--per-folder",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="files to a folder (1: a folder per model, as mirrors lay them out; default 1000)",
+    )
     parser.add_argument("--night", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -260,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 _project(report, n)
                 continue
             root = tmp / f"c{n}"
-            make_collection(root, n, args.references)
+            make_collection(root, n, args.references, args.per_folder)
             for mode in modes:
                 out = tmp / f"out-{mode}-{n}"
                 if mode == "external":

@@ -212,15 +212,14 @@ class ListedFiles(Sequence[ListedFile]):
             rare = {int(before[i]) - 1: r for i, r in self._rare.items() if kept[i]}
         return ListedFiles(self._table.filter(mask), rare)
 
-    def directories(self, mask: pa.ChunkedArray) -> set[str]:
-        """The directories (each URL up to its last ``/``) of the files where ``mask`` is true."""
+    def directories(self, mask: pa.ChunkedArray) -> Iterator[str]:
+        """The directories (each URL up to its last ``/``) of the files where ``mask`` is true, in the files'
+        order, a chunk of files at a time (each once within a chunk; a caller keeping them dedupes)."""
         urls = self._table.column("url")
-        found: set[str] = set()
         for start in range(0, len(urls), _DIRS_AT_ONCE):
             chosen = urls.slice(start, _DIRS_AT_ONCE).filter(mask.slice(start, _DIRS_AT_ONCE))
             directories = pc.replace_substring_regex(chosen, pattern="/[^/]*$", replacement="")
-            found.update(str(d) for d in pc.unique(directories).to_pylist())
-        return found
+            yield from (str(d) for d in pc.unique(directories).to_pylist())
 
     def urls(self) -> Iterator[str]:
         """Every file's URL, in order (made :data:`_CHUNK_ROWS` at a time)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gguf_audit.pipelines.listing.counting import ListingRequests, counting
+from gguf_audit.pipelines.listing.dirs import DirectoryDigests, DirectorySet
 from gguf_audit.pipelines.listing.discover import (
     DEFAULT_INCLUDE,
     SAFETENSORS_SUFFIX,
@@ -21,6 +22,8 @@ from gguf_audit.pipelines.listing.local import LocalWalk, walk_local
 __all__ = [
     "DEFAULT_INCLUDE",
     "SAFETENSORS_SUFFIX",
+    "DirectoryDigests",
+    "DirectorySet",
     "DiscoveryError",
     "HubListingError",
     "KnownRepo",

@@ -27,7 +27,7 @@ import os
 import posixpath
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import chain
 from typing import Any, Final
@@ -42,6 +42,7 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.hub import hub_endpoint
 from gguf_audit.io.options import s3_endpoint
 from gguf_audit.pipelines.listing.counting import ListingRequests, counting
+from gguf_audit.pipelines.listing.dirs import DirectoryDigests, DirectorySet
 from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing.local import Skipped, walk_local
 from gguf_audit.pipelines.listing.objects import KeyStream, StreamedFiles, s3_keys, streams_keys
@@ -86,8 +87,9 @@ class Listing:
     safetensors_dirs: frozenset[str] = frozenset()
     """Directories (URLs without a trailing slash) where the listing saw a ``*.safetensors`` file: full-precision
     sources for lineage, never audited as GGUF."""
-    listed_dirs: frozenset[str] = frozenset()
-    """Directories whose every file the root listings saw: lineage needs no listing of its own for them."""
+    listed_dirs: DirectorySet = field(default_factory=DirectorySet)
+    """Directories whose every file the root listings saw (the safetensors' among them): lineage needs no
+    listing of its own for them. Asked of one at a time (digests: a folder per model is a directory a file)."""
     requests: int | None = None
     """Requests the listing sent (:mod:`~gguf_audit.pipelines.listing.counting`); None when a store was not counted."""
     skipped: tuple[Skipped, ...] = ()
@@ -526,7 +528,7 @@ def discover(
     found: list[ListedFiles] = []  # each root's and manifest's files as Arrow columns, as soon as it is listed
     from_manifest = False
     safetensors: set[str] = set()
-    listed_dirs: set[str] = set()
+    listed_dirs = DirectoryDigests()
     skipped: list[Skipped] = []
     with counting() as requests:
         for root in roots:
@@ -559,20 +561,22 @@ def discover(
     # A root's own listing names each path once: only several roots or a manifest can name a URL twice.
     files = found[0] if len(found) == 1 and not from_manifest else ListedFiles.first_of_each_url(found)
     del found
-    dirs = frozenset(listed_dirs | safetensors)
+    listed_dirs.update(sorted(safetensors))
     named = {s.url for s in skipped}
     taken = set(files.find_urls(named)) if named else set()
     return Listing(
         files,
         time.perf_counter() - begun,
         frozenset(safetensors),
-        dirs,
+        listed_dirs.build(),
         requests.count,
         tuple(s for s in skipped if s.url not in taken),
     )
 
 
-def _sources_apart(files: ListedFiles, whole: bool, safetensors: set[str], listed_dirs: set[str]) -> ListedFiles:
+def _sources_apart(
+    files: ListedFiles, whole: bool, safetensors: set[str], listed_dirs: DirectoryDigests
+) -> ListedFiles:
     """``files`` without their ``*.safetensors`` files, whose directories go into ``safetensors`` (sources
     beside the GGUFs, never audited); the directories of the rest go into ``listed_dirs`` when the listing
     saw every file of them (``whole``). What :func:`discover` does a file at a time, on columns (a local

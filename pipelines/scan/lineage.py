@@ -43,7 +43,7 @@ import importlib
 import itertools
 import logging
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -61,6 +61,7 @@ from gguf_audit.findings import Finding
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.format.tensor_table import TensorTableAt
 from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.listing.dirs import DirectorySet
 from gguf_audit.pipelines.listing.discover import Listing, for_workers, options_for
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
@@ -273,7 +274,7 @@ def lineage_of(
     view = GroupsView(groups)
     members, pairing = _members(collector, view, carried)
     seen, covered = (
-        (listing.safetensors_dirs, listing.listed_dirs) if listing is not None else (frozenset(), frozenset())
+        (listing.safetensors_dirs, listing.listed_dirs) if listing is not None else (frozenset(), DirectorySet())
     )
 
     def with_safetensors(lacking: Sequence[LackingFamily]) -> set[str]:
@@ -329,7 +330,7 @@ def _with_safetensors(
     lacking: Sequence[LackingFamily],
     storage_options: Mapping[str, Any],
     seen: frozenset[str] = frozenset(),
-    covered: frozenset[str] = frozenset(),
+    covered: Container[str] = frozenset(),
 ) -> set[str]:
     """The directories of ``lacking``'s members that hold safetensors.
 
@@ -347,7 +348,7 @@ def _with_safetensors(
             if family.stored_safetensors:
                 known.update(directories)
         else:
-            to_list.update(directories - covered)
+            to_list.update(d for d in directories if d not in covered)
     return known | (safetensors_dirs(to_list, storage_options) if to_list else set())
 
 

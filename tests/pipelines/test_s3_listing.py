@@ -130,7 +130,10 @@ def test_one_list_per_thousand_keys(moto: MotoS3Server) -> None:
     assert all(r.method == "GET" and "list-type=2" in r.path and "delimiter=&" in r.path for r in moto.requests)
     assert [f.url for f in listing.files] == [f"s3://{bucket}/{k}" for k in sorted(keys)]
     assert listing.total_bytes == sum(1 + i % 5 for i in range(2500))
-    assert len(listing.listed_dirs) == 250
+    assert len(listing.listed_dirs) == 250 and all(
+        f"s3://{bucket}/m/org-{i:03d}" in listing.listed_dirs for i in range(250)
+    )
+    assert f"s3://{bucket}/m" not in listing.listed_dirs and f"s3://{bucket}/m/org-250" not in listing.listed_dirs
 
 
 def test_the_stream_asks_a_page_when_the_last_is_used(moto: MotoS3Server) -> None:
@@ -165,7 +168,7 @@ def test_empty_prefix_and_one_object_roots(moto: MotoS3Server) -> None:
     assert (one.url, one.size) == (f"s3://{bucket}/top.gguf", len(KEYS[-1]) * len(KEYS))
     shard = discover([f"s3://{bucket}/models/org-b/big-Q4-00002-of-00003.gguf"], storage_options=options)
     assert [f.url.rsplit("/", 1)[1] for f in shard.files] == [f"big-Q4-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
-    assert shard.listed_dirs == frozenset()  # a file root does not see its whole directory
+    assert len(shard.listed_dirs) == 0  # a file root does not see its whole directory
     one_file = discover([f"s3://{bucket}/models/org-z/m.gguf.part"], storage_options=options).files
     assert [f.url for f in one_file] == [f"s3://{bucket}/models/org-z/m.gguf.part"]  # named: taken whatever the globs
     # A prefix holding keys the globs leave out lists nothing, without error; one holding no key does not exist.
