@@ -26,6 +26,7 @@ values (:attr:`Members.odd`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -88,17 +89,44 @@ class GroupsView:
         self._positions: dict[str, int] = {}
         self._urls: list[list[str]] = []
         if self._groups is not None:
-            self.ids: pa.ChunkedArray | pa.Array = self._groups.id_column
             self._sizes = np.zeros(0, dtype=np.int64)
         else:
             self._keys = [str(k) for k in groups]
             self._positions = {k: i for i, k in enumerate(self._keys)}
             self._urls = [[str(u) for u in groups[k]] for k in self._keys]
-            self.ids = pa.array(self._keys, pa.string())
             self._sizes = np.array([len(u) for u in self._urls], dtype=np.int64)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self._groups) if self._groups is not None else len(self._keys)
+
+    def positions_of(self, model_ids: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
+        """Where each of an Arrow column of ids is (-1: null, or not a model of this night)."""
+        found = np.full(len(model_ids), -1, dtype=np.int64)
+        for start in range(0, len(model_ids), _BATCH):
+            chunk = model_ids.slice(start, _BATCH).to_pylist()
+            valid = [i for i, m in enumerate(chunk) if m is not None]
+            if valid:
+                found[start + np.array(valid)] = self.positions([str(chunk[i]) for i in valid])
+        return found
+
+    def id_column_at(self, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The ids at an Arrow column of positions (null where it is null)."""
+        at = pc.fill_null(positions, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        valid = at >= 0
+        ids: list[str | None] = [None] * len(at)
+        for i, model_id in zip(np.flatnonzero(valid).tolist(), self.ids_at(at[valid]), strict=True):
+            ids[i] = model_id
+        return pa.array(ids, pa.string())
+
+    def ids_ascend(self) -> bool:
+        """Whether the ids ascend in the models' order."""
+        if self._groups is not None:
+            return self._groups.ids_in_order()
+        return all(a < b for a, b in itertools.pairwise(self._keys))
+
+    def id_column(self) -> pa.ChunkedArray | pa.Array:
+        """Every id, in order, as one column (made now)."""
+        return self._groups.id_column() if self._groups is not None else pa.array(self._keys, pa.string())
 
     def size_at(self, position: int) -> int:
         if self._groups is not None:
@@ -125,7 +153,9 @@ class GroupsView:
         return np.array([self._positions.get(m, -1) for m in model_ids], dtype=np.int64)
 
     def ids_at(self, positions: npt.NDArray[np.int64]) -> list[str]:
-        return [str(m) for m in self.ids.take(pa.array(positions, pa.int64())).to_pylist()]
+        if self._groups is not None:
+            return self._groups.ids_at(positions)
+        return [self._keys[p] for p in np.asarray(positions, dtype=np.int64).tolist()]
 
     def first_urls(self, positions: npt.NDArray[np.int64]) -> list[str]:
         if self._groups is not None:
@@ -139,7 +169,7 @@ class GroupsView:
 
     def id_at(self, position: int) -> str:
         if self._groups is not None:
-            return str(self.ids[position].as_py())
+            return self._groups.id_at(position)
         return self._keys[position]
 
 
@@ -215,9 +245,9 @@ class Members:
         ``full_precision``, ``family_source``), as :func:`~gguf_audit.checks.lineage.carried_lineage` reads them."""
         if carried.num_rows == 0:
             return
-        at = pc.index_in(carried.column("model_id"), value_set=self.view.ids)
-        known = carried.filter(pc.is_valid(at))
-        pos = pc.drop_null(at).to_numpy(zero_copy_only=False).astype(np.int32)
+        at = self.view.positions_of(carried.column("model_id"))
+        known = carried.filter(pa.array(at >= 0))
+        pos = at[at >= 0].astype(np.int32)
         self.carried[pos] = True
         source = pc.fill_null(pc.equal(known.column("family_source"), "safetensors"), False)
         self.stored_safetensors[pos] = source.to_numpy(zero_copy_only=False)
@@ -375,7 +405,7 @@ class LineageCells:
         else:
             key, source = rows.column("key"), rows.column("source")
             anchor_at = pc.cast(rows.column("anchor"), pa.int64())
-            anchor = self._members.view.ids.take(anchor_at) if self._members is not None else pa.nulls(0)
+            anchor = self._members.view.id_column_at(anchor_at) if self._members is not None else pa.nulls(0)
             reference = pc.if_else(pc.fill_null(full, True), pa.scalar(None, pa.string()), rows.column("reference_url"))
         return pa.table(
             {
@@ -463,12 +493,13 @@ def _codes(column: pa.ChunkedArray) -> _Codes:
 
 def _id_ranks(view: GroupsView, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
     """Each of ``positions``' rank in model id order (its position itself, when the ids are in order)."""
-    ids = view.ids
-    if len(ids) < 2 or pc.all(pc.less(ids.slice(0, len(ids) - 1), ids.slice(1))).as_py():
+    if len(view) < 2 or view.ids_ascend():
         return positions.astype(np.int64)
+    ids = view.id_column()  # made for the sort alone
     order = pc.sort_indices(ids).to_numpy()
-    ranks = np.empty(len(ids), dtype=np.int64)
-    ranks[order] = np.arange(len(ids))
+    del ids
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(len(order))
     return ranks[positions]
 
 

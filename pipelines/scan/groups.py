@@ -2,16 +2,19 @@
 
 :func:`~gguf_audit.format.shard_names.group_models` says which files make one
 model; as a dict of lists it costs a model-id string, a list and a URL string
-per file (about 300 bytes). Here the same groups, in the same order, cost the
-ids' bytes and two hashes a file: the URLs are the listing's own column (or
-made into one a chunk at a time, given as strings), grouped in Arrow, and looked up through sorted
-hashes (Python's own ``hash`` of the string, stable within the process).
+per file (about 300 bytes). Here the same groups, in the same order, cost
+about 32 bytes a file: the URLs are the listing's own column (or made into
+one a chunk at a time, given as strings), grouped in Arrow; an id is kept as
+its length (it is a prefix of the model's first URL), and both are looked up
+through sorted hashes (Python's own ``hash`` of the string, stable within the
+process).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Final
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -27,16 +30,20 @@ _CHUNK: Final = 4096
 
 
 class _HashIndex:
-    """Positions of some strings, found by their hash (collisions checked against the strings themselves)."""
+    """Positions of some strings, found by their hash (collisions checked against the strings themselves,
+    which ``values_at`` gives for some positions)."""
 
-    __slots__ = ("_hashes", "_order", "_values")
+    __slots__ = ("_hashes", "_order", "_values_at")
 
-    def __init__(self, values: pa.ChunkedArray | pa.Array) -> None:
-        self._values = values
-        hashes = np.empty(len(values), dtype=np.int64)
-        for start in range(0, len(values), _CHUNK):
-            chunk = values.slice(start, _CHUNK).to_pylist()
-            hashes[start : start + len(chunk)] = [hash(v) for v in chunk]
+    def __init__(
+        self, chunks: Iterable[list[str]], n: int, values_at: Callable[[npt.NDArray[np.int64]], list[str]]
+    ) -> None:
+        self._values_at = values_at
+        hashes = np.empty(n, dtype=np.int64)
+        at = 0
+        for chunk in chunks:
+            hashes[at : at + len(chunk)] = [hash(v) for v in chunk]
+            at += len(chunk)
         order = np.argsort(hashes, kind="stable")
         self._hashes = hashes[order]
         self._order = order.astype(np.int32) if len(order) < 2**31 else order  # half the bytes, nearly always
@@ -47,7 +54,7 @@ class _HashIndex:
         at = int(np.searchsorted(self._hashes, h))
         while at < len(self._hashes) and self._hashes[at] == h:
             position = int(self._order[at])
-            if self._values[position].as_py() == value:
+            if self._values_at(np.array([position], dtype=np.int64))[0] == value:
                 return position
             at += 1
         return -1
@@ -59,42 +66,68 @@ class _HashIndex:
             return found
         at = np.searchsorted(self._hashes, np.array([hash(v) for v in values], dtype=np.int64))
         candidates = self._order[np.minimum(at, len(self._hashes) - 1)].astype(np.int64)
-        seen = self._values.take(pa.array(candidates)).to_pylist()
+        seen = self._values_at(candidates)
         for i, (value, there) in enumerate(zip(values, seen, strict=True)):
             # the first of equal hashes matched: found; otherwise absent or a collision, looked up alone
             found[i] = candidates[i] if there == value else self.find(value)
         return found
 
 
+def _strings(column: pa.ChunkedArray | pa.Array) -> Iterator[list[str]]:
+    """``column``'s values as Python strings, :data:`_CHUNK` at a time."""
+    for start in range(0, len(column), _CHUNK):
+        yield [str(v) for v in column.slice(start, _CHUNK).to_pylist()]
+
+
 class ModelGroups(Mapping[str, Sequence[str]]):
     """Files grouped by model (shards in index order), in :func:`group_models`' order, as Arrow columns.
 
-    ``groups[model_id]`` is a list of the model's URLs, made when asked for.
+    ``groups[model_id]`` is a list of the model's URLs, made when asked for. A
+    model's id is a prefix of its first URL (the URL's path less ``.gguf`` or
+    the shard suffix), so only its length is kept: 4 bytes a model, where the
+    ids as a column cost their URLs' bytes again.
     """
 
     def __init__(self, urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> None:
         """``urls``: the listed URLs, each once, as strings or as the listing's Arrow column (then shared)."""
         table = _grouped(urls)
         self._urls = table.column("url")
-        self._ids = table.column("model_id")
-        n = len(self._ids)
+        ids = table.column("model_id")
+        del table
+        n = len(ids)
         if n:
-            changes = pc.not_equal(self._ids.slice(1), self._ids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            changes = pc.not_equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
             starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
         else:
             starts = np.zeros(0, dtype=np.int64)
         self._starts = starts.astype(np.int32) if n < 2**31 else starts.astype(np.int64)  # half, nearly always
         # every file its own model (the common night): the ids are the groups' ids, no copy
-        self._group_ids = self._ids if len(self._starts) == n else self._ids.take(pa.array(self._starts))
-        self._by_id = _HashIndex(self._group_ids)
-        self._by_url = _HashIndex(self._urls)
+        group_ids = ids if len(self._starts) == n else ids.take(pa.array(self._starts))
+        del ids
+        self._id_lengths = pc.utf8_length(group_ids).to_numpy(zero_copy_only=False).astype(np.int32)
+        self._by_id = _HashIndex(_strings(group_ids), len(group_ids), self.ids_at)
+        del group_ids
+        self._by_url = _HashIndex(_strings(self._urls), n, self._urls_at)
+
+    def _urls_at(self, positions: npt.NDArray[np.int64]) -> list[str]:
+        return [str(u) for u in self._urls.take(pa.array(positions, pa.int64())).to_pylist()]
+
+    def ids_at(self, positions: npt.NDArray[Any]) -> list[str]:
+        """The id of the model at each of ``positions``: its first URL, cut to the id's length."""
+        at = np.asarray(positions, dtype=np.int64)
+        firsts = self._urls_at(self._starts[at].astype(np.int64))
+        return [u[:k] for u, k in zip(firsts, self._id_lengths[at].tolist(), strict=True)]
+
+    def id_at(self, position: int) -> str:
+        """The id of the model at ``position``."""
+        return self.ids_at(np.array([position], dtype=np.int64))[0]
 
     def __len__(self) -> int:
         return len(self._starts)
 
     def __iter__(self) -> Iterator[str]:
-        for start in range(0, len(self._group_ids), _CHUNK):
-            yield from (str(m) for m in self._group_ids.slice(start, _CHUNK).to_pylist())
+        for start in range(0, len(self), _CHUNK):
+            yield from self.ids_at(np.arange(start, min(start + _CHUNK, len(self)), dtype=np.int64))
 
     def _members(self, group: int) -> list[str]:
         start = int(self._starts[group])
@@ -116,10 +149,24 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         its order kept)."""
         return self._urls
 
-    @property
-    def id_column(self) -> pa.ChunkedArray | pa.Array:
-        """The models' ids in order (the columns' own: no copy)."""
-        return self._group_ids
+    def id_column(self) -> pa.ChunkedArray:
+        """The models' ids in order, made now: as many strings as models (the groups keep their lengths)."""
+        return pa.chunked_array([pa.array(chunk, pa.string()) for chunk in self._id_chunks()], pa.string())
+
+    def _id_chunks(self) -> Iterator[list[str]]:
+        for start in range(0, len(self), _CHUNK):
+            yield self.ids_at(np.arange(start, min(start + _CHUNK, len(self)), dtype=np.int64))
+
+    def ids_in_order(self) -> bool:
+        """Whether the models' ids ascend in the groups' order (a chunk of them at a time: none kept)."""
+        last: str | None = None
+        for chunk in self._id_chunks():
+            if last is not None and chunk and not last < chunk[0]:
+                return False
+            if any(b <= a for a, b in itertools.pairwise(chunk)):
+                return False
+            last = chunk[-1] if chunk else last
+        return True
 
     def size_at(self, position: int) -> int:
         """How many files the model at ``position`` has."""
@@ -144,7 +191,7 @@ class ModelGroups(Mapping[str, Sequence[str]]):
 
     def first_urls(self, positions: npt.NDArray[np.int64]) -> list[str]:
         """The first URL of the model at each of ``positions``."""
-        return [str(u) for u in self._urls.take(pa.array(self._starts[positions])).to_pylist()]
+        return self._urls_at(self._starts[positions].astype(np.int64))
 
     def members_at(self, position: int) -> list[str]:
         """The URLs of the model at ``position`` (its shards in index order)."""
@@ -158,7 +205,9 @@ class ModelGroups(Mapping[str, Sequence[str]]):
     def model_of(self, url: str) -> str | None:
         """The model ``url`` belongs to, or None when it is not listed."""
         position = self._by_url.find(url)
-        return None if position < 0 else str(self._ids[position].as_py())
+        if position < 0:
+            return None
+        return self.id_at(int(np.searchsorted(self._starts, position, side="right")) - 1)
 
     @property
     def model_ids(self) -> ModelIds:
@@ -181,12 +230,11 @@ class ModelIds(Mapping[str, str]):
         return model_id
 
     def __iter__(self) -> Iterator[str]:
-        urls = self._groups._urls
-        for start in range(0, len(urls), _CHUNK):
-            yield from (str(u) for u in urls.slice(start, _CHUNK).to_pylist())
+        for chunk in _strings(self._groups.url_column):
+            yield from chunk
 
     def __len__(self) -> int:
-        return len(self._groups._urls)
+        return len(self._groups.url_column)
 
 
 def _grouped(urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> pa.Table:

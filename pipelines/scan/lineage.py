@@ -299,8 +299,7 @@ def _rejudged(
     if carried.num_rows == 0:
         return set(), stays
     stored = carried.select(list(_STORED))
-    at = pc.index_in(stored.column("model_id"), value_set=view.ids)
-    positions = pc.fill_null(at, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    positions = view.positions_of(stored.column("model_id"))
     now = cells.columns_at(positions)
     changed = np.zeros(stored.num_rows, dtype=bool)
     for name in now.column_names:

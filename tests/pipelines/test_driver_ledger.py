@@ -100,6 +100,8 @@ URLS = [
     "s3://b/b/q4.gguf",
     "https://h/m.gguf?x=1",
     "s3://b/a/big-00003-of-00003.gguf",
+    "s3://b/é/modèle-00001-of-00001.gguf",  # ids cut by characters, not bytes
+    "s3://b/é/modèle.gguf",
 ]
 
 
@@ -117,6 +119,23 @@ def test_model_groups_are_group_models_as_columns(as_column: bool) -> None:
         groups.model_ids["s3://b/a/nope.gguf"]
     assert len(groups.model_ids) == len(URLS) and list(groups.model_ids) == [u for us in want.values() for u in us]
     assert list(ModelGroups([])) == []
+    ids = list(groups)
+    assert groups.ids_in_order() == (ids == sorted(set(ids)))
+    assert [groups.id_at(i) for i in range(len(ids))] == ids
+
+
+def test_the_groups_keep_each_id_as_a_length_not_a_string() -> None:
+    """An id is a prefix of its model's first URL: the groups allocate no Arrow column of ids (about 60 bytes
+    a model here), only NumPy's lengths, starts and hashes."""
+    n = 20_000
+    urls = pa.chunked_array([[f"s3://bucket/org-{i // 100:04d}/model-{i:06d}.Q4_K_M.gguf" for i in range(n)]])
+    before = pa.total_allocated_bytes()
+    groups = ModelGroups(urls)
+    assert pa.total_allocated_bytes() - before < 2 * n  # what Arrow keeps: nothing per model
+    assert len(groups) == n and groups.id_at(n - 1) == f"s3://bucket/org-0199/model-{n - 1:06d}.Q4_K_M"
+    assert groups.ids_in_order() and groups.id_column().to_pylist() == [
+        u.removesuffix(".gguf") for u in urls.to_pylist()
+    ]
 
 
 def test_the_groups_share_the_listings_urls_when_every_file_is_a_model_in_order() -> None:
