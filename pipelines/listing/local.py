@@ -126,19 +126,21 @@ def walk_local(
         root_st = os.stat(root)
     except OSError as exc:
         return LocalWalk(ListedFiles(), (Skipped(to_url(root), f"cannot list: {type(exc).__name__}"),))
-    walked: dict[tuple[int, int], str] = {(root_st.st_dev, root_st.st_ino): root}  # a key per directory
-    stack = [root]
-    while stack:
-        directory = stack.pop()
+    walked = _WalkedDirectories(root, root_st)
+    # A folder's subfolders wait as names (a folder per model: one a file), not as scandir entries and paths.
+    stack: list[_Folder] = []
+
+    def enter(directory: str, linked: bool) -> None:
+        """List ``directory``: its files found, its subfolders put on the stack, in name order."""
         try:
             with os.scandir(directory) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                names = sorted(entry.name for entry in it)
         except OSError as exc:
             skipped.append(Skipped(to_url(directory), f"cannot list: {type(exc).__name__}: {exc.strerror}"))
-            continue
-        subdirs: list[str] = []
-        for entry in entries:
-            path = entry.path
+            return
+        folder = _Folder(directory, linked)
+        for name in names:
+            path = os.path.join(directory, name)
             rel = path[len(prefix) :].replace(os.sep, "/")  # every path walked starts with the root's
             try:
                 st = os.stat(path)  # follows links; a broken or looping link raises
@@ -148,14 +150,13 @@ def walk_local(
                     skipped.append(Skipped(to_url(path), f"{why} ({type(exc).__name__})"))
                 continue
             if stat.S_ISDIR(st.st_mode):
-                key = (st.st_dev, st.st_ino)
-                first = walked.get(key)
+                through_link = linked or os.path.islink(path)
+                first = walked.first_path(st, path, through_link)
                 if first is not None:
                     reason = "symlink loop" if _is_within(first, directory) else "same directory as"
                     skipped.append(Skipped(to_url(path), f"{reason} {to_url(first)}"))
                     continue
-                walked[key] = path
-                subdirs.append(path)
+                folder.add(name, through_link)
                 continue
             if not wanted(rel):
                 continue
@@ -163,14 +164,76 @@ def walk_local(
                 skipped.append(Skipped(to_url(path), "not a regular file"))
                 continue
             found.add(to_url(path), st, hf_blob=_is_hf_blob(path))
-        del entries
-        stack.extend(reversed(subdirs))  # depth first, in name order
-    del walked
+        del names
+        if folder.names:
+            folder.names.reverse()  # popped from the end: the first name first
+            stack.append(folder)
+
+    enter(root, False)
+    while stack:  # depth first, a folder's files before its subfolders'
+        folder = stack[-1]
+        name = folder.names.pop()
+        if not folder.names:
+            stack.pop()
+        enter(os.path.join(folder.path, name), folder.linked or name in folder.linked_names)
     urls = found.urls()
     keep = _one_path_per_file(found, urls, skipped)
     found.forget_inodes()
     files = _in_url_order(found, urls, keep)
     return LocalWalk(files, tuple(sorted(skipped, key=lambda s: s.url)))
+
+
+class _Folder:
+    """A listed folder's subfolders still to walk: their names, and which were entered through a symlink."""
+
+    __slots__ = ("linked", "linked_names", "names", "path")
+
+    def __init__(self, path: str, linked: bool) -> None:
+        self.path = path
+        self.linked = linked
+        self.names: list[str] = []
+        self.linked_names: set[str] = set()
+
+    def add(self, name: str, through_link: bool) -> None:
+        self.names.append(name)
+        if through_link and not self.linked:
+            self.linked_names.add(name)
+
+
+class _WalkedDirectories:
+    """The directories a walk entered, so that it enters each once, and the path it first entered each by.
+
+    A key per directory, its device and inode as one integer in a set (about
+    60 bytes; a dict of key tuples to paths cost about 300, one folder per
+    model making a directory a file). Paths are kept only for directories
+    entered through a symlink: one entered by its own path from the root is
+    named again from its real path (a bind mount, the one directory under two
+    real paths, is then named by the path it is seen again under).
+    """
+
+    __slots__ = ("_keys", "_linked", "_real_root", "_root")
+
+    def __init__(self, root: str, root_st: os.stat_result) -> None:
+        self._root = root
+        self._real_root = os.path.realpath(root)
+        self._keys: set[int] = set()
+        self._linked: dict[int, str] = {}
+        self.first_path(root_st, root, False)
+
+    def first_path(self, st: os.stat_result, path: str, through_link: bool) -> str | None:
+        """None for a directory not entered yet (now taken as entered by ``path``), else the path it was."""
+        key = (st.st_dev << 64) | st.st_ino
+        if key not in self._keys:
+            self._keys.add(key)
+            if through_link:
+                self._linked[key] = path
+            return None
+        if key in self._linked:
+            return self._linked[key]
+        real = os.path.realpath(path)
+        if real == self._real_root:
+            return self._root
+        return self._root.rstrip(os.sep) + real[len(self._real_root.rstrip(os.sep)) :]
 
 
 def _one_path_per_file(found: _Found, urls: pa.ChunkedArray, skipped: list[Skipped]) -> npt.NDArray[np.bool_]:

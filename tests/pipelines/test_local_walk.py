@@ -158,6 +158,7 @@ def _many_files(root: Path, n: int) -> None:
 _PEAKS = """
 import gc, json, sys, tracemalloc
 from gguf_audit.pipelines.listing.local import walk_local
+walk_local(sys.argv[1], lambda rel: rel.endswith(".gguf"))  # imports and first-use caches, untraced
 peaks = []
 for root in sys.argv[1:]:
     gc.collect()
@@ -195,6 +196,22 @@ def test_the_walk_keeps_its_files_as_columns_not_objects(tmp_path: Path) -> None
     small, big = _walk_peaks([tmp_path / "small", tmp_path / "big"])
     per_file = (big - small) / (sizes["big"] - sizes["small"])
     assert per_file < 70, f"the walk's peak grew {per_file:.0f} bytes a file"
+
+
+def test_a_folder_per_model_walks_in_little_more_than_its_names(tmp_path: Path) -> None:
+    """A root holding a folder per model: the folders waiting to be walked cost their names, and the folders
+    walked a key each: about 120 bytes a folder (a scandir entry, a path and a dict of key tuples to paths
+    made 410)."""
+    sizes = {"small": 4096 + 1000, "big": 3 * 4096 + 1000}  # the same URLs pending past whole chunks of them
+    for name, n in sizes.items():
+        for i in range(n):
+            folder = tmp_path / name / f"model-{i:07d}-instruct"
+            folder.mkdir(parents=True)
+            (folder / f"model-{i:07d}-instruct.Q4_K_M.gguf").write_bytes(b"")
+    assert len(walk_local(str(tmp_path / "big"), lambda rel: rel.endswith(".gguf")).files) == sizes["big"]
+    small, big = _walk_peaks([tmp_path / "small", tmp_path / "big"])
+    per_file = (big - small) / (sizes["big"] - sizes["small"])
+    assert per_file < 200, f"the walk's peak grew {per_file:.0f} bytes a folder"
 
 
 def test_one_path_per_real_file_through_hard_links_and_a_hf_cache(tmp_path: Path) -> None:
