@@ -3,11 +3,11 @@
 :func:`~gguf_audit.format.shard_names.group_models` says which files make one
 model; as a dict of lists it costs a model-id string, a list and a URL string
 per file (about 300 bytes). Here the same groups, in the same order, cost
-about 32 bytes a file: the URLs are the listing's own column (or made into
+about 20 bytes a file: the URLs are the listing's own column (or made into
 one a chunk at a time, given as strings), grouped in Arrow; an id is kept as
-its length (it is a prefix of the model's first URL), and both are looked up
-through sorted hashes (Python's own ``hash`` of the string, stable within the
-process).
+its length (it is a prefix of the model's first URL) and looked up through
+sorted hashes (Python's own ``hash`` of the string, stable within the
+process); a URL's model is found from its name.
 """
 
 from __future__ import annotations
@@ -107,7 +107,6 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         self._id_lengths = pc.utf8_length(group_ids).to_numpy(zero_copy_only=False).astype(np.int32)
         self._by_id = _HashIndex(_strings(group_ids), len(group_ids), self.ids_at)
         del group_ids
-        self._by_url = _HashIndex(_strings(self._urls), n, self._urls_at)
 
     def _urls_at(self, positions: npt.NDArray[np.int64]) -> list[str]:
         return [str(u) for u in self._urls.take(pa.array(positions, pa.int64())).to_pylist()]
@@ -203,11 +202,13 @@ class ModelGroups(Mapping[str, Sequence[str]]):
             yield model_id, self._members(group)
 
     def model_of(self, url: str) -> str | None:
-        """The model ``url`` belongs to, or None when it is not listed."""
-        position = self._by_url.find(url)
-        if position < 0:
-            return None
-        return self.id_at(int(np.searchsorted(self._starts, position, side="right")) - 1)
+        """The model ``url`` belongs to, or None when it is not listed: the id its name gives, or its path
+        (a single file whose id another model has), whichever model holds it. No index of the URLs."""
+        for model_id in dict.fromkeys((model_id_for(url), url_path(url))):
+            group = self._by_id.find(model_id)
+            if group >= 0 and url in self._members(group):
+                return model_id
+        return None
 
     @property
     def model_ids(self) -> ModelIds:
