@@ -1,9 +1,9 @@
 """Driver memory of a full night at 1k, 10k and 100k header-only files, on a local cluster and an external one.
 
 Run as ``python benchmarks/bench_driver.py [--sizes 1000,10000,100000] [--mode local,external] [--workers 2]
-[--budget-s 900] [--json OUT] [--phases]``.
+[--budget-s 900] [--json OUT] [--phases] [--references N] [--per-folder N]``.
 
-``--phases`` also prints, for the local cluster's nights, the driver's RSS
+``--phases`` also prints, for each night, the driver's RSS
 after each phase (listing, models, audit, lineage, judging, the one-row check),
 each phase's growth per file, and the peak RSS reached by the end of each.
 
@@ -230,9 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--budget-s", type=float, default=900.0)
     parser.add_argument("--json", metavar="OUT")
-    parser.add_argument(
-        "--phases", action="store_true", help="also print the driver's RSS after each phase (local cluster only)"
-    )
+    parser.add_argument("--phases", action="store_true", help="also print the driver's RSS after each phase")
     parser.add_argument(
         "--references",
         type=int,
@@ -273,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = tmp / f"out-{mode}-{n}"
                 if mode == "external":
                     with external_cluster(tmp, workers=args.workers) as address:
-                        figures = run_night(root, out, args.workers, address)
+                        figures = run_night(root, out, args.workers, address, phases=args.phases)
                 else:
                     figures = run_night(root, out, args.workers, None, phases=args.phases)
                 spent += figures["wall_s"]
