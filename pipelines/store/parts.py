@@ -9,7 +9,8 @@ they are ready and flushed in row groups of about :data:`ROW_GROUP_ROWS`
 rows, so a writer holds at most one row group per table whatever the batch
 size. The first row group fixes the file's layout (stored columns, row order,
 each column's encoding: :mod:`~gguf_audit.pipelines.store.layout`). Closing a
-writer gives a :class:`PartFile` per table: its path relative to the table
+writer gives a :class:`PartFile` per file written (one a table; the driver's
+start a new file every so many row groups): its path relative to the table
 root, size, rows and modification time, all the driver needs for the table's
 add action. Nothing here is visible to a reader until the
 driver commits it; a file no commit names is removed by ``gguf-audit tables
