@@ -125,8 +125,8 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         return len(self._starts)
 
     def __iter__(self) -> Iterator[str]:
-        for start in range(0, len(self), _CHUNK):
-            yield from self.ids_at(np.arange(start, min(start + _CHUNK, len(self)), dtype=np.int64))
+        for chunk in self._id_chunks():
+            yield from chunk
 
     def _members(self, group: int) -> list[str]:
         start = int(self._starts[group])
