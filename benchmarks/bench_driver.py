@@ -1,7 +1,12 @@
 """Driver memory of a full night at 1k, 10k and 100k header-only files, on a local cluster and an external one.
 
 Run as ``python benchmarks/bench_driver.py [--sizes 1000,10000,100000] [--mode local,external] [--workers 2]
-[--budget-s 900] [--json OUT] [--phases] [--references N] [--per-folder N]``.
+[--budget-s 900] [--json OUT] [--phases] [--references N] [--per-folder N] [--quiet]``.
+
+``--quiet`` also runs, after each full night, an ``--incremental`` night with
+nothing changed (every file's rows reused, no file read), in its own driver
+process into the same output, and prints it as mode ``local-quiet`` or
+``external-quiet``: the night a collection has most often.
 
 ``--phases`` also prints, for each night, the driver's RSS
 after each phase (listing, models, audit, lineage, judging, the one-row check),
@@ -117,7 +122,9 @@ def _night_main(args: argparse.Namespace) -> int:
     from gguf_audit.pipelines.config import ScanConfig
     from gguf_audit.pipelines.scan.run import run_scan
 
-    config = ScanConfig().replace(roots=(args.root,), out=args.out, samples=False, dashboard=False)
+    config = ScanConfig().replace(
+        roots=(args.root,), out=args.out, samples=False, dashboard=False, incremental=args.incremental or None
+    )
     phases = _watch_phases() if args.phases else {}
     with contextlib_cluster(args, LocalCluster, Client, logging.ERROR) as client:
         base = _rss_bytes()
@@ -209,12 +216,16 @@ def _cluster_of(args: argparse.Namespace, local_cluster: Any, client_type: Any, 
         yield client
 
 
-def run_night(root: Path, out: Path, workers: int, scheduler: str | None, *, phases: bool = False) -> dict[str, Any]:
+def run_night(
+    root: Path, out: Path, workers: int, scheduler: str | None, *, phases: bool = False, incremental: bool = False
+) -> dict[str, Any]:
     cmd = [PYTHON, __file__, "--night", "--root", str(root), "--out", str(out), "--workers", str(workers)]
     if scheduler:
         cmd += ["--scheduler", scheduler]
     if phases:
         cmd.append("--phases")
+    if incremental:
+        cmd.append("--incremental")
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=7200)
     lines = [line for line in done.stdout.splitlines() if line.startswith("NIGHT ")]
     if not lines:
@@ -245,7 +256,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="files to a folder (1: a folder per model, as mirrors lay them out; default 1000)",
     )
+    parser.add_argument(
+        "--quiet", action="store_true", help="after each full night, an incremental night with nothing changed"
+    )
     parser.add_argument("--night", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--incremental", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--scheduler", help=argparse.SUPPRESS)
@@ -256,10 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = [m for m in args.mode.split(",") if m]
     report: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    if args.quiet:
+        report.update({f"{m}-quiet": [] for m in modes})
     spent = 0.0
     with tempfile.TemporaryDirectory(prefix="gguf-audit-driver-") as tmp_dir:
         tmp = Path(tmp_dir)
-        print(f"{'mode':>8} {'files':>8} {'base MB':>8} {'peak MB':>8} {'KB/file':>8} {'wall s':>7}")
+        print(f"{'mode':>14} {'files':>8} {'base MB':>8} {'peak MB':>8} {'KB/file':>8} {'wall s':>7}")
         for n in sizes:
             per_file = max((r["wall_s"] / r["files"] for rs in report.values() for r in rs), default=0.0)
             if per_file and spent + per_file * n * len(modes) * 1.2 > args.budget_s:
@@ -269,16 +286,20 @@ def main(argv: list[str] | None = None) -> int:
             make_collection(root, n, args.references, args.per_folder)
             for mode in modes:
                 out = tmp / f"out-{mode}-{n}"
-                if mode == "external":
-                    with external_cluster(tmp, workers=args.workers) as address:
-                        figures = run_night(root, out, args.workers, address, phases=args.phases)
-                else:
-                    figures = run_night(root, out, args.workers, None, phases=args.phases)
-                spent += figures["wall_s"]
-                figures["measured"] = True
-                report[mode].append(figures)
-                _print(mode, figures)
-                _print_phases(figures)
+                for night in [mode, f"{mode}-quiet"] if args.quiet else [mode]:
+                    incremental = night != mode
+                    if mode == "external":
+                        with external_cluster(tmp, workers=args.workers) as address:
+                            figures = run_night(
+                                root, out, args.workers, address, phases=args.phases, incremental=incremental
+                            )
+                    else:
+                        figures = run_night(root, out, args.workers, None, phases=args.phases, incremental=incremental)
+                    spent += figures["wall_s"]
+                    figures["measured"] = True
+                    report[night].append(figures)
+                    _print(night, figures)
+                    _print_phases(figures)
                 shutil.rmtree(out, ignore_errors=True)
             shutil.rmtree(root, ignore_errors=True)
     if args.json:
@@ -290,7 +311,7 @@ def _print(mode: str, f: dict[str, Any]) -> None:
     growth = (f["peak_rss_bytes"] - f["base_rss_bytes"]) / max(1, f["files"]) / 1024
     tag = "" if f.get("measured") else "  (projected)"
     print(
-        f"{mode:>8} {f['files']:>8} {f['base_rss_bytes'] / 1e6:>8.0f} {f['peak_rss_bytes'] / 1e6:>8.0f} "
+        f"{mode:>14} {f['files']:>8} {f['base_rss_bytes'] / 1e6:>8.0f} {f['peak_rss_bytes'] / 1e6:>8.0f} "
         f"{growth:>8.2f} {f['wall_s']:>7.1f}{tag}",
         flush=True,
     )
@@ -308,7 +329,7 @@ def _print_phases(f: dict[str, Any]) -> None:
         peak = f"  peak so far {peaks[name] / 1e6:>7.1f} MB" if name in peaks else ""
         heap = f"  C heap in use {heaps[name] / 1e6:>6.1f} MB" if heaps.get(name, -1) >= 0 else ""
         objects = f"  Python blocks {blocks[name]:>9,}" if name in blocks else ""
-        print(f"{'':>8} {name:>10} RSS {rss / 1e6:>7.1f} MB  +{growth:>7.0f} B/file{peak}{heap}{objects}")
+        print(f"{'':>14} {name:>10} RSS {rss / 1e6:>7.1f} MB  +{growth:>7.0f} B/file{peak}{heap}{objects}")
         previous = rss
 
 

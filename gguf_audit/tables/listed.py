@@ -10,7 +10,7 @@ Pure: a frozen value, and :class:`ListedFiles`, a collection's worth of them hel
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, overload
@@ -194,6 +194,14 @@ class ListedFiles(Sequence[ListedFile]):
             rows = self._table.slice(start, _CHUNK_ROWS).to_pylist()
             for i, row in enumerate(rows, start):
                 yield _file_of(row, self._rare.get(i))
+
+    def with_table(self, keep: Callable[[pa.Table], pa.Table]) -> ListedFiles:
+        """The same files, their columns as ``keep`` returns them (the same rows, in order: moved elsewhere,
+        say to a file on disk)."""
+        moved = keep(self._table)
+        if moved.num_rows != self._table.num_rows or moved.schema != self._table.schema:
+            raise ValueError(f"keep changed the listed files' rows or columns: {moved.num_rows} rows of {moved.schema}")
+        return ListedFiles(moved, self._rare)
 
     def take(self, positions: Iterable[int]) -> ListedFiles:
         """The files at ``positions``, in that order."""

@@ -4,7 +4,8 @@
 model; as a dict of lists it costs a model-id string, a list and a URL string
 per file (about 300 bytes). Here the same groups, in the same order, cost
 about 20 bytes a file: the URLs are the listing's own column (or made into
-one a chunk at a time, given as strings), grouped in Arrow; an id is kept as
+one a chunk at a time, given as strings), grouped in Arrow (a copy the
+grouping made of a listing on disk goes to disk too: :mod:`~gguf_audit.pipelines.listing.mapped`); an id is kept as
 its length (it is a prefix of the model's first URL) and looked up through
 sorted hashes (Python's own ``hash`` of the string, stable within the
 process); a URL's model is found from its name.
@@ -22,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gguf_audit.format.shard_names import model_id_for, parse_shard_name, url_path
+from gguf_audit.pipelines.listing.mapped import is_mapped, map_column
 
 __all__ = ["ModelGroups", "ModelIds"]
 
@@ -92,6 +94,8 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         """``urls``: the listed URLs, each once, as strings or as the listing's Arrow column (then shared)."""
         table = _grouped(urls)
         self._urls = table.column("url")
+        if isinstance(urls, pa.Array | pa.ChunkedArray) and is_mapped(urls) and not is_mapped(self._urls):
+            self._urls = map_column(self._urls)  # grouping reordered a mapped listing: its copy goes to disk too
         ids = table.column("model_id")
         del table
         n = len(ids)

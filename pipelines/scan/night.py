@@ -22,6 +22,7 @@ from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
+from gguf_audit.pipelines.listing.mapped import release_mapped_pages
 from gguf_audit.pipelines.scan.collect import (
     Collector,
     IncompleteModel,
@@ -105,6 +106,7 @@ class Night:
             else {u: mid for mid, members in groups.items() for u in members}
         )
         self.collector = Collector(listing.compact.urls())
+        release_mapped_pages()  # the ledger read every listed URL
         self.parts = RunParts(
             out.url,
             out.fsspec_options,
@@ -212,6 +214,7 @@ class Night:
             problems = model_problems_to_table(judged, run_id=self.run_id)
             self.parts.write("problems", problems)
             self.collector.tally.add_problems(problems)
+            release_mapped_pages()  # the listing's pages this chunk's models were read from
         if lineage is not None:
             problems = lineage.pair_problems(self.run_id)
             self.parts.write("problems", problems)

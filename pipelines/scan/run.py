@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import importlib
 import importlib.util
 import itertools
@@ -44,6 +45,7 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, discover, for_workers, options_for
+from gguf_audit.pipelines.listing.mapped import map_table, release_mapped_pages
 from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, iter_batches, split_batch
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch, lost_result
@@ -183,8 +185,8 @@ def _started_cluster(config: ScanConfig) -> Iterator[tuple[Any, str, str | None,
 
 
 def give_back_freed_memory() -> bool:
-    """Hand the free pages of Arrow's pool and of the C heap (glibc's ``malloc_trim``) back to the system:
-    whether the C heap had any.
+    """Hand the free pages of Arrow's pool and of the C heap (glibc's ``malloc_trim``) back to the system, and
+    let go of the listing's mapped pages (:func:`release_mapped_pages`): whether the C heap had any.
 
     A phase's transient (a listing's sort, lineage's columns) is freed to
     glibc, which keeps it resident for the thread arena that freed it, and
@@ -194,6 +196,7 @@ def give_back_freed_memory() -> bool:
     driver's peak. ``bench_driver.py`` measured 6 to 10 MB given back by
     glibc after the listing, lineage and judging at 30,000 files.
     """
+    release_mapped_pages()
     pa.default_memory_pool().release_unused()
     try:
         trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: glibc's, where it is the C library
@@ -371,6 +374,8 @@ def _leased_scan(
         raise RunError(
             f"no files matched {list(config.scan.include)} under {[*config.scan.roots, *config.scan.manifests]}"
         )
+    # the listing's columns in a file on the driver's disk, mapped: read by every phase, held by none
+    listing = dataclasses.replace(listing, files=listing.compact.with_table(map_table))
     groups = ModelGroups(listing.compact.url_column())
     give_back_freed_memory()  # the listing's transient: the rest of the night allocates elsewhere too
 
@@ -413,6 +418,7 @@ def _leased_scan(
                 def on_result(result: BatchResult) -> list[str]:
                     nonlocal done, read_bytes
                     again = collector.add(result)
+                    release_mapped_pages()  # the listing's pages this batch's files were read from
                     if not again:
                         done += len(result.urls)
                         read_bytes += result.bytes_read

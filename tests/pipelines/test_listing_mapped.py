@@ -1,0 +1,119 @@
+"""The listing on the driver's disk: mapped columns read as the heap's did, and their pages let go of."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from gguf_audit.pipelines.listing.mapped import is_mapped, map_column, map_table, mapped_bytes
+from gguf_audit.pipelines.scan.groups import ModelGroups
+from gguf_audit.tables.listed import ListedFile, ListedFiles
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status (Linux)")
+
+
+def _urls(n: int, start: int = 0) -> list[str]:
+    return [f"s3://bucket/org-{i // 100:04d}/model-{i:06d}/model-{i:06d}.Q4_K_M.gguf" for i in range(start, n)]
+
+
+def test_a_mapped_table_reads_as_the_table_it_was_with_its_chunks() -> None:
+    table = pa.Table.from_batches(
+        [
+            pa.record_batch({"url": pa.array(_urls(n, n - 3000)), "size": pa.array(range(3000), pa.int64())})
+            for n in (3000, 6000, 7000)
+        ]
+    )
+    mapped = map_table(table)
+    assert mapped.equals(table)
+    assert [len(c) for c in mapped.column("url").chunks] == [3000, 3000, 3000]
+    assert is_mapped(mapped.column("url")) and is_mapped(mapped.column("url").slice(4000, 10))
+    assert not is_mapped(table.column("url"))
+    # a computation on mapped columns makes its result in the heap, as on any Arrow column
+    lengths = pc.utf8_length(mapped.column("url"))
+    assert not is_mapped(lengths) and lengths.equals(pc.utf8_length(table.column("url")))
+
+
+def test_an_empty_table_is_kept_as_it_is() -> None:
+    empty = pa.table({"url": pa.array([], pa.string())})
+    assert map_table(empty) is empty
+
+
+def test_the_mapping_goes_with_its_last_column() -> None:
+    gc.collect()
+    before = mapped_bytes()
+    column = map_column(pa.array(_urls(20_000)))
+    piece = column.slice(100, 5)
+    size = mapped_bytes() - before
+    assert size > 20_000 * 40  # the URLs' bytes at least, on disk
+    del column
+    gc.collect()
+    assert mapped_bytes() - before == size  # a slice still reads from it
+    assert piece.to_pylist() == _urls(105, 100)
+    del piece
+    gc.collect()
+    assert mapped_bytes() == before
+
+
+def test_listed_files_moved_to_disk_keep_their_rows_and_rare_facts() -> None:
+    files = [ListedFile(u, size=i) for i, u in enumerate(_urls(5000))]
+    files[7] = ListedFile.at("https://user:secret@host/a.gguf", size=3)
+    listed = ListedFiles.of(files)
+    moved = listed.with_table(map_table)
+    assert list(moved) == list(listed) and moved.read_urls() == listed.read_urls()
+    assert is_mapped(moved.url_column())
+    with pytest.raises(ValueError, match="rows or columns"):
+        listed.with_table(lambda t: t.slice(1))
+
+
+def test_groups_that_reorder_a_mapped_listing_keep_their_copy_on_disk() -> None:
+    # shards listed before their set's first shard: grouping puts them in index order, a copy of the URLs
+    urls = [f"s3://b/m/model-{i:05d}-of-00003.gguf" for i in (3, 1, 2)] + _urls(1000)
+    mapped = map_column(pa.array(urls, pa.string()))
+    groups = ModelGroups(mapped)
+    assert groups["s3://b/m/model"] == [f"s3://b/m/model-{i:05d}-of-00003.gguf" for i in (1, 2, 3)]
+    assert is_mapped(groups.url_column)
+    in_heap = ModelGroups(pa.array(urls, pa.string()))
+    assert not is_mapped(in_heap.url_column)  # a listing in the heap: the groups' copy stays there
+    assert list(in_heap.items_in_order()) == list(groups.items_in_order())
+
+
+_RELEASED = """
+import json
+import pyarrow as pa
+import pyarrow.compute as pc
+from gguf_audit.pipelines.listing.mapped import map_column, release_mapped_pages
+
+def rss_file():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) * 1024
+    raise SystemExit("no RssFile")
+
+urls = [f"s3://bucket/org-{i // 100:04d}/model-{i:06d}/model-{i:06d}.Q4_K_M.gguf" for i in range(300_000)]
+column = map_column(pa.array(urls, pa.string()))
+del urls
+release_mapped_pages()
+before = rss_file()
+total = pc.sum(pc.utf8_length(column)).as_py()  # a pass over every URL: their pages resident
+touched = rss_file()
+release_mapped_pages()
+after = rss_file()
+again = pc.sum(pc.utf8_length(column)).as_py()  # read again from the page cache, the same bytes
+print(json.dumps({"bytes": total, "touched": touched - before, "after": after - before, "same": again == total}))
+"""
+
+
+@linux_only
+def test_a_pass_over_mapped_columns_leaves_no_page_resident_once_released() -> None:
+    """Measured in a fresh interpreter (RssFile: the file-backed pages the process has mapped in)."""
+    done = subprocess.run([sys.executable, "-c", _RELEASED], capture_output=True, text=True, check=True, timeout=300)
+    figures = json.loads(done.stdout)
+    assert figures["same"]
+    assert figures["touched"] > 0.8 * figures["bytes"]  # the pass made the URLs' pages resident
+    assert figures["after"] < 0.05 * figures["bytes"], figures  # and the release let go of them
