@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Final, overload
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -234,6 +235,11 @@ class ListedFiles(Sequence[ListedFile]):
         column = self._table.column("url")
         for start in range(0, len(self), _CHUNK_ROWS):
             yield from (str(u) for u in column.slice(start, _CHUNK_ROWS).to_pylist())
+
+    def urls_at(self, positions: Iterable[int] | npt.NDArray[np.integer[Any]]) -> list[str]:
+        """The URLs of the files at ``positions``, in that order."""
+        at = pa.array(np.asarray(positions, dtype=np.int64), pa.int64())
+        return [str(u) for u in self._table.column("url").take(at).to_pylist()]
 
     def url_column(self) -> pa.ChunkedArray:
         """Every file's URL as one Arrow column."""

@@ -14,11 +14,16 @@ later read maps them again from the cache, or reads them from the disk), and
 the night calls it between phases and while the audit streams the files to
 the workers. Where the platform has no ``madvise`` the pages stay mapped
 until the kernel needs them.
+
+The files go to the temporary directory (``TMPDIR``), as the driver's ledger
+does. Where that is a memory file system (a tmpfs ``/tmp``), they are memory
+after all: :func:`temp_dir_in_memory` says so, and a large night warns.
 """
 
 from __future__ import annotations
 
 import mmap
+import os
 import tempfile
 import threading
 import weakref
@@ -26,7 +31,15 @@ from typing import Final
 
 import pyarrow as pa
 
-__all__ = ["is_mapped", "map_column", "map_table", "mapped_bytes", "release_mapped_pages"]
+__all__ = [
+    "MappedWriter",
+    "is_mapped",
+    "map_column",
+    "map_table",
+    "mapped_bytes",
+    "release_mapped_pages",
+    "temp_dir_in_memory",
+]
 
 _DONTNEED: Final = getattr(mmap, "MADV_DONTNEED", None)
 
@@ -66,6 +79,52 @@ class _Maps:
 _MAPS: Final = _Maps()
 
 
+class MappedWriter:
+    """A table written a piece at a time to a file on the driver's disk, then mapped (:meth:`close`).
+
+    For rows a night keeps but makes as it streams (the base night's carried
+    models): only the piece being written is in the heap. The schema is the
+    first piece's; the file goes when the writer is closed, or left (``with``).
+    """
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="gguf-audit-mapped-")  # noqa: SIM115 - closed by close()
+        self._writer: pa.ipc.RecordBatchFileWriter | None = None
+        self._schema: pa.Schema | None = None
+        self.num_rows = 0
+
+    def write(self, table: pa.Table | pa.RecordBatch) -> None:
+        """Append ``table``'s rows (every piece with the first one's schema)."""
+        if self._writer is None:
+            self._schema = table.schema
+            self._writer = pa.ipc.new_file(pa.PythonFile(self._file, mode="w"), table.schema)
+        if table.num_rows:
+            self._writer.write(table)
+            self.num_rows += table.num_rows
+
+    def close(self) -> pa.Table | None:
+        """The rows written, in order, their buffers in the mapped file (None when no piece was written)."""
+        try:
+            if self._writer is None or self._schema is None:
+                return None
+            self._writer.close()
+            if self.num_rows == 0:
+                return self._schema.empty_table()
+            self._file.flush()
+            mapped = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)  # it outlives the descriptor
+        finally:
+            self._file.close()
+        whole = pa.py_buffer(mapped)
+        _MAPS.add(mapped, whole.address, whole.size)
+        return pa.ipc.open_file(whole).read_all()
+
+    def __enter__(self) -> MappedWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+
 def map_table(table: pa.Table) -> pa.Table:
     """``table``, with the same columns and chunks, read from a file on the driver's disk (mapped).
 
@@ -75,14 +134,10 @@ def map_table(table: pa.Table) -> pa.Table:
     """
     if table.num_rows == 0:
         return table
-    with tempfile.TemporaryFile(prefix="gguf-audit-mapped-") as file:
-        with pa.ipc.new_file(pa.PythonFile(file, mode="w"), table.schema) as writer:
-            writer.write_table(table)
-        file.flush()
-        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)  # the mapping outlives the descriptor
-    whole = pa.py_buffer(mapped)
-    _MAPS.add(mapped, whole.address, whole.size)
-    return pa.ipc.open_file(whole).read_all()
+    with MappedWriter() as writer:
+        writer.write(table)
+        mapped = writer.close()
+    return mapped if mapped is not None else table
 
 
 def map_column(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
@@ -110,3 +165,26 @@ def release_mapped_pages() -> int:
     for mapped in live:
         mapped.madvise(_DONTNEED)
     return len(live)
+
+
+_MEMORY_FILE_SYSTEMS: Final = frozenset({"tmpfs", "ramfs"})
+
+
+def temp_dir_in_memory(mounts: str = "/proc/mounts") -> str | None:
+    """The temporary directory, when the file system holding it is in memory (tmpfs, ramfs): the driver's
+    spill files there cost memory after all. None on a disk, or where the mounts cannot be read."""
+    directory = os.path.realpath(tempfile.gettempdir())
+    found, kind = "", ""
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as table:
+            for line in table:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                mount = fields[1].replace("\\040", " ")
+                inside = directory == mount or directory.startswith(mount.rstrip("/") + "/")
+                if inside and len(mount) >= len(found):  # the deepest mount holding it (the last one mounted wins)
+                    found, kind = mount, fields[2]
+    except OSError:
+        return None
+    return directory if kind in _MEMORY_FILE_SYSTEMS else None

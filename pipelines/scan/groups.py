@@ -25,13 +25,13 @@ import pyarrow.compute as pc
 from gguf_audit.format.shard_names import model_id_for, parse_shard_name, url_path
 from gguf_audit.pipelines.listing.mapped import is_mapped, map_column
 
-__all__ = ["ModelGroups", "ModelIds"]
+__all__ = ["HashIndex", "ModelGroups", "ModelIds", "string_chunks"]
 
 _CHUNK: Final = 4096
 """URLs turned into Python strings at a time (building, iterating, hashing)."""
 
 
-class _HashIndex:
+class HashIndex:
     """Positions of some strings, found by their hash (collisions checked against the strings themselves,
     which ``values_at`` gives for some positions)."""
 
@@ -75,7 +75,7 @@ class _HashIndex:
         return found
 
 
-def _strings(column: pa.ChunkedArray | pa.Array) -> Iterator[list[str]]:
+def string_chunks(column: pa.ChunkedArray | pa.Array) -> Iterator[list[str]]:
     """``column``'s values as Python strings, :data:`_CHUNK` at a time."""
     for start in range(0, len(column), _CHUNK):
         yield [str(v) for v in column.slice(start, _CHUNK).to_pylist()]
@@ -109,7 +109,7 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         group_ids = ids if len(self._starts) == n else ids.take(pa.array(self._starts))
         del ids
         self._id_lengths = pc.utf8_length(group_ids).to_numpy(zero_copy_only=False).astype(np.int32)
-        self._by_id = _HashIndex(_strings(group_ids), len(group_ids), self.ids_at)
+        self._by_id = HashIndex(string_chunks(group_ids), len(group_ids), self.ids_at)
         del group_ids
 
     def _urls_at(self, positions: npt.NDArray[np.int64]) -> list[str]:
@@ -235,7 +235,7 @@ class ModelIds(Mapping[str, str]):
         return model_id
 
     def __iter__(self) -> Iterator[str]:
-        for chunk in _strings(self._groups.url_column):
+        for chunk in string_chunks(self._groups.url_column):
             yield from chunk
 
     def __len__(self) -> int:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gguf_audit.errors import GGUFAuditError, describe_exception
@@ -34,6 +35,7 @@ from gguf_audit.pipelines.scan.collect import (
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import Lineage, judge_lineage, reload_member_facts, reload_shard_facts
 from gguf_audit.pipelines.scan.reuse import (
+    ReadingRuns,
     ReusePlan,
     carried_models,
     reused_files,
@@ -90,7 +92,7 @@ class Night:
         out: Output,
         run_id: str,
         listing: Listing,
-        groups: Mapping[str, Sequence[str]],
+        groups: ModelGroups,
         base_run_id: str | None,
         plan: ReusePlan,
     ) -> None:
@@ -100,11 +102,7 @@ class Night:
         self.base_run_id = base_run_id
         self.plan = plan
         self.listing = listing
-        self.model_ids: Mapping[str, str] = (
-            groups.model_ids
-            if isinstance(groups, ModelGroups)
-            else {u: mid for mid, members in groups.items() for u in members}
-        )
+        self.model_ids: Mapping[str, str] = groups.model_ids
         self.collector = Collector(listing.compact.urls())
         release_mapped_pages()  # the ledger read every listed URL
         self.parts = RunParts(
@@ -124,39 +122,49 @@ class Night:
         """Write this night's ``files`` rows of the reused files and take the base run's models that stand.
 
         The reused rows are streamed from the base night a batch at a time and
-        written as they come; the driver keeps per reused file its URL and the
-        run that read it, and facts rows only for the files of models judged
-        again (a carried model needs none).
+        written as they come; the driver marks each reused file seen in its
+        ledger and keeps a small index a file of the run that read it, and
+        facts rows only for the files of models judged again (a carried model
+        needs none).
         """
         if self.base_run_id is None or not self.plan.reuse:
             return
         read = set(self.plan.read.urls())
         carried, model_tally = carried_models(self.out, self.base_run_id, self.groups, read)
         self.carried = carried
-        carried_ids = pa.array(sorted(set(carried.column("model_id").to_pylist())), pa.string())
+        is_carried = self._carried_flags(carried)
         tally = Tally()
-        pairs: dict[str, list[str]] = {}
-        urls: list[str] = []
-        facts: list[pa.Table] = []
+        sources = ReadingRuns.for_positions(len(self.plan.reuse))
         shards: list[pa.Table] = []
         for files in reused_files(self.out, self.base_run_id, self.plan.reuse, self.model_ids):
             self.parts.write("files", files)
             tally.merge(Tally.of_files(files))
             batch_urls = [str(u) for u in files.column("url").to_pylist()]
-            urls.extend(batch_urls)
-            for url, source in zip(batch_urls, files.column("source_run_id").to_pylist(), strict=True):
-                pairs.setdefault(str(source), []).append(url)
-            judged = files.filter(pc.invert(pc.is_in(files.column("model_id"), value_set=carried_ids)))
-            facts.append(facts_of(judged))
+            sources.note(
+                self.plan.reuse.positions_of(batch_urls), (str(s) for s in files.column("source_run_id").to_pylist())
+            )
+            models = self.groups.positions([str(m) for m in files.column("model_id").to_pylist()])
+            judged = files.filter(pa.array(~is_carried[np.maximum(models, 0)] | (models < 0)))
+            self.collector.add_reused(batch_urls, [facts_of(judged)], Tally(), [])
             # Shards of sets judged again need their stored facts; those of carried sets do not.
             is_shard = [parse_shard_name(str(u)) is not None for u in judged.column("url").to_pylist()]
             if any(is_shard):
                 shards.append(judged.filter(pa.array(is_shard, pa.bool_())))
+            release_mapped_pages()
         shard_files = pa.concat_tables(shards) if shards else None
         shard_facts = reused_shard_facts(self.out, shard_files) if shard_files is not None else []
-        tally.merge(reused_problem_tally(self.out, pairs))
+        tally.merge(reused_problem_tally(self.out, self.plan.reuse, sources))
         tally.merge(model_tally)
-        self.collector.add_reused(urls, facts, tally, shard_facts)
+        self.collector.add_reused([], [], tally, shard_facts)
+
+    def _carried_flags(self, carried: pa.Table) -> npt.NDArray[np.bool_]:
+        """Whether the model at each position of the night's order is carried."""
+        flags = np.zeros(len(self.groups), dtype=bool)
+        ids = carried.column("model_id")
+        for start in range(0, len(ids), MODELS_PER_CHUNK):
+            at = self.groups.positions([str(m) for m in ids.slice(start, MODELS_PER_CHUNK).to_pylist()])
+            flags[at[at >= 0]] = True
+        return flags
 
     def lineage(self, config: ScanConfig) -> Lineage:
         """This night's families, lineage findings and compare pairs, once every file has its rows.
@@ -195,14 +203,21 @@ class Night:
         is done: the driver holds one chunk's summaries, never the night's.
         """
         kept = self.carried if lineage is None else lineage.keep_carried(self.carried)
-        carried_ids = set(kept.column("model_id").to_pylist())
+        is_carried = self._carried_flags(kept)
         schema = models_to_table([], run_id=self.run_id).schema
-        carried = kept.select(schema.names).cast(schema)
-        self.parts.write("models", carried)
-        incomplete = list(incomplete_models(carried))
-        n_models = carried.num_rows
+        incomplete: list[IncompleteModel] = []
+        for start in range(0, kept.num_rows, MODELS_PER_CHUNK):  # a quiet night carries every model: a chunk at a time
+            carried = kept.slice(start, MODELS_PER_CHUNK).select(schema.names).cast(schema)
+            self.parts.write("models", carried)
+            incomplete.extend(incomplete_models(carried))
+        n_models = kept.num_rows
         self.summaries_judged = 0
-        for chunk in _chunks((m for m in self.groups if m not in carried_ids), MODELS_PER_CHUNK):
+        judged_ids = (
+            model_id
+            for start in range(0, len(self.groups), MODELS_PER_CHUNK)
+            for model_id in self.groups.ids_at(np.flatnonzero(~is_carried[start : start + MODELS_PER_CHUNK]) + start)
+        )
+        for chunk in _chunks(judged_ids, MODELS_PER_CHUNK):
             self.summaries_judged += len(chunk)
             judged = model_summaries(self.groups, self.collector, chunk)
             if lineage is not None:

@@ -16,9 +16,12 @@ only the other models are judged again, a sharded one from the shard facts
 of its read shards and, for its unchanged shards, from the few stored rows
 the checks need (:func:`reused_shard_facts`).
 
-The base night's rows are streamed a record batch at a time (the listing and
-a URL set are all the driver holds per file), so the driver's memory does not
-grow with the rows of the collection.
+The base night's rows are streamed a record batch at a time, so the
+driver's memory does not grow with the rows of the collection: it holds a
+flag, a position and a hash a reused file (:class:`ReusedFiles`: the listing
+itself is on its disk), the index of the run that read it
+(:class:`ReadingRuns`), and the carried models' rows in a mapped file on its
+disk (:mod:`~gguf_audit.pipelines.listing.mapped`).
 
 Which runs can be built on (:func:`base_run`): the last committed run of the
 same schema version (a version that only added columns reads the old rows
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -47,15 +51,19 @@ from gguf_audit import VERDICTS_VERSION
 from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
+from gguf_audit.pipelines.listing.mapped import MappedWriter, is_mapped, map_table, release_mapped_pages
+from gguf_audit.pipelines.scan.groups import HashIndex, ModelGroups, string_chunks
 from gguf_audit.pipelines.scan.tally import Tally
-from gguf_audit.pipelines.store.output import Output, rows_in, source_pairs
+from gguf_audit.pipelines.store.output import Output, source_pairs
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 from gguf_audit.tables.schema import PARTITION_COLUMN
 from gguf_audit.tables.shard_facts import shard_facts_from_tables
 from gguf_audit.tables.stored_header import STORED_FILE_COLUMNS, STORED_TENSOR_COLUMNS, known_table
 
 __all__ = [
+    "ReadingRuns",
     "ReusePlan",
+    "ReusedFiles",
     "base_run",
     "carried_models",
     "plan_reuse",
@@ -69,15 +77,63 @@ __all__ = [
 _RETRY_PREFIXES: Final = ("io.", "internal.", "run.")
 """A file whose last row has one of these is read again even when unchanged."""
 
+_CHUNK: Final = 4096
+"""URLs made into Python strings at a time."""
+
 _IDENTITY: Final = ("url", "size", "etag", "version_id", "mtime", "sha256")
 """The ``files`` columns that say which bytes a row describes (:meth:`ListedFile.unchanged_since`)."""
+
+
+class ReusedFiles(Mapping[str, ListedFile]):
+    """The listed files whose rows a night keeps, by URL: their positions in the listing and an index of their
+    URLs (16 bytes a file; the listing may be on disk), each :class:`ListedFile` made when asked for."""
+
+    __slots__ = ("_index", "_listing", "_positions")
+
+    def __init__(self, listing: ListedFiles, positions: npt.NDArray[np.integer[Any]]) -> None:
+        self._listing = listing
+        self._positions = np.asarray(positions, dtype=np.int32 if len(listing) < 2**31 else np.int64)
+        n = len(self._positions)
+        chunks = (self._urls_at(np.arange(s, min(s + _CHUNK, n))) for s in range(0, n, _CHUNK))
+        self._index = HashIndex(chunks, n, self._urls_at)
+
+    @classmethod
+    def none(cls) -> ReusedFiles:
+        return cls(ListedFiles(), np.zeros(0, dtype=np.int32))
+
+    def _urls_at(self, at: npt.NDArray[np.int64]) -> list[str]:
+        return self._listing.urls_at(self._positions[at])
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self), _CHUNK):
+            yield from self._urls_at(np.arange(start, min(start + _CHUNK, len(self))))
+
+    def __getitem__(self, url: str) -> ListedFile:
+        at = self._index.find(url) if isinstance(url, str) else -1
+        if at < 0:
+            raise KeyError(url)
+        return self._listing[int(self._positions[at])]
+
+    def __contains__(self, url: object) -> bool:
+        return isinstance(url, str) and self._index.find(url) >= 0
+
+    def positions_of(self, urls: Sequence[str]) -> npt.NDArray[np.int64]:
+        """Where each of ``urls`` is among these files (-1: not one of them)."""
+        return self._index.find_many(urls)
+
+    def files_at(self, at: npt.NDArray[np.int64]) -> ListedFiles:
+        """The files at positions ``at`` among these (:meth:`positions_of`), in that order."""
+        return self._listing.take(self._positions[at].tolist())
 
 
 @dataclass(frozen=True, slots=True)
 class ReusePlan:
     """Which listed files keep their rows, and which are read."""
 
-    reuse: dict[str, ListedFile]
+    reuse: ReusedFiles
     read: ListedFiles
     """Held as Arrow columns, as the listing's files are (a first night reads them all and copies none)."""
 
@@ -85,28 +141,38 @@ class ReusePlan:
 def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReusePlan:
     """Which listed files keep their rows from ``base_run_id``, and which are read.
 
-    The base night's ``files`` rows are streamed a batch at a time: the driver
-    keeps only the set of URLs found unchanged, never the rows.
+    The base night's ``files`` rows are streamed a batch at a time and found
+    in the listing through an index of its URLs' hashes: the driver keeps a
+    flag a file, never the rows, and makes a :class:`ListedFile` only for a
+    batch's files. The files read are the listing's own columns when they are
+    all of it, else taken from it (to the driver's disk when the listing is).
     """
+    compact = listing.compact
     if base_run_id is None:
-        return ReusePlan({}, listing.compact)
-    listed = {f.url: f for f in listing.files}
+        return ReusePlan(ReusedFiles.none(), compact)
+    index = HashIndex(string_chunks(compact.url_column()), len(compact), compact.urls_at)
+    unchanged = np.zeros(len(compact), dtype=bool)
     columns = ["url", "size", "etag", "version_id", "mtime", "sha256", "codes"]
-    unchanged: set[str] = set()
     for rows in out.batches("files", [base_run_id], columns=columns):
-        for url, size, etag, version_id, mtime, sha256, codes in zip(
-            *(rows.column(c).to_pylist() for c in columns), strict=True
-        ):
-            now = listed.get(url)
-            if (
-                now is not None
-                and not any(c.startswith(_RETRY_PREFIXES) for c in codes or ())
-                and now.unchanged_since(ListedFile(url, size, etag, version_id, mtime, sha256))
+        values = [rows.column(c).to_pylist() for c in columns]
+        at = index.find_many([str(u) for u in values[0]])
+        found = np.flatnonzero(at >= 0)
+        now_files = compact.take(at[found].tolist())
+        for i, now in zip(found.tolist(), now_files, strict=True):
+            url, size, etag, version_id, mtime, sha256, codes = (v[i] for v in values)
+            if not any(c.startswith(_RETRY_PREFIXES) for c in codes or ()) and now.unchanged_since(
+                ListedFile(url, size, etag, version_id, mtime, sha256)
             ):
-                unchanged.add(url)
-    reuse = {f.url: f for f in listing.files if f.url in unchanged}
-    read = [i for i, url in enumerate(listing.compact.urls()) if url not in unchanged]
-    return ReusePlan(reuse, listing.compact.take(read))
+                unchanged[at[i]] = True
+        release_mapped_pages()
+    del index
+    kept = np.flatnonzero(unchanged)
+    if not len(kept):
+        return ReusePlan(ReusedFiles.none(), compact)
+    read = compact.take(np.flatnonzero(~unchanged).tolist())
+    if len(read) and is_mapped(compact.url_column()):
+        read = read.with_table(map_table)
+    return ReusePlan(ReusedFiles(compact, kept), read)
 
 
 def base_run(out: Output, config: ScanConfig) -> tuple[str | None, str | None]:
@@ -141,10 +207,16 @@ def reuse_rows(table: pa.Table, listing: Mapping[str, ListedFile]) -> pa.Table:
     facts, ``reused`` true and ``bytes_read``/``requests``/``seconds`` zero;
     ``source_run_id`` keeps naming the run that read the bytes.
     """
-    kept = rows_in(table, "url", list(listing))
+    urls = [str(u) for u in table.column("url").to_pylist()]
+    if isinstance(listing, ReusedFiles):
+        at = listing.positions_of(urls)
+        kept = table.filter(pa.array(at >= 0))
+        facts: Sequence[ListedFile] = list(listing.files_at(at[at >= 0]))
+    else:
+        kept = table.filter(pa.array([u in listing for u in urls], pa.bool_()))
+        facts = [listing[u] for u in kept.column("url").to_pylist()]
     if kept.num_rows == 0:
         return kept
-    facts = [listing[u] for u in kept.column("url").to_pylist()]
     n = kept.num_rows
     replace: dict[str, pa.Array] = {
         "size": pa.array([f.size for f in facts], pa.int64()),
@@ -185,47 +257,85 @@ def reused_files(
         yield _set_column(rows, "model_id", ids)
 
 
-def reused_problem_tally(out: Output, pairs: Mapping[str, Sequence[str]]) -> Tally:
+@dataclass
+class ReadingRuns:
+    """The run that read (or judged) each of some files (or models), by position: a small index each."""
+
+    runs: list[str]
+    of: npt.NDArray[np.int32]
+    """The index in :attr:`runs` at each position (-1: none)."""
+
+    @classmethod
+    def for_positions(cls, n: int) -> ReadingRuns:
+        return cls([], np.full(n, -1, dtype=np.int32))
+
+    def note(self, at: npt.NDArray[np.int64], runs: Iterable[str]) -> None:
+        """Those at positions ``at`` were read by ``runs`` (one each)."""
+        known = {run: i for i, run in enumerate(self.runs)}
+        for position, run in zip(at.tolist(), runs, strict=True):
+            if run not in known:
+                known[run] = len(self.runs)
+                self.runs.append(run)
+            self.of[position] = known[run]
+
+    def ours(self, at: npt.NDArray[np.int64], run: str) -> npt.NDArray[np.bool_]:
+        """Whether each of positions ``at`` (-1: none) was read by ``run``."""
+        index = self.runs.index(run) if run in self.runs else -2
+        ours: npt.NDArray[np.bool_] = (at >= 0) & (self.of[np.maximum(at, 0)] == index)
+        return ours
+
+
+def reused_problem_tally(out: Output, reuse: ReusedFiles, sources: ReadingRuns) -> Tally:
     """The tally of the ``problems`` (scope ``file``) of reused files, read where the reading run wrote them.
 
-    ``pairs`` names the files by the run that read them (:func:`source_pairs`);
-    the rows are streamed and counted a batch at a time.
+    Each reading run's file problems are streamed a batch at a time and a row
+    counted when its file is reused and was read by that run: no list of the
+    reused files' URLs is made.
     """
     tally = Tally()
-    for source, urls in pairs.items():
-        if not urls:
-            continue
-        for problems in out.batches("problems", [source], urls=urls, columns=["code", "severity", "scope"]):
-            tally.add_problems(problems.filter(pc.equal(problems.column("scope"), "file")))
+    columns = ["url", "code", "severity"]
+    for run in sources.runs:
+        for problems in out.batches("problems", [run], columns=columns, where=ds.field("scope") == "file"):
+            ours = sources.ours(reuse.positions_of([str(u) for u in problems.column("url").to_pylist()]), run)
+            if ours.any():
+                tally.add_problems(problems.filter(pa.array(ours)))
     return tally
 
 
-def carried_models(
-    out: Output, base_run_id: str, groups: Mapping[str, Sequence[str]], read: Iterable[str]
-) -> tuple[pa.Table, Tally]:
+def carried_models(out: Output, base_run_id: str, groups: ModelGroups, read: Iterable[str]) -> tuple[pa.Table, Tally]:
     """The base run's ``models`` rows of models whose files are the same and none was read.
 
-    Returns them with the tally of their problems (scope ``model``, where the run that judged them wrote them).
+    Returns them, on the driver's disk (:mod:`~gguf_audit.pipelines.listing.mapped`: a quiet night carries
+    every model), with the tally of their problems (scope ``model``, where the run that judged them wrote
+    them). The rows are streamed a batch at a time; the driver keeps a small index a model of the run that
+    judged it.
     """
     touched = set(read)
-    models = out.read("models", [base_run_id])
-    keep = []
-    for i, (model_id, urls) in enumerate(
-        zip(models.column("model_id").to_pylist(), models.column("urls").to_pylist(), strict=True)
-    ):
-        members = groups.get(model_id)
-        if members is not None and set(members) == set(urls or ()) and not touched.intersection(members):
-            keep.append(i)
-    carried = models.take(pa.array(keep, pa.int64()))
-    sources = pc.fill_null(carried.column("source_run_id"), base_run_id)
-    carried = _set_column(carried, "source_run_id", sources)
+    judged_by = ReadingRuns.for_positions(len(groups))
+    with MappedWriter() as writer:
+        for models in out.batches("models", [base_run_id]):
+            at = groups.positions([str(m) for m in models.column("model_id").to_pylist()])
+            keep = [
+                i
+                for i, (position, urls) in enumerate(zip(at.tolist(), models.column("urls").to_pylist(), strict=True))
+                if position >= 0
+                and set(members := groups.members_at(position)) == set(urls or ())
+                and not touched.intersection(members)
+            ]
+            kept = models.take(pa.array(keep, pa.int64()))
+            sources = pc.fill_null(kept.column("source_run_id"), base_run_id)
+            kept = _set_column(kept, "source_run_id", sources)
+            judged_by.note(at[keep], (str(s) for s in sources.to_pylist()))
+            writer.write(kept)
+        mapped = writer.close()
+    carried = mapped if mapped is not None else out.read("models", [base_run_id]).slice(0, 0)
     tally = Tally()
-    by_source: dict[str, list[str]] = {}
-    for model_id, source in zip(carried.column("model_id").to_pylist(), sources.to_pylist(), strict=True):
-        by_source.setdefault(str(source), []).append(str(model_id))
-    for source, ids in by_source.items():
-        where = (ds.field("scope") == "model") & ds.field("model_id").isin(pa.array(ids, pa.string()))
-        tally.add_problems(out.read("problems", [source], columns=["code", "severity"], where=where))
+    for run in judged_by.runs:
+        where = ds.field("scope") == "model"
+        for problems in out.batches("problems", [run], columns=["model_id", "code", "severity"], where=where):
+            ours = judged_by.ours(groups.positions([str(m) for m in problems.column("model_id").to_pylist()]), run)
+            if ours.any():
+                tally.add_problems(problems.filter(pa.array(ours)))
     return carried, tally
 
 

@@ -45,7 +45,7 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, discover, for_workers, options_for
-from gguf_audit.pipelines.listing.mapped import map_table, release_mapped_pages
+from gguf_audit.pipelines.listing.mapped import map_table, release_mapped_pages, temp_dir_in_memory
 from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, iter_batches, split_batch
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch, lost_result
@@ -182,6 +182,10 @@ def _started_cluster(config: ScanConfig) -> Iterator[tuple[Any, str, str | None,
         # The dashboard's pages need bokeh; without it the address serves nothing worth showing.
         shown = config.cluster.dashboard and importlib.util.find_spec("bokeh") is not None
         yield owned, "local", _dashboard(owned) if shown else None, n_workers
+
+
+SPILL_WARNING_FILES: Final = 50_000
+"""Files from which a night warns that its spill files would be memory (a tmpfs ``TMPDIR``): about 5 MB."""
 
 
 def give_back_freed_memory() -> bool:
@@ -373,6 +377,12 @@ def _leased_scan(
     if not listing.files:
         raise RunError(
             f"no files matched {list(config.scan.include)} under {[*config.scan.roots, *config.scan.manifests]}"
+        )
+    if len(listing.files) >= SPILL_WARNING_FILES and (memory := temp_dir_in_memory()):
+        log.warning(
+            "the driver's spill files (listing, ledger, carried models) go to %s, a file system in memory: "
+            "set TMPDIR to a directory on a disk to keep them out of the driver's memory",
+            memory,
         )
     # the listing's columns in a file on the driver's disk, mapped: read by every phase, held by none
     listing = dataclasses.replace(listing, files=listing.compact.with_table(map_table))

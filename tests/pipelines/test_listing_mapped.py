@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from gguf_audit.pipelines.listing.mapped import is_mapped, map_column, map_table, mapped_bytes
+from gguf_audit.pipelines.listing.mapped import (
+    is_mapped,
+    map_column,
+    map_table,
+    mapped_bytes,
+    temp_dir_in_memory,
+)
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 
@@ -117,3 +127,19 @@ def test_a_pass_over_mapped_columns_leaves_no_page_resident_once_released() -> N
     assert figures["same"]
     assert figures["touched"] > 0.8 * figures["bytes"]  # the pass made the URLs' pages resident
     assert figures["after"] < 0.05 * figures["bytes"], figures  # and the release let go of them
+
+
+def test_a_temporary_directory_on_a_memory_file_system_is_named(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mounts = tmp_path / "mounts"
+    # the deepest mount holding the directory decides, whatever its order in the table
+    mounts.write_text(f"/dev/vda / ext4 rw 0 0\ntmpfs {tmp_path} tmpfs rw 0 0\nnone /proc proc rw 0 0\n")
+    assert temp_dir_in_memory(str(mounts)) == os.path.realpath(tmp_path)
+    mounts.write_text(f"tmpfs / tmpfs rw 0 0\n/dev/vdb {tmp_path} ext4 rw 0 0\n")
+    assert temp_dir_in_memory(str(mounts)) is None
+    spaced = tmp_path / "a dir"
+    spaced.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spaced))
+    mounts.write_text(f"/dev/vda / ext4 rw 0 0\nramfs {str(spaced).replace(' ', chr(92) + '040')} ramfs rw 0 0\n")
+    assert temp_dir_in_memory(str(mounts)) == os.path.realpath(spaced)
+    assert temp_dir_in_memory(str(tmp_path / "no-such-table")) is None

@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from pipeline_helpers import s3_options
 
 from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.listing.mapped import is_mapped
+from gguf_audit.pipelines.scan.groups import ModelGroups
+from gguf_audit.pipelines.scan.reuse import carried_models
 from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.testing.s3 import MotoS3Server
@@ -132,3 +136,27 @@ def test_the_same_nights_on_moto_s3(client: Any, moto: MotoS3Server, family: Pat
     assert (third.n_read, third.requests, third.bytes_read) == (0, 0, 0)
     assert _object_gets(moto, bucket) == gets  # the store saw no read at all
     assert _verdicts(_models(out, third.run_id)) == before
+
+
+def test_a_quiet_night_carries_the_models_from_the_driver_s_disk_with_their_problems(
+    client: Any, local_collection: Path, tmp_path: Path
+) -> None:
+    """What the quiet night's driver keeps of the base night's models: their rows, mapped from its disk, and
+    the tally of their problems, counted by the run that judged each (no list of ids, no rows in the heap)."""
+    out = tmp_path / "out"
+    first = run_scan(ScanConfig().replace(roots=(str(local_collection),), out=str(out)), client=client)
+    output = Output(str(out))
+    stored = output.read("models", [first.run_id])
+    urls = sorted(u for m in stored.column("urls").to_pylist() for u in m)
+    groups = ModelGroups(urls)
+    carried, tally = carried_models(output, first.run_id, groups, [])
+    assert is_mapped(carried.column("model_id")) and carried.num_rows == stored.num_rows == len(groups)
+    assert carried.drop_columns(["source_run_id"]).equals(stored.drop_columns(["source_run_id"]))
+    problems = output.read("problems", [first.run_id], columns=["model_id", "code", "scope"]).to_pylist()
+    of_models = [p for p in problems if p["scope"] == "model"]
+    assert of_models and tally.codes == Counter(p["code"] for p in of_models)
+    # a model one of whose files is read this night is not carried, nor are its problems counted
+    model_id = str(of_models[0]["model_id"])
+    kept, less = carried_models(output, first.run_id, groups, [groups[model_id][0]])
+    assert kept.num_rows == stored.num_rows - 1
+    assert less.codes == Counter(p["code"] for p in of_models if p["model_id"] != model_id)
