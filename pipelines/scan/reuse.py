@@ -37,7 +37,7 @@ import itertools
 import json
 import operator
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -292,11 +292,24 @@ def reused_problem_tally(out: Output, reuse: ReusedFiles, sources: ReadingRuns) 
     counted when its file is reused and was read by that run: no list of the
     reused files' URLs is made.
     """
+    return _tally_problems(out, sources, "file", "url", reuse.positions_of)
+
+
+def _tally_problems(
+    out: Output,
+    runs: ReadingRuns,
+    scope: str,
+    key: str,
+    positions: Callable[[Sequence[str]], npt.NDArray[np.int64]],
+) -> Tally:
+    """The tally of the ``problems`` of ``scope`` each of ``runs`` wrote of what it read (or judged): its
+    rows streamed a batch at a time, a row counted when ``positions`` finds its ``key`` and ``runs`` says
+    that run's."""
     tally = Tally()
-    columns = ["url", "code", "severity"]
-    for run in sources.runs:
-        for problems in out.batches("problems", [run], columns=columns, where=ds.field("scope") == "file"):
-            ours = sources.ours(reuse.positions_of([str(u) for u in problems.column("url").to_pylist()]), run)
+    for run in runs.runs:
+        where = ds.field("scope") == scope
+        for problems in out.batches("problems", [run], columns=[key, "code", "severity"], where=where):
+            ours = runs.ours(positions([str(v) for v in problems.column(key).to_pylist()]), run)
             if ours.any():
                 tally.add_problems(problems.filter(pa.array(ours)))
     return tally
@@ -329,14 +342,7 @@ def carried_models(out: Output, base_run_id: str, groups: ModelGroups, read: Ite
             writer.write(kept)
         mapped = writer.close()
     carried = mapped if mapped is not None else out.read("models", [base_run_id]).slice(0, 0)
-    tally = Tally()
-    for run in judged_by.runs:
-        where = ds.field("scope") == "model"
-        for problems in out.batches("problems", [run], columns=["model_id", "code", "severity"], where=where):
-            ours = judged_by.ours(groups.positions([str(m) for m in problems.column("model_id").to_pylist()]), run)
-            if ours.any():
-                tally.add_problems(problems.filter(pa.array(ours)))
-    return carried, tally
+    return carried, _tally_problems(out, judged_by, "model", "model_id", groups.positions)
 
 
 def reused_shard_facts(out: Output, files: pa.Table) -> list[ShardFacts]:

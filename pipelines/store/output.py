@@ -41,7 +41,6 @@ from typing import Any, Final
 
 import fsspec
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from fsspec.core import url_to_fs
 
@@ -406,11 +405,6 @@ def _with_urls(where: ds.Expression | None, urls: Sequence[str] | None) -> ds.Ex
         return where
     member = ds.field("url").isin(pa.array(list(urls), pa.string()))
     return member if where is None else where & member
-
-
-def rows_in(table: pa.Table, column: str, values: Sequence[str]) -> pa.Table:
-    """The rows of ``table`` whose ``column`` is one of ``values``."""
-    return table.filter(pc.is_in(table.column(column), value_set=pa.array(list(values), pa.string())))
 
 
 DETAIL_TABLES: Final = ("tensors", "metadata", "samples")
