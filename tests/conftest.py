@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import settings
 
@@ -19,6 +20,29 @@ from gguf_audit.testing.s3 import MotoS3Server
 # dask cluster makes one example slow now and then, which is not a failure.
 settings.register_profile("gguf-audit", deadline=None)
 settings.load_profile("gguf-audit")
+
+
+_ARROW_POOLS: list[pa.MemoryPool] = []
+"""Every pool a test counted Arrow's allocations on, kept for the session: a buffer may outlive its test (a
+reader's cache, a scan's thread) and must find its pool when freed."""
+
+
+@pytest.fixture
+def counting_pool() -> Iterator[Callable[[], pa.MemoryPool]]:
+    """A function that makes Arrow allocate on a new pool remembering its peak (``max_memory``) and returns it;
+    the default pool comes back after the test."""
+    previous = pa.default_memory_pool()
+
+    def start() -> pa.MemoryPool:
+        pool = pa.proxy_memory_pool(pa.system_memory_pool())
+        _ARROW_POOLS.append(pool)
+        pa.set_memory_pool(pool)
+        return pool
+
+    try:
+        yield start
+    finally:
+        pa.set_memory_pool(previous)
 
 
 @pytest.fixture(scope="session")

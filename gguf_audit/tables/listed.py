@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from gguf_audit.checks.hub_gguf import HubGGUF
 from gguf_audit.codes import Code
 from gguf_audit.redact import redact_url
+from gguf_audit.tables.take import take_rows, take_strings
 
 __all__ = ["ListedFile", "ListedFiles"]
 
@@ -208,7 +209,7 @@ class ListedFiles(Sequence[ListedFile]):
         """The files at ``positions``, in that order."""
         chosen = list(positions)
         rare = {new: self._rare[old] for new, old in enumerate(chosen) if old in self._rare}
-        return ListedFiles(self._table.take(pa.array(chosen, pa.int64())), rare)
+        return ListedFiles(take_rows(self._table, chosen), rare)
 
     def filter(self, mask: pa.Array | pa.ChunkedArray) -> ListedFiles:
         """The files where ``mask`` (a boolean column as long as this) is true, in order."""
@@ -238,8 +239,7 @@ class ListedFiles(Sequence[ListedFile]):
 
     def urls_at(self, positions: Iterable[int] | npt.NDArray[np.integer[Any]]) -> list[str]:
         """The URLs of the files at ``positions``, in that order."""
-        at = pa.array(np.asarray(positions, dtype=np.int64), pa.int64())
-        return [str(u) for u in self._table.column("url").take(at).to_pylist()]
+        return take_strings(self._table.column("url"), np.asarray(positions, dtype=np.int64))
 
     def url_column(self) -> pa.ChunkedArray:
         """Every file's URL as one Arrow column."""

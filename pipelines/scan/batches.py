@@ -15,9 +15,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from gguf_audit.pipelines.scan.groups import ModelIds
 from gguf_audit.tables.listed import ListedFile
 
-__all__ = ["MAX_SPLITS", "Batch", "auto_batch_size", "iter_batches", "make_batches", "split_batch"]
+__all__ = ["MAX_SPLITS", "Batch", "auto_batch_size", "ids_of", "iter_batches", "make_batches", "split_batch"]
 
 MAX_SPLITS: Final = 12
 """Halvings of a batch whose workers keep dying (2**12 files end up alone)."""
@@ -46,7 +47,14 @@ def iter_batches(
     size = max(1, batch_size)
     for start in range(0, len(files), size):
         chunk = tuple(files[start : start + size])
-        yield Batch(f"{prefix}{start // size}", chunk, tuple(model_ids[f.url] for f in chunk))
+        yield Batch(f"{prefix}{start // size}", chunk, ids_of(model_ids, [f.url for f in chunk]))
+
+
+def ids_of(model_ids: Mapping[str, str], urls: Sequence[str]) -> tuple[str, ...]:
+    """The model of each of ``urls``: a night's :class:`ModelIds` looks a batch of them up together."""
+    if isinstance(model_ids, ModelIds):
+        return tuple(model_ids.many(urls))
+    return tuple(model_ids[u] for u in urls)
 
 
 def auto_batch_size(n_files: int, slots: int, threads: int, threads_per_worker: int) -> int:

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from gguf_audit.format.shard_names import model_id_for, parse_shard_name, url_path
 from gguf_audit.pipelines.listing.mapped import is_mapped, map_column
+from gguf_audit.tables.take import take_strings
 
 __all__ = ["HashIndex", "ModelGroups", "ModelIds", "string_chunks"]
 
@@ -113,7 +114,7 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         del group_ids
 
     def _urls_at(self, positions: npt.NDArray[np.int64]) -> list[str]:
-        return [str(u) for u in self._urls.take(pa.array(positions, pa.int64())).to_pylist()]
+        return take_strings(self._urls, positions)
 
     def ids_at(self, positions: npt.NDArray[Any]) -> list[str]:
         """The id of the model at each of ``positions``: its first URL, cut to the id's length."""
@@ -214,6 +215,15 @@ class ModelGroups(Mapping[str, Sequence[str]]):
                 return model_id
         return None
 
+    def models_of(self, urls: Sequence[str]) -> list[str | None]:
+        """:meth:`model_of` of each of ``urls``, looked up together: a single file (the common model) is found
+        by its name's id and one take of those models' first URLs; the rest one at a time."""
+        ids = [model_id_for(u) for u in urls]
+        groups = self._by_id.find_many(ids)
+        hit = np.flatnonzero(groups >= 0)
+        firsts = dict(zip(hit.tolist(), self.first_urls(groups[hit]), strict=True))
+        return [ids[i] if firsts.get(i) == url else self.model_of(url) for i, url in enumerate(urls)]
+
     @property
     def model_ids(self) -> ModelIds:
         """Each file's model, by URL."""
@@ -233,6 +243,14 @@ class ModelIds(Mapping[str, str]):
         if model_id is None:
             raise KeyError(url)
         return model_id
+
+    def many(self, urls: Sequence[str]) -> list[str]:
+        """The model of each of ``urls``, looked up together (:meth:`ModelGroups.models_of`)."""
+        found = self._groups.models_of(urls)
+        for url, model_id in zip(urls, found, strict=True):
+            if model_id is None:
+                raise KeyError(url)
+        return [m for m in found if m is not None]
 
     def __iter__(self) -> Iterator[str]:
         for chunk in string_chunks(self._groups.url_column):

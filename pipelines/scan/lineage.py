@@ -63,9 +63,11 @@ from gguf_audit.format.tensor_table import TensorTableAt
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.dirs import DirectorySet
 from gguf_audit.pipelines.listing.discover import Listing, for_workers, options_for
+from gguf_audit.pipelines.listing.mapped import give_back_freed_memory
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
 from gguf_audit.pipelines.scan.families import (
+    CARRIED_ROWS,
     GroupsView,
     Judged,
     LackingFamily,
@@ -296,24 +298,26 @@ def _rejudged(
     """The carried models whose family columns changed or whose reference was read this night, and a flag
     per model of those that stay carried."""
     stays = np.zeros(len(view), dtype=bool)
+    rejudge: set[str] = set()
     if carried.num_rows == 0:
-        return set(), stays
-    stored = carried.select(list(_STORED))
-    positions = view.positions_of(stored.column("model_id"))
-    now = cells.columns_at(positions)
-    changed = np.zeros(stored.num_rows, dtype=bool)
-    for name in now.column_names:
-        a, b = now.column(name), stored.column(name)
-        same = pc.or_kleene(pc.and_(pc.is_null(a), pc.is_null(b)), pc.fill_null(pc.equal(a, b), False))
-        changed |= ~same.to_numpy(zero_copy_only=False).astype(bool)
+        return rejudge, stays
     references = cells.reference_urls()
-    read = sorted({u for u in read_urls if u in references}) if references else []
-    if read:
-        hit = pc.is_in(now.column("reference_url"), value_set=pa.array(read, pa.string()))
-        changed |= pc.fill_null(hit, False).to_numpy(zero_copy_only=False).astype(bool)
-    rejudge = {str(m) for m in stored.column("model_id").filter(pa.array(changed)).to_pylist()}
-    kept = positions[(~changed) & (positions >= 0)]
-    stays[kept] = True
+    read = pa.array(sorted({u for u in read_urls if u in references}) if references else [], pa.string())
+    for start in range(0, carried.num_rows, CARRIED_ROWS):  # a quiet night carries every model: a slice at a time
+        stored = carried.slice(start, CARRIED_ROWS).select(list(_STORED))
+        positions = view.positions_of(stored.column("model_id"))
+        now = cells.columns_at(positions)
+        changed = np.zeros(stored.num_rows, dtype=bool)
+        for name in now.column_names:
+            a, b = now.column(name), stored.column(name)
+            same = pc.or_kleene(pc.and_(pc.is_null(a), pc.is_null(b)), pc.fill_null(pc.equal(a, b), False))
+            changed |= ~same.to_numpy(zero_copy_only=False).astype(bool)
+        if len(read):
+            hit = pc.is_in(now.column("reference_url"), value_set=read)
+            changed |= pc.fill_null(hit, False).to_numpy(zero_copy_only=False).astype(bool)
+        rejudge.update(str(m) for m in stored.column("model_id").filter(pa.array(changed)).to_pylist())
+        stays[positions[(~changed) & (positions >= 0)]] = True
+        give_back_freed_memory()
     return rejudge, stays
 
 

@@ -23,7 +23,7 @@ from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
-from gguf_audit.pipelines.listing.mapped import release_mapped_pages
+from gguf_audit.pipelines.listing.mapped import give_back_freed_memory
 from gguf_audit.pipelines.scan.collect import (
     Collector,
     IncompleteModel,
@@ -32,6 +32,7 @@ from gguf_audit.pipelines.scan.collect import (
     model_summaries,
     runs_row,
 )
+from gguf_audit.pipelines.scan.families import CARRIED_ROWS
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import Lineage, judge_lineage, reload_member_facts, reload_shard_facts
 from gguf_audit.pipelines.scan.reuse import (
@@ -104,7 +105,7 @@ class Night:
         self.listing = listing
         self.model_ids: Mapping[str, str] = groups.model_ids
         self.collector = Collector(listing.compact.urls())
-        release_mapped_pages()  # the ledger read every listed URL
+        give_back_freed_memory()  # the ledger read every listed URL
         self.parts = RunParts(
             out.url,
             out.fsspec_options,
@@ -150,7 +151,7 @@ class Night:
             is_shard = [parse_shard_name(str(u)) is not None for u in judged.column("url").to_pylist()]
             if any(is_shard):
                 shards.append(judged.filter(pa.array(is_shard, pa.bool_())))
-            release_mapped_pages()
+            give_back_freed_memory()
         shard_files = pa.concat_tables(shards) if shards else None
         shard_facts = reused_shard_facts(self.out, shard_files) if shard_files is not None else []
         tally.merge(reused_problem_tally(self.out, self.plan.reuse, sources))
@@ -161,9 +162,10 @@ class Night:
         """Whether the model at each position of the night's order is carried."""
         flags = np.zeros(len(self.groups), dtype=bool)
         ids = carried.column("model_id")
-        for start in range(0, len(ids), MODELS_PER_CHUNK):
-            at = self.groups.positions([str(m) for m in ids.slice(start, MODELS_PER_CHUNK).to_pylist()])
+        for start in range(0, len(ids), CARRIED_ROWS):
+            at = self.groups.positions([str(m) for m in ids.slice(start, CARRIED_ROWS).to_pylist()])
             flags[at[at >= 0]] = True
+            give_back_freed_memory()  # the carried ids' pages on the driver's disk
         return flags
 
     def lineage(self, config: ScanConfig) -> Lineage:
@@ -210,6 +212,7 @@ class Night:
             carried = kept.slice(start, MODELS_PER_CHUNK).select(schema.names).cast(schema)
             self.parts.write("models", carried)
             incomplete.extend(incomplete_models(carried))
+            give_back_freed_memory()  # the carried rows' pages on the driver's disk
         n_models = kept.num_rows
         self.summaries_judged = 0
         judged_ids = (
@@ -229,7 +232,7 @@ class Night:
             problems = model_problems_to_table(judged, run_id=self.run_id)
             self.parts.write("problems", problems)
             self.collector.tally.add_problems(problems)
-            release_mapped_pages()  # the listing's pages this chunk's models were read from
+            give_back_freed_memory()  # the listing's pages this chunk's models were read from
         if lineage is not None:
             problems = lineage.pair_problems(self.run_id)
             self.parts.write("problems", problems)

@@ -51,7 +51,8 @@ from gguf_audit import VERDICTS_VERSION
 from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
-from gguf_audit.pipelines.listing.mapped import MappedWriter, is_mapped, map_table, release_mapped_pages
+from gguf_audit.pipelines.listing.mapped import MappedWriter, give_back_freed_memory, is_mapped, map_table
+from gguf_audit.pipelines.scan.batches import ids_of
 from gguf_audit.pipelines.scan.groups import HashIndex, ModelGroups, string_chunks
 from gguf_audit.pipelines.scan.tally import Tally
 from gguf_audit.pipelines.store.output import Output, source_pairs
@@ -164,7 +165,7 @@ def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReuseP
                 ListedFile(url, size, etag, version_id, mtime, sha256)
             ):
                 unchanged[at[i]] = True
-        release_mapped_pages()
+        give_back_freed_memory()
     del index
     kept = np.flatnonzero(unchanged)
     if not len(kept):
@@ -253,7 +254,7 @@ def reused_files(
         rows = reuse_rows(batch, reuse)
         if rows.num_rows == 0:
             continue
-        ids = pa.array([model_ids[u] for u in rows.column("url").to_pylist()], pa.string())
+        ids = pa.array(ids_of(model_ids, [str(u) for u in rows.column("url").to_pylist()]), pa.string())
         yield _set_column(rows, "model_id", ids)
 
 
@@ -340,6 +341,7 @@ def carried_models(out: Output, base_run_id: str, groups: ModelGroups, read: Ite
             kept = _set_column(kept, "source_run_id", sources)
             judged_by.note(at[keep], (str(s) for s in sources.to_pylist()))
             writer.write(kept)
+            give_back_freed_memory()
         mapped = writer.close()
     carried = mapped if mapped is not None else out.read("models", [base_run_id]).slice(0, 0)
     return carried, _tally_problems(out, judged_by, "model", "model_id", groups.positions)

@@ -25,7 +25,6 @@ incremental night keeps pointing at the rows of unchanged files
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import importlib
 import importlib.util
@@ -45,7 +44,11 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, discover, for_workers, options_for
-from gguf_audit.pipelines.listing.mapped import map_table, release_mapped_pages, temp_dir_in_memory
+from gguf_audit.pipelines.listing.mapped import (
+    give_back_freed_memory,
+    map_table,
+    temp_dir_in_memory,
+)
 from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size, iter_batches, split_batch
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch, lost_result
@@ -186,27 +189,6 @@ def _started_cluster(config: ScanConfig) -> Iterator[tuple[Any, str, str | None,
 
 SPILL_WARNING_FILES: Final = 50_000
 """Files from which a night warns that its spill files would be memory (a tmpfs ``TMPDIR``): about 5 MB."""
-
-
-def give_back_freed_memory() -> bool:
-    """Hand the free pages of Arrow's pool and of the C heap (glibc's ``malloc_trim``) back to the system, and
-    let go of the listing's mapped pages (:func:`release_mapped_pages`): whether the C heap had any.
-
-    A phase's transient (a listing's sort, lineage's columns) is freed to
-    glibc, which keeps it resident for the thread arena that freed it, and
-    to Arrow's allocator (mimalloc or jemalloc), which keeps freed pages for
-    its next allocation; the phases after use other arenas and allocators
-    (dask's threads, DuckDB, the Delta commit), so it only added to the
-    driver's peak. ``bench_driver.py`` measured 6 to 10 MB given back by
-    glibc after the listing, lineage and judging at 30,000 files.
-    """
-    release_mapped_pages()
-    pa.default_memory_pool().release_unused()
-    try:
-        trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: glibc's, where it is the C library
-    except (OSError, AttributeError, TypeError):  # no glibc (macOS, musl, Windows): nothing to do
-        return False
-    return bool(trim(0))
 
 
 def _distributed() -> Any:
@@ -428,7 +410,7 @@ def _leased_scan(
                 def on_result(result: BatchResult) -> list[str]:
                     nonlocal done, read_bytes
                     again = collector.add(result)
-                    release_mapped_pages()  # the listing's pages this batch's files were read from
+                    give_back_freed_memory()  # the listing's pages this batch's files were read from, and its rows
                     if not again:
                         done += len(result.urls)
                         read_bytes += result.bytes_read

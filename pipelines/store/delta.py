@@ -52,6 +52,10 @@ RUN_ID_KEY: Final = "gguf_audit.run_id"
 PARTITION_BY: Final = [PARTITION_COLUMN]
 BATCH_ROWS: Final = 4096
 """Rows per record batch when the driver streams a table (:meth:`DeltaTables.batches`)."""
+STREAM: Final = {"use_threads": False, "batch_readahead": 1, "fragment_readahead": 1}
+"""How the driver streams a table: decoded on its own thread, a batch ahead. With pyarrow's threads the
+readahead settings do not hold: the scan decodes every data file ahead of a slower reader, 60 MB over the
+driver's peak for a 100,000-file night's ``files`` rows (read back at 40 ms a batch: 254 MB against 192)."""
 
 
 def table_uri(out_url: str, table: str) -> str:
@@ -282,11 +286,12 @@ def scan_batches(
     read in batches as the table's types and filtered in memory.
     """
     if filter is None or not isinstance(dataset, ds.FileSystemDataset):
-        yield from dataset.to_batches(columns=columns, filter=filter, batch_size=batch_rows)
+        yield from dataset.to_batches(columns=columns, filter=filter, batch_size=batch_rows, **STREAM)
         return
     given: dict[str, int] = {}
     try:
-        for tagged in dataset.scanner(columns=columns, filter=filter, batch_size=batch_rows).scan_batches():
+        scanner = dataset.scanner(columns=columns, filter=filter, batch_size=batch_rows, **STREAM)
+        for tagged in scanner.scan_batches():
             path = str(tagged.fragment.path)
             given[path] = given.get(path, 0) + 1
             yield tagged.record_batch
@@ -307,14 +312,15 @@ def _fragment_batches(
 ) -> Iterator[pa.RecordBatch]:
     given = 0
     try:
-        for batch in fragment.to_batches(schema=schema, columns=columns, filter=filter, batch_size=batch_rows):
+        batches = fragment.to_batches(schema=schema, columns=columns, filter=filter, batch_size=batch_rows, **STREAM)
+        for batch in batches:
             given += 1
             yield batch
         return
     except pa.ArrowNotImplementedError:
         if given:
             raise
-    for batch in fragment.to_batches(schema=schema, batch_size=batch_rows):
+    for batch in fragment.to_batches(schema=schema, batch_size=batch_rows, **STREAM):
         kept = pa.Table.from_batches([batch]).filter(filter)
         yield from (kept.select(list(columns)) if columns else kept).to_batches()
 

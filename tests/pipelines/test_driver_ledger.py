@@ -12,6 +12,7 @@ import pytest
 
 from gguf_audit.codes import Code
 from gguf_audit.format.shard_names import group_models
+from gguf_audit.pipelines.scan.batches import ids_of
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.ledger import TableSpill, UrlLedger
 from gguf_audit.tables.listed import ListedFile, ListedFiles
@@ -117,6 +118,14 @@ def test_model_groups_are_group_models_as_columns(as_column: bool) -> None:
     assert groups.get("s3://b/a/nope") is None
     with pytest.raises(KeyError):
         groups.model_ids["s3://b/a/nope.gguf"]
+    # looked up together, as a batch's files are: the same answers, in order, repeats and misses kept
+    asked = [*reversed(URLS), "s3://b/a/nope.gguf", URLS[2], "s3://b/a/big-00009-of-00009.gguf"]
+    assert groups.models_of(asked) == [groups.model_of(u) for u in asked]
+    assert groups.models_of(asked)[-2:] == [groups.model_of(URLS[2]), None]
+    assert groups.model_ids.many(URLS) == [groups.model_ids[u] for u in URLS]
+    assert ids_of(groups.model_ids, URLS[:4]) == ids_of(dict(groups.model_ids.items()), URLS[:4])
+    with pytest.raises(KeyError, match="nope"):
+        groups.model_ids.many([URLS[0], "s3://b/a/nope.gguf"])
     assert len(groups.model_ids) == len(URLS) and list(groups.model_ids) == [u for us in want.values() for u in us]
     assert list(ModelGroups([])) == []
     ids = list(groups)
@@ -151,6 +160,7 @@ _HELD = """
 import gc, json, tracemalloc
 from datetime import UTC, datetime
 from gguf_audit.format.shard_names import group_models
+from gguf_audit.pipelines.scan.batches import ids_of
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 

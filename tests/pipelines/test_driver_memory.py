@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import platform
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
@@ -14,14 +17,16 @@ from pipeline_helpers import file_row
 
 from gguf_audit.checks.lineage import ModelLineage, families, judge_family, model_lineage
 from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.listing.mapped import give_back_freed_memory
 from gguf_audit.pipelines.scan import night as night_module
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.families import GroupsView
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import _members
 from gguf_audit.pipelines.scan.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
-from gguf_audit.pipelines.scan.run import give_back_freed_memory, run_scan
+from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.pipelines.scan.tally import facts_of
+from gguf_audit.pipelines.store.delta import scan_batches
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import ROW_GROUP_ROWS, RunParts
 from gguf_audit.tables.lineage import model_lineage_cells
@@ -111,6 +116,33 @@ def test_the_driver_gives_freed_memory_back_between_phases() -> None:
     del made
     assert give_back_freed_memory()
     assert len(kept) == 3125
+
+
+def test_a_stream_of_a_table_decodes_a_batch_ahead_of_a_slow_reader_not_every_file(
+    tmp_path: Path, counting_pool: Callable[[], pa.MemoryPool]
+) -> None:
+    """The driver streams the base night's rows (``DeltaTables.batches``) slower than Arrow decodes them: the
+    stream holds a few files' rows, where pyarrow's threaded scan decoded every data file ahead of the reader
+    whatever its readahead settings."""
+    n_files, rows = 40, 4096  # as the workers write a night's rows: a file a batch, small row groups
+    for i in range(n_files):
+        text = pa.array([f"s3://bucket/d{i:03d}/m-{j:07d}.gguf" * 8 for j in range(rows)], pa.string())
+        table = pa.table({"url": text, "n": pa.array(range(rows))})
+        pq.write_table(table, tmp_path / f"part-{i:03d}.parquet", row_group_size=1024)
+    dataset = ds.dataset(tmp_path, format="parquet")
+    total = n_files * pq.read_table(tmp_path / "part-000.parquet").nbytes
+    pool = counting_pool()
+    seen = 0
+    for batch in scan_batches(dataset, batch_rows=rows):
+        seen += batch.num_rows
+        time.sleep(0.005)  # the driver's work on a batch (a quarter of a file)
+    peak = pool.max_memory()
+    threaded = counting_pool()
+    for _ in dataset.to_batches(batch_size=rows):  # the peer: pyarrow's defaults
+        time.sleep(0.005)
+    assert seen == n_files * rows
+    assert peak < 0.3 * total, (peak, total)  # measured: 3 MB of 42
+    assert threaded.max_memory() > 0.6 * total  # the peer decoded every file ahead, in the same run
 
 
 def test_a_writer_starts_a_new_file_after_so_many_row_groups(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ from gguf_audit.checks.lineage import (
 )
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.scan import families as families_module
+from gguf_audit.pipelines.scan import lineage as lineage_module
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import lineage_of, safetensors_dirs
@@ -194,3 +196,26 @@ def test_a_family_of_thousands_keeps_two_numbers_a_model_and_one_row(tmp_path: P
     assert lineage.pairs == pairs
     chunk = list(groups)[2000:2048]
     assert kept.of(chunk) == [cells[m] for m in chunk]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_carried_models_read_a_slice_at_a_time_judge_as_all_at_once(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lineage reads the carried rows :data:`CARRIED_ROWS` at a time (a quiet night carries every model): slices
+    of a few rows give the cells, pairs and models judged again that one slice of them gives."""
+    urls, facts, carried, read = _collection(seed, tmp_path)
+    assert len(carried) > 6  # several slices of 3
+
+    def judged() -> tuple[list[ModelLineageCells | None], list[Any], set[str]]:
+        groups = ModelGroups(urls)
+        collector = Collector(urls)
+        collector.facts.extend(_facts_tables(facts, 7))
+        lineage = lineage_of(ScanConfig(), groups, collector, _carried_table(carried), read)
+        return lineage.cells.of(list(groups)), lineage.pairs, lineage.rejudge
+
+    whole = judged()
+    for module in (families_module, lineage_module):
+        monkeypatch.setattr(module, "CARRIED_ROWS", 3)
+    assert judged() == whole
+    assert whole[2]  # some carried models are judged again: the slices decide it too
