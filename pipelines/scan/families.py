@@ -46,7 +46,6 @@ __all__ = ["CARRIED_ROWS", "GroupsView", "LackingFamily", "LineageCells", "Membe
 
 _BATCH: Final = 4096
 """Rows gathered as Python values before they become an Arrow record batch."""
-
 CARRIED_ROWS: Final = 16_384
 """Carried rows lineage reads at a time (all at once: 53 MB over a quiet night's peak at 100,000 models)."""
 
@@ -296,6 +295,7 @@ class Members:
             plain = ~np.isin(chunk, odd)
             found.update(_directory(u) for u in self.view.first_urls(chunk[plain]))
             found.update(self.odd[p][1] for p in chunk[~plain].tolist())
+            give_back_freed_memory()  # the listing's pages those URLs were read from
         return frozenset(found)
 
     def n_urls(self, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:

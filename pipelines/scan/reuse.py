@@ -313,6 +313,7 @@ def _tally_problems(
             ours = runs.ours(positions([str(v) for v in problems.column(key).to_pylist()]), run)
             if ours.any():
                 tally.add_problems(problems.filter(pa.array(ours)))
+            give_back_freed_memory()
     return tally
 
 

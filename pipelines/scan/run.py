@@ -380,6 +380,7 @@ def _leased_scan(
     committing = False
     try:
         night.keep_reused()
+        give_back_freed_memory()  # the base night's rows streamed: the rest of the night needs none of them
         done = collector.n_seen
         observer.progress(done, night.n_files, 0)
         audit_seconds = 0.0
