@@ -20,7 +20,6 @@ the environment, as for fsspec.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -279,35 +278,36 @@ def scan_batches(
     filter: ds.Expression | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> Iterator[pa.RecordBatch]:
-    """``dataset.to_batches(...)``, also where a data file stores strings as ``string_view`` (see :func:`scan_table`).
+    """``dataset.to_batches(...)`` in the dataset's order, holding one data file's metadata at a time, also where
+    a data file stores strings as ``string_view`` (see :func:`scan_table`).
 
-    The scan runs as usual until pyarrow refuses a file's types; then every file is scanned on its own, the
-    batches already given skipped (a file's scan gives the same batches each time), and a refused file is
+    Each data file is scanned through a fragment made for that scan and let
+    go of after it: the dataset's own fragments keep each file's Parquet
+    metadata once scanned, about 100 KB a data file of ``files`` (9 MB over a
+    100,000-file night's rows read back, 100 MB at a million files, held until
+    the stream ends). A file whose types pyarrow refuses with ``filter`` is
     read in batches as the table's types and filtered in memory.
     """
-    if filter is None or not isinstance(dataset, ds.FileSystemDataset):
+    if not isinstance(dataset, ds.FileSystemDataset):
         yield from dataset.to_batches(columns=columns, filter=filter, batch_size=batch_rows, **STREAM)
         return
-    given: dict[str, int] = {}
-    try:
-        scanner = dataset.scanner(columns=columns, filter=filter, batch_size=batch_rows, **STREAM)
-        for tagged in scanner.scan_batches():
-            path = str(tagged.fragment.path)
-            given[path] = given.get(path, 0) + 1
-            yield tagged.record_batch
-        return
-    except pa.ArrowNotImplementedError:
-        pass
-    for fragment in dataset.get_fragments(filter=filter):
-        batches = _fragment_batches(fragment, dataset.schema, columns, filter, batch_rows)
-        yield from itertools.islice(batches, given.get(str(fragment.path), 0), None)
+    for fragment in _fresh_fragments(dataset, filter):
+        yield from _fragment_batches(fragment, dataset.schema, columns, filter, batch_rows)
+
+
+def _fresh_fragments(dataset: ds.FileSystemDataset, filter: ds.Expression | None) -> Iterator[ds.Fragment]:
+    """The data files ``filter`` may match (by their partition), each as a new fragment over the dataset's
+    file system (deltalake's, which knows each file's size: no request to ask it)."""
+    made = dataset.format.make_fragment
+    for listed in dataset.get_fragments(filter=filter) if filter is not None else dataset.get_fragments():
+        yield made(listed.path, dataset.filesystem, partition_expression=listed.partition_expression)
 
 
 def _fragment_batches(
     fragment: ds.Fragment,
     schema: pa.Schema,
     columns: Sequence[str] | None,
-    filter: ds.Expression,
+    filter: ds.Expression | None,
     batch_rows: int,
 ) -> Iterator[pa.RecordBatch]:
     given = 0
@@ -318,7 +318,7 @@ def _fragment_batches(
             yield batch
         return
     except pa.ArrowNotImplementedError:
-        if given:
+        if given or filter is None:
             raise
     for batch in fragment.to_batches(schema=schema, batch_size=batch_rows, **STREAM):
         kept = pa.Table.from_batches([batch]).filter(filter)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import platform
 import time
 from collections.abc import Callable
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -26,7 +28,7 @@ from gguf_audit.pipelines.scan.lineage import _members
 from gguf_audit.pipelines.scan.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
 from gguf_audit.pipelines.scan.run import run_scan
 from gguf_audit.pipelines.scan.tally import facts_of
-from gguf_audit.pipelines.store.delta import scan_batches
+from gguf_audit.pipelines.store.delta import STREAM, scan_batches
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import ROW_GROUP_ROWS, RunParts
 from gguf_audit.tables.lineage import model_lineage_cells
@@ -143,6 +145,54 @@ def test_a_stream_of_a_table_decodes_a_batch_ahead_of_a_slow_reader_not_every_fi
     assert seen == n_files * rows
     assert peak < 0.3 * total, (peak, total)  # measured: 3 MB of 42
     assert threaded.max_memory() > 0.6 * total  # the peer decoded every file ahead, in the same run
+
+
+def _c_heap_in_use() -> int:
+    """glibc's bytes in use (``mallinfo2``): where a Parquet file's metadata lives once read (no Arrow pool)."""
+    fields = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in fields]
+
+    try:
+        call = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("the C library is not glibc 2.33 or later: no mallinfo2 to count its heap with")
+    call.restype = MallInfo2
+    info = call()
+    return int(info.uordblks + info.hblkhd)
+
+
+def test_a_stream_holds_one_data_file_s_metadata_not_every_file_s(tmp_path: Path) -> None:
+    """A dataset's fragments keep each data file's Parquet metadata once scanned, until the stream ends: 100 KB
+    a file of ``files`` rows, 100 MB over a million-file night's. ``scan_batches`` makes each file's fragment
+    for its scan; the peer in the same test, the dataset's own scan, holds every file's."""
+    n_files, columns = 200, 80
+    schema = pa.schema([(f"column_{c:02d}_with_a_long_name", pa.string()) for c in range(columns)])
+    for i in range(n_files):
+        table = pa.table([pa.array([f"v{i}-{r}" for r in range(8)]) for _ in range(columns)], schema=schema)
+        pq.write_table(table, tmp_path / f"part-{i:03d}.parquet")
+
+    def dataset() -> ds.Dataset:  # a new one each scan: a scanned dataset's fragments keep what they read
+        return ds.dataset(tmp_path, format="parquet")
+
+    def held_at_the_last_batch(batches: Any) -> tuple[int, int]:
+        before, seen, held = _c_heap_in_use(), 0, 0
+        for batch in batches:
+            seen += batch.num_rows
+            held = _c_heap_in_use() - before
+        return seen, held
+
+    give_back_freed_memory()
+    seen, ours = held_at_the_last_batch(scan_batches(dataset(), columns=["column_00_with_a_long_name"]))
+    filtered, _ = held_at_the_last_batch(
+        scan_batches(dataset(), filter=pc.field("column_01_with_a_long_name") == "v7-3")
+    )
+    give_back_freed_memory()
+    peer_seen, peer = held_at_the_last_batch(dataset().to_batches(columns=["column_00_with_a_long_name"], **STREAM))
+    assert seen == peer_seen == n_files * 8 and filtered == 1
+    assert peer > 10_000_000, peer  # measured: 47 MB, 236 KB a file
+    assert ours < peer / 20, (ours, peer)  # measured: 0.5 MB
 
 
 def test_a_writer_starts_a_new_file_after_so_many_row_groups(tmp_path: Path) -> None:
