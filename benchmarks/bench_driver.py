@@ -17,7 +17,11 @@ a tiny vocabulary) copied N times (sparse past its header), 1,000 files to a
 directory: every file its own URL, inode and model, read header-only (``samples = false``). Each night runs
 in a fresh driver process; printed per size and mode: the driver's resident
 memory once the cluster is up and before the scan (``base``), its peak during
-the scan (``ru_maxrss``), their difference per file, and the night's wall time.
+the scan (``ru_maxrss``), their difference per file, the night's wall time, and
+the same two figures for its anonymous memory alone (``RssAnon``, its peak
+sampled every 5 ms): the resident memory counts the pages of the files the
+driver maps (its listing, its spills) once read, which the kernel may take back
+at any time, the anonymous memory its heaps, which it cannot.
 
 ``local``: a LocalCluster of ``--workers`` processes started by the driver,
 whose process hosts the scheduler too. ``external``: ``dask scheduler`` and
@@ -113,6 +117,38 @@ def _rss_bytes() -> int:
     return 0
 
 
+def _anon_bytes() -> int:
+    """The driver's anonymous resident memory (``RssAnon``): its heaps, not the pages of files it maps."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+class _AnonPeak:
+    """The highest ``RssAnon`` seen, sampled every ``interval_s`` on a thread of its own (the kernel keeps a
+    peak of the whole RSS alone, whose mapped pages of the listing and spills it may drop at any time)."""
+
+    def __init__(self, interval_s: float = 0.005) -> None:
+        import threading
+
+        self.peak = _anon_bytes()
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="anon-peak", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.peak = max(self.peak, _anon_bytes())
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _anon_bytes())
+        return self.peak
+
+
 def _night_main(args: argparse.Namespace) -> int:
     """One night in this process: scan, then print its figures as one JSON line."""
     import logging
@@ -127,15 +163,19 @@ def _night_main(args: argparse.Namespace) -> int:
     )
     phases = _watch_phases() if args.phases else {}
     with contextlib_cluster(args, LocalCluster, Client, logging.ERROR) as client:
-        base = _rss_bytes()
+        base, base_anon = _rss_bytes(), _anon_bytes()
+        anon = _AnonPeak()
         begun = time.perf_counter()
         result = run_scan(config, client=client)
         wall = time.perf_counter() - begun
+        peak_anon = anon.stop()
     figures = {
         "files": result.n_files,
         "wall_s": wall,
         "base_rss_bytes": base,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "base_anon_bytes": base_anon,
+        "peak_anon_bytes": peak_anon,
         "rows_checked": result.rows_checked,
     }
     if phases:
@@ -276,7 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     spent = 0.0
     with tempfile.TemporaryDirectory(prefix="gguf-audit-driver-") as tmp_dir:
         tmp = Path(tmp_dir)
-        print(f"{'mode':>14} {'files':>8} {'base MB':>8} {'peak MB':>8} {'KB/file':>8} {'wall s':>7}")
+        print(
+            f"{'mode':>14} {'files':>8} {'base MB':>8} {'peak MB':>8} {'KB/file':>8} {'wall s':>7}"
+            f" {'anon MB':>8} {'anon peak':>9}"
+        )
         for n in sizes:
             per_file = max((r["wall_s"] / r["files"] for rs in report.values() for r in rs), default=0.0)
             if per_file and spent + per_file * n * len(modes) * 1.2 > args.budget_s:
@@ -310,9 +353,10 @@ def main(argv: list[str] | None = None) -> int:
 def _print(mode: str, f: dict[str, Any]) -> None:
     growth = (f["peak_rss_bytes"] - f["base_rss_bytes"]) / max(1, f["files"]) / 1024
     tag = "" if f.get("measured") else "  (projected)"
+    anon = f" {f['base_anon_bytes'] / 1e6:>8.0f} {f['peak_anon_bytes'] / 1e6:>9.0f}" if "peak_anon_bytes" in f else ""
     print(
         f"{mode:>14} {f['files']:>8} {f['base_rss_bytes'] / 1e6:>8.0f} {f['peak_rss_bytes'] / 1e6:>8.0f} "
-        f"{growth:>8.2f} {f['wall_s']:>7.1f}{tag}",
+        f"{growth:>8.2f} {f['wall_s']:>7.1f}{anon}{tag}",
         flush=True,
     )
 
@@ -346,11 +390,22 @@ def _project(report: dict[str, list[dict[str, Any]]], n: int) -> None:
             "files": n,
             "base_rss_bytes": b["base_rss_bytes"],
             "peak_rss_bytes": int(b["peak_rss_bytes"] + slope * (n - b["files"])),
+            **_projected_anon(a, b, n),
             "wall_s": b["wall_s"] + wall * (n - b["files"]),
             "measured": False,
         }
         rows.append(figures)
         _print(mode, figures)
+
+
+def _projected_anon(a: dict[str, Any], b: dict[str, Any], n: int) -> dict[str, int]:
+    if "peak_anon_bytes" not in a or "peak_anon_bytes" not in b:
+        return {}
+    slope = (b["peak_anon_bytes"] - a["peak_anon_bytes"]) / max(1, b["files"] - a["files"])
+    return {
+        "base_anon_bytes": b["base_anon_bytes"],
+        "peak_anon_bytes": int(b["peak_anon_bytes"] + slope * (n - b["files"])),
+    }
 
 
 if __name__ == "__main__":

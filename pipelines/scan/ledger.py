@@ -164,9 +164,10 @@ class UrlLedger:
             first = [str(r[0]) for r in db.execute(f"{where} ORDER BY 1 LIMIT ?", (shown,))]
             return count, first
 
+        # each side looked up in the other's key (NOT IN would first copy one side into a b-tree in memory)
         duplicated = report("SELECT url FROM present WHERE n > 1")
-        missing = report("SELECT url FROM urls WHERE url NOT IN (SELECT url FROM present)")
-        unexpected = report("SELECT url FROM present WHERE url NOT IN (SELECT url FROM urls)")
+        missing = report("SELECT url FROM urls u WHERE NOT EXISTS (SELECT 1 FROM present p WHERE p.url = u.url)")
+        unexpected = report("SELECT url FROM present p WHERE NOT EXISTS (SELECT 1 FROM urls u WHERE u.url = p.url)")
         db.execute("DROP TABLE present")
         return total, duplicated, missing, unexpected
 
