@@ -237,9 +237,9 @@ class Members:
         self.stored_safetensors = np.zeros(len(view), dtype=bool)
         self.table = pa.Table.from_batches([], schema=_MEMBER_SCHEMA)
 
-    def add_model(self, position: int, m: ModelLineage) -> None:
-        """A model's lineage from its facts (``m``, a value made and let go of at once)."""
-        urls = self.view.urls_at(position)
+    def add_model(self, position: int, m: ModelLineage, urls: Sequence[str] | None = None) -> None:
+        """A model's lineage from its facts (``m``, made and let go of at once); ``urls``: its URLs, if known."""
+        urls = self.view.urls_at(position) if urls is None else urls
         if tuple(urls) != m.urls or (m.urls and _directory(m.urls[0]) != m.directory):
             self.odd[position] = (m.urls, m.directory)
         self._rows.add(position, m.key, m.full_precision, m.file_type_name, m.architecture)

@@ -211,17 +211,19 @@ def _members(collector: Collector, view: GroupsView, carried: pa.Table) -> tuple
     sharded: dict[str, list[dict[str, Any]]] = {}
     pairing: list[dict[str, Any]] = []
     for facts in collector.facts:
-        for row in facts.select(list(_LINEAGE_INPUT)).to_pylist():
-            model_id = str(row["model_id"])
+        rows = facts.select(list(_LINEAGE_INPUT)).to_pylist()
+        ids = [str(row["model_id"]) for row in rows]
+        positions = view.positions(ids)  # a table's models looked up together, and their single files' URLs
+        single = (positions >= 0) & (view.sizes_at(np.maximum(positions, 0)) == 1)
+        firsts = iter(view.first_urls(positions[single]))
+        for row, model_id, position, alone in zip(rows, ids, positions.tolist(), single.tolist(), strict=True):
             if projector_dirs and _directory(str(row["url"])) in projector_dirs:
                 pairing.append(row)
-            position = view.position(model_id)
-            if position < 0:
-                continue
-            if view.size_at(position) > 1:
+            if alone:
+                members.add_model(position, model_lineage(model_id, [row]), (next(firsts),))
+            elif position >= 0:
                 sharded.setdefault(model_id, []).append(row)
-            else:
-                members.add_model(position, model_lineage(model_id, [row]))
+        give_back_freed_memory()  # the spill's pages this table was read from
     for model_id, rows in sharded.items():
         members.add_model(view.position(model_id), model_lineage(model_id, rows))
     members.add_carried(carried.select(list(_STORED)))
