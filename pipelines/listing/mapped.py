@@ -8,6 +8,10 @@ with the last column that reads it) and mapped read-only: the columns are the
 same zero-copy Arrow arrays to every reader, while their bytes are the file's
 pages in the page cache, which the kernel can reclaim at any time.
 
+The NumPy arrays a night keeps a value a file of (the groups' starts and
+hashes, the reused files' positions, the run that read each) go the same way,
+written in place (:func:`array_on_disk`).
+
 A pass over the columns still makes the pages it touched resident in the
 process: :func:`release_mapped_pages` lets go of them (``MADV_DONTNEED``; a
 later read maps them again from the cache, or reads them from the disk), and
@@ -30,14 +34,19 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, TypeVar, cast
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 __all__ = [
+    "ON_DISK_BYTES",
     "MappedWriter",
+    "array_on_disk",
     "give_back_freed_memory",
     "is_mapped",
+    "is_on_disk",
     "map_column",
     "map_table",
     "mapped_bytes",
@@ -154,6 +163,42 @@ def is_mapped(column: pa.ChunkedArray | pa.Array) -> bool:
     """Whether every buffer of ``column`` lies in a live mapping (an empty column counts as mapped)."""
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
     return all(_MAPS.holds(b.address) for chunk in chunks for b in chunk.buffers() if b is not None and b.size)
+
+
+_Value = TypeVar("_Value", bound=np.generic)
+
+ON_DISK_BYTES: Final = 256 * 1024
+"""The size from which :func:`array_on_disk` puts an array in a file (65,536 ``int32`` values: a night of as
+many files); a smaller one stays in the heap, where it costs less than a file and a mapping."""
+
+
+def array_on_disk(values: npt.NDArray[_Value]) -> npt.NDArray[_Value]:
+    """``values`` copied into a file on the driver's disk and mapped, read and written in place, when they take
+    :data:`ON_DISK_BYTES` or more; ``values`` themselves otherwise.
+
+    For the arrays a night keeps a value a file or model of, from its listing
+    to its commit (the groups' starts and id hashes, the reused files'
+    positions, the run that read each): about 60 bytes a file, 60 MB of the
+    heap at a million files. Mapped, their pages are let go of with the
+    listing's (:func:`release_mapped_pages`); a page written since stays in
+    the page cache and the file, and is read back from there.
+    """
+    array = np.ascontiguousarray(values)
+    if array.nbytes < ON_DISK_BYTES:
+        return array
+    with tempfile.TemporaryFile(prefix="gguf-audit-array-") as file:
+        file.truncate(array.nbytes)
+        mapped = mmap.mmap(file.fileno(), array.nbytes)  # shared and writable; it outlives the descriptor
+    on_disk = cast("npt.NDArray[_Value]", np.frombuffer(mapped, dtype=array.dtype, count=array.size))
+    on_disk = on_disk.reshape(array.shape)
+    on_disk[...] = array
+    _MAPS.add(mapped, on_disk.ctypes.data, array.nbytes)
+    return on_disk
+
+
+def is_on_disk(array: npt.NDArray[Any]) -> bool:
+    """Whether ``array``'s values lie in a live mapping (:func:`array_on_disk`'s)."""
+    return array.nbytes > 0 and _MAPS.holds(array.ctypes.data)
 
 
 def mapped_bytes() -> int:

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from gguf_audit.checks.lineage import ModelLineage, Pair, no_full_precision, reference_rank
 from gguf_audit.findings import Finding
-from gguf_audit.pipelines.listing.mapped import give_back_freed_memory
+from gguf_audit.pipelines.listing.mapped import array_on_disk, give_back_freed_memory
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.tables.lineage import ModelLineageCells
 
@@ -552,8 +552,8 @@ def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamil
     del rows_of
     keys, types, architectures = (_Codes(np.zeros(0, np.int32), c.values) for c in (keys, types, architectures))
     n = len(pos)
-    family_of = np.full(len(view), -1, np.int32)
-    full_of = np.full(len(view), -1, np.int8)
+    family_of = array_on_disk(np.full(len(view), -1, np.int32))  # a model's, to the night's end
+    full_of = array_on_disk(np.full(len(view), -1, np.int8))
     if n == 0:
         members.settle()
         return Judged(LineageCells(members, family_of, full_of, _FAMILY_SCHEMA.empty_table()), [])

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gguf_audit.format.shard_names import model_id_for, parse_shard_name, url_path
-from gguf_audit.pipelines.listing.mapped import is_mapped, map_column
+from gguf_audit.pipelines.listing.mapped import array_on_disk, is_mapped, map_column
 from gguf_audit.tables.take import take_strings
 
 __all__ = ["HashIndex", "ModelGroups", "ModelIds", "string_chunks"]
@@ -48,8 +48,9 @@ class HashIndex:
             hashes[at : at + len(chunk)] = [hash(v) for v in chunk]
             at += len(chunk)
         order = np.argsort(hashes, kind="stable")
-        self._hashes = hashes[order]
-        self._order = order.astype(np.int32) if len(order) < 2**31 else order  # half the bytes, nearly always
+        self._hashes = array_on_disk(hashes[order])
+        del hashes
+        self._order = array_on_disk(order.astype(np.int32) if len(order) < 2**31 else order)  # half the bytes
 
     def find(self, value: str) -> int:
         """The position of ``value``, or -1."""
@@ -105,11 +106,13 @@ class ModelGroups(Mapping[str, Sequence[str]]):
             starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
         else:
             starts = np.zeros(0, dtype=np.int64)
-        self._starts = starts.astype(np.int32) if n < 2**31 else starts.astype(np.int64)  # half, nearly always
+        self._starts: npt.NDArray[np.signedinteger[Any]] = array_on_disk(
+            starts.astype(np.int32) if n < 2**31 else starts.astype(np.int64)  # half the bytes, nearly always
+        )
         # every file its own model (the common night): the ids are the groups' ids, no copy
         group_ids = ids if len(self._starts) == n else ids.take(pa.array(self._starts))
         del ids
-        self._id_lengths = pc.utf8_length(group_ids).to_numpy(zero_copy_only=False).astype(np.int32)
+        self._id_lengths = array_on_disk(pc.utf8_length(group_ids).to_numpy(zero_copy_only=False).astype(np.int32))
         self._by_id = HashIndex(string_chunks(group_ids), len(group_ids), self.ids_at)
         del group_ids
 
@@ -183,7 +186,8 @@ class ModelGroups(Mapping[str, Sequence[str]]):
         ends = np.where(
             following < len(self._starts), self._starts[np.minimum(following, len(self._starts) - 1)], len(self._urls)
         )
-        return (ends - self._starts[positions]).astype(np.int64)
+        sizes: npt.NDArray[np.int64] = (ends - self._starts[positions]).astype(np.int64)
+        return sizes
 
     def position(self, model_id: str) -> int:
         """Where ``model_id`` is in the order, or -1."""

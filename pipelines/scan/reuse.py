@@ -51,7 +51,13 @@ from gguf_audit import VERDICTS_VERSION
 from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
-from gguf_audit.pipelines.listing.mapped import MappedWriter, give_back_freed_memory, is_mapped, map_table
+from gguf_audit.pipelines.listing.mapped import (
+    MappedWriter,
+    array_on_disk,
+    give_back_freed_memory,
+    is_mapped,
+    map_table,
+)
 from gguf_audit.pipelines.scan.batches import ids_of
 from gguf_audit.pipelines.scan.groups import HashIndex, ModelGroups, string_chunks
 from gguf_audit.pipelines.scan.tally import Tally
@@ -93,7 +99,7 @@ class ReusedFiles(Mapping[str, ListedFile]):
 
     def __init__(self, listing: ListedFiles, positions: npt.NDArray[np.integer[Any]]) -> None:
         self._listing = listing
-        self._positions = np.asarray(positions, dtype=np.int32 if len(listing) < 2**31 else np.int64)
+        self._positions = array_on_disk(np.asarray(positions, dtype=np.int32 if len(listing) < 2**31 else np.int64))
         n = len(self._positions)
         chunks = (self._urls_at(np.arange(s, min(s + _CHUNK, n))) for s in range(0, n, _CHUNK))
         self._index = HashIndex(chunks, n, self._urls_at)
@@ -268,7 +274,7 @@ class ReadingRuns:
 
     @classmethod
     def for_positions(cls, n: int) -> ReadingRuns:
-        return cls([], np.full(n, -1, dtype=np.int32))
+        return cls([], array_on_disk(np.full(n, -1, dtype=np.int32)))
 
     def note(self, at: npt.NDArray[np.int64], runs: Iterable[str]) -> None:
         """Those at positions ``at`` were read by ``runs`` (one each)."""

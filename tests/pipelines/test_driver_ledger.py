@@ -7,14 +7,17 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from gguf_audit.codes import Code
 from gguf_audit.format.shard_names import group_models
+from gguf_audit.pipelines.listing.mapped import ON_DISK_BYTES, is_on_disk, release_mapped_pages
 from gguf_audit.pipelines.scan.batches import ids_of
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.ledger import TableSpill, UrlLedger
+from gguf_audit.pipelines.scan.reuse import ReadingRuns
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 
 
@@ -145,6 +148,29 @@ def test_the_groups_keep_each_id_as_a_length_not_a_string() -> None:
     assert groups.ids_in_order() and groups.id_column().to_pylist() == [
         u.removesuffix(".gguf") for u in urls.to_pylist()
     ]
+
+
+def test_a_large_night_s_groups_and_reading_runs_keep_their_arrays_on_disk() -> None:
+    """From 65,536 models the groups' starts, id lengths and hashes, and a reading run per file, are arrays in
+    files on the driver's disk (``array_on_disk``): the same answers as the heap's arrays give a small night."""
+    n = ON_DISK_BYTES // 4 + 500
+    urls = [f"s3://bucket/org-{i // 100:04d}/model-{i:06d}.Q4_K_M.gguf" for i in range(n)]
+    urls += [f"s3://bucket/sets/big-{k:05d}-of-00003.gguf" for k in (2, 3, 1)]
+    groups = ModelGroups(pa.chunked_array([urls[:40_000], urls[40_000:]], pa.string()))
+    assert all(is_on_disk(a) for a in (groups._starts, groups._id_lengths, groups._by_id._hashes))
+    asked = [urls[7], urls[-1], urls[n - 1], "s3://bucket/org-0000/nope.gguf", urls[n]]
+    want = ["s3://bucket/org-0000/model-000007.Q4_K_M", "s3://bucket/sets/big", urls[n - 1].removesuffix(".gguf")]
+    assert groups.models_of(asked) == [*want, None, "s3://bucket/sets/big"]
+    at = groups.positions(["s3://bucket/sets/big", want[0], "s3://bucket/nope"])
+    assert at[2] == -1 and groups.ids_at(at[:2]) == ["s3://bucket/sets/big", want[0]]
+    assert groups.sizes_at(at[:2]).tolist() == [3, 1] and len(groups) == n + 1
+    assert groups.members_at(int(at[0])) == [f"s3://bucket/sets/big-{k:05d}-of-00003.gguf" for k in (1, 2, 3)]
+    runs = ReadingRuns.for_positions(len(urls))
+    assert is_on_disk(runs.of)
+    runs.note(np.array([3, n - 1]), ["night-1", "night-2"])
+    release_mapped_pages()  # what was noted stays noted once its pages are let go of
+    assert runs.ours(np.array([3, n - 1, 4, -1]), "night-2").tolist() == [False, True, False, False]
+    assert runs.ours(np.array([3]), "night-1").tolist() == [True]
 
 
 def test_the_groups_share_the_listings_urls_when_every_file_is_a_model_in_order() -> None:

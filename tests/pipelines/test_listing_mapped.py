@@ -11,15 +11,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 from gguf_audit.pipelines.listing.mapped import (
+    ON_DISK_BYTES,
+    array_on_disk,
     is_mapped,
+    is_on_disk,
     map_column,
     map_table,
     mapped_bytes,
+    release_mapped_pages,
     temp_dir_in_memory,
 )
 from gguf_audit.pipelines.scan.groups import ModelGroups
@@ -127,6 +132,57 @@ def test_a_pass_over_mapped_columns_leaves_no_page_resident_once_released() -> N
     assert figures["same"]
     assert figures["touched"] > 0.8 * figures["bytes"]  # the pass made the URLs' pages resident
     assert figures["after"] < 0.05 * figures["bytes"], figures  # and the release let go of them
+
+
+def test_an_array_on_disk_reads_and_writes_as_the_array_it_was() -> None:
+    small = np.arange(10, dtype=np.int32)
+    assert array_on_disk(small) is small and not is_on_disk(small)  # a small one stays in the heap
+    values = np.arange(ON_DISK_BYTES // 8 * 3, dtype=np.int64)[::-1]  # a view, backwards
+    on_disk = array_on_disk(values)
+    assert is_on_disk(on_disk) and on_disk.dtype == values.dtype and np.array_equal(on_disk, values)
+    gc.collect()
+    size = mapped_bytes()
+    on_disk[5] = -7  # written in place
+    release_mapped_pages()  # a written page let go of is read back as it was written
+    assert on_disk[5] == -7 and on_disk[6] == values[6] and np.array_equal(on_disk[7:], values[7:])
+    taken = on_disk[np.array([0, 5])]  # what is taken from it is an array of its own
+    del on_disk
+    gc.collect()
+    assert mapped_bytes() == size - values.nbytes  # the mapping went with the array
+    assert taken.tolist() == [values[0], -7]
+
+
+_ARRAYS = """
+import json
+import numpy as np
+from gguf_audit.pipelines.listing.mapped import array_on_disk, release_mapped_pages
+
+def rss(kind):
+    for line in open("/proc/self/status"):
+        if line.startswith(kind + ":"):
+            return int(line.split()[1]) * 1024
+    raise SystemExit("no " + kind)
+
+before = rss("RssAnon")
+hashes = array_on_disk(np.arange(8_000_000, dtype=np.int64) * 7919)  # a million files' hashes, eight times
+total = int(hashes.sum())  # a pass over them
+release_mapped_pages()
+kept = rss("RssAnon") - before
+in_heap = np.arange(8_000_000, dtype=np.int64) * 7919  # the peer: the same array in the heap
+print(json.dumps({"bytes": hashes.nbytes, "kept": kept, "peer": rss("RssAnon") - before - kept,
+                  "same": total == int(in_heap.sum())}))
+"""
+
+
+@linux_only
+def test_an_array_on_disk_holds_no_anonymous_memory_once_its_pages_are_released() -> None:
+    """Measured in a fresh interpreter (RssAnon: the heap's pages, which the kernel cannot drop; the peer, the
+    same values in a NumPy array of the heap, holds all of them)."""
+    done = subprocess.run([sys.executable, "-c", _ARRAYS], capture_output=True, text=True, check=True, timeout=300)
+    figures = json.loads(done.stdout)
+    assert figures["same"]
+    assert figures["peer"] > 0.9 * figures["bytes"], figures
+    assert figures["kept"] < 0.1 * figures["bytes"], figures  # measured: none of 64 MB
 
 
 def test_a_temporary_directory_on_a_memory_file_system_is_named(tmp_path: Path, monkeypatch: Any) -> None:
