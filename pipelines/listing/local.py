@@ -282,16 +282,16 @@ def _in_url_order(found: _Found, urls: pa.ChunkedArray, keep: npt.NDArray[np.boo
     (``a-b.gguf`` beside a folder ``a``). The URLs are then kept as they
     were made; otherwise taken in order.
     """
-    order = pc.sort_indices(urls).to_numpy()
     sizes, mtimes = np.frombuffer(found.size, np.int64), np.frombuffer(found.mtime, np.float64)
-    if bool(np.all(order[1:] > order[:-1])):
-        del order
+    n = len(urls)
+    if n < 2 or pc.all(pc.less(urls.slice(0, n - 1), urls.slice(1))).as_py():  # no sort: 8 bytes a file less
         everything = bool(keep.all())
         return ListedFiles.of_columns(
             url=urls if everything else urls.filter(pa.array(keep)),
             size=pa.array(sizes.copy() if everything else sizes[keep]),
             mtime=_timestamps(mtimes if everything else mtimes[keep]),
         )
+    order = pc.sort_indices(urls).to_numpy()
     chosen = order[keep[order]]
     return ListedFiles.of_columns(
         url=urls.take(chosen), size=pa.array(sizes[chosen]), mtime=_timestamps(mtimes[chosen])
