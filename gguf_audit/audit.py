@@ -30,6 +30,7 @@ from gguf_audit.io.base import RangeSource
 from gguf_audit.io.errors import classify_error
 from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.header import read_header
+from gguf_audit.io.kept import kept_threads
 from gguf_audit.io.read_config import DEFAULT_READ_CONFIG, IOStats, ReadConfig
 from gguf_audit.redact import redact_text, redact_url
 from gguf_audit.templates.audit import (
@@ -404,8 +405,8 @@ def _check_upstream(
 
 
 class _TemplateRun:
-    """The chat-template audit of one header, on a thread of its own from its start (it waits on the
-    render child) until :meth:`result`; none for a file whose templates are not audited.
+    """The chat-template audit of one header, on a kept thread (:mod:`~gguf_audit.io.kept`) from its start (it
+    waits on the render child) until :meth:`result`; none for a file whose templates are not audited.
 
     On its own like each check (:func:`~gguf_audit.checks.header.isolated`): a failure gives
     ``internal.unexpected`` naming it, and the other checks still run."""
@@ -414,13 +415,10 @@ class _TemplateRun:
         self._audits: list[TemplateAudit] = []
         self._renders: dict[str, str] | None = None
         self._findings: list[Finding] = []
-        self._thread: threading.Thread | None = None
+        self._done: threading.Event | None = None
         # A projector (mmproj) has no chat template: its language model holds it.
         if config.templates and not _is_later_shard(header) and not is_projector(header):
-            self._thread = threading.Thread(
-                target=self._run, args=(header, template_cache), name="chat templates", daemon=True
-            )
-            self._thread.start()
+            self._done = kept_threads.start(lambda: self._run(header, template_cache))
 
     def _run(self, header: Header, template_cache: TemplateCache) -> None:
         def step() -> list[Finding]:
@@ -432,8 +430,8 @@ class _TemplateRun:
         self._findings = isolated("chat template", step)
 
     def _wait(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
+        if self._done is not None:
+            self._done.wait()
 
     def renders(self) -> dict[str, str] | None:
         """Each template's render of the standard conversation, once the audit is done (None: not audited)."""

@@ -16,7 +16,6 @@ keep fsspec: :func:`open_plain_source` returns None for what it does not read.
 from __future__ import annotations
 
 import os
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +27,7 @@ from gguf_audit.errors import GGUFAuditError, SourceError
 from gguf_audit.io.base import RangeSource
 from gguf_audit.io.errors import RangeAnswerError
 from gguf_audit.io.gate import CpuGate
+from gguf_audit.io.kept import kept_threads
 from gguf_audit.io.limits import DEFAULT_HOST_PAUSES, HostPauses, host_key
 from gguf_audit.io.ranged import check_body, check_partial, whole_body_end
 from gguf_audit.io.read_config import DEFAULT_READ_CONFIG, IOStats, ReadConfig
@@ -345,7 +345,8 @@ class PlainHTTPSource(RangeSource):
 
 
 class _ReadAhead:
-    """One read run on a thread of its own, its outcome (the bytes, or what it raised) kept for :meth:`take`."""
+    """One read run on a kept thread (:mod:`~gguf_audit.io.kept`), its outcome (the bytes, or what it raised)
+    kept for :meth:`take`."""
 
     def __init__(self, start: int, end: int, run: Callable[[], bytes]) -> None:
         self.start, self.end = start, end
@@ -357,12 +358,11 @@ class _ReadAhead:
             except BaseException as exc:  # noqa: BLE001 - handed to the reader that takes it
                 self._outcome = exc
 
-        self._thread = threading.Thread(target=target, name="read ahead", daemon=True)
-        self._thread.start()
+        self._done = kept_threads.start(target)
 
     def take(self) -> bytes | BaseException:
         """The outcome, once the read is done."""
-        self._thread.join()
+        self._done.wait()
         return self._outcome
 
 
