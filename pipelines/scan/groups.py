@@ -340,10 +340,7 @@ def _grouped(urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> pa.Table:
 def _each_once(values: pa.ChunkedArray) -> bool:
     """Whether no value of ``values`` repeats: at once when they are in ascending order (a listing's URLs,
     and then its models' ids, nearly always are), else through a hash table of them (about 100 bytes a value)."""
-    n = len(values)
-    if n < 2 or pc.all(pc.less(values.slice(0, n - 1), values.slice(1))).as_py():
-        return True
-    return bool(pc.count_distinct(values).as_py() == n)
+    return _ascending(values) or bool(pc.count_distinct(values).as_py() == len(values))
 
 
 def _ascending(values: pa.ChunkedArray) -> bool:
