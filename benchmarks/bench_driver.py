@@ -132,7 +132,7 @@ class _AnonPeak:
     def __init__(self, interval_s: float = 0.005) -> None:
         import threading
 
-        self.peak = _anon_bytes()
+        self.peak = self.window = _anon_bytes()
         self._interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="anon-peak", daemon=True)
@@ -140,7 +140,15 @@ class _AnonPeak:
 
     def _watch(self) -> None:
         while not self._stop.wait(self._interval_s):
-            self.peak = max(self.peak, _anon_bytes())
+            now = _anon_bytes()
+            self.peak = max(self.peak, now)
+            self.window = max(self.window, now)
+
+    def window_peak(self) -> int:
+        """The highest ``RssAnon`` since the last call (or the start), the window then begun again."""
+        now = _anon_bytes()
+        peak, self.window = max(self.window, now), now
+        return peak
 
     def stop(self) -> int:
         self._stop.set()
@@ -161,13 +169,19 @@ def _night_main(args: argparse.Namespace) -> int:
     config = ScanConfig().replace(
         roots=(args.root,), out=args.out, samples=False, dashboard=False, incremental=args.incremental or None
     )
-    phases = _watch_phases() if args.phases else {}
     with contextlib_cluster(args, LocalCluster, Client, logging.ERROR) as client:
         base, base_anon = _rss_bytes(), _anon_bytes()
         anon = _AnonPeak()
+        phases = _watch_phases(anon) if args.phases else {}
         begun = time.perf_counter()
         result = run_scan(config, client=client)
         wall = time.perf_counter() - begun
+        if phases:  # the commit, the summary and what else follows the one-row check
+            phases["commit"], phases["commit" + _PEAK] = (
+                _rss_bytes(),
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            )
+            phases["commit" + _ANON], phases["commit" + _ANON_PEAK] = _anon_bytes(), anon.window_peak()
         peak_anon = anon.stop()
     figures = {
         "files": result.n_files,
@@ -180,7 +194,13 @@ def _night_main(args: argparse.Namespace) -> int:
     }
     if phases:
         figures["phase_rss_bytes"] = {k: v for k, v in phases.items() if "." not in k}
-        for suffix, key in ((_PEAK, "phase_peak_bytes"), (_HEAP, "phase_heap_bytes"), (_BLOCKS, "phase_blocks")):
+        for suffix, key in (
+            (_PEAK, "phase_peak_bytes"),
+            (_HEAP, "phase_heap_bytes"),
+            (_BLOCKS, "phase_blocks"),
+            (_ANON, "phase_anon_bytes"),
+            (_ANON_PEAK, "phase_anon_peak_bytes"),
+        ):
             figures[key] = {k.removesuffix(suffix): v for k, v in phases.items() if k.endswith(suffix)}
     print("NIGHT " + json.dumps(figures), flush=True)
     return 0
@@ -189,10 +209,13 @@ def _night_main(args: argparse.Namespace) -> int:
 _PEAK = ".peak"
 _HEAP = ".heap"
 _BLOCKS = ".blocks"
+_ANON = ".anon"
+_ANON_PEAK = ".anon_peak"
 
 
-def _watch_phases() -> dict[str, int]:
-    """Record the driver's RSS after each phase of the night (filled in as the night runs).
+def _watch_phases(anon: _AnonPeak) -> dict[str, int]:
+    """Record the driver's RSS after each phase of the night (filled in as the night runs), and its anonymous
+    memory: at the phase's end, and its peak during the phase (``anon``'s samples).
 
     The phases are the run's own calls, wrapped where ``run.py`` finds them: the
     listing (``discover``), the models (``ModelGroups``), the audit (the first
@@ -206,10 +229,14 @@ def _watch_phases() -> dict[str, int]:
 
     def after(name: str, call: Any) -> Any:
         def wrapped(*a: Any, **k: Any) -> Any:
-            if name == "lineage":
-                phases.setdefault("audit", _rss_bytes())
-                phases.setdefault("audit" + _PEAK, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+            if name == "lineage" and "audit" not in phases:
+                phases["audit"] = _rss_bytes()
+                phases["audit" + _PEAK] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+                phases["audit" + _ANON] = _anon_bytes()
+                phases["audit" + _ANON_PEAK] = anon.window_peak()
             value = call(*a, **k)
+            phases[name + _ANON] = _anon_bytes()
+            phases[name + _ANON_PEAK] = anon.window_peak()
             phases[name] = _rss_bytes()
             phases[name + _PEAK] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             phases[name + _HEAP] = _heap_in_use()
@@ -367,13 +394,16 @@ def _print_phases(f: dict[str, Any]) -> None:
     peaks: dict[str, int] = f.get("phase_peak_bytes") or {}
     heaps: dict[str, int] = f.get("phase_heap_bytes") or {}
     blocks: dict[str, int] = f.get("phase_blocks") or {}
+    anons: dict[str, int] = f.get("phase_anon_bytes") or {}
+    anon_peaks: dict[str, int] = f.get("phase_anon_peak_bytes") or {}
     previous = f["base_rss_bytes"]
     for name, rss in phases.items():
         growth = (rss - previous) / max(1, f["files"])
         peak = f"  peak so far {peaks[name] / 1e6:>7.1f} MB" if name in peaks else ""
         heap = f"  C heap in use {heaps[name] / 1e6:>6.1f} MB" if heaps.get(name, -1) >= 0 else ""
         objects = f"  Python blocks {blocks[name]:>9,}" if name in blocks else ""
-        print(f"{'':>14} {name:>10} RSS {rss / 1e6:>7.1f} MB  +{growth:>7.0f} B/file{peak}{heap}{objects}")
+        anon = f"  anon {anons[name] / 1e6:>6.1f} MB (peak {anon_peaks[name] / 1e6:>6.1f})" if name in anons else ""
+        print(f"{'':>14} {name:>10} RSS {rss / 1e6:>7.1f} MB  +{growth:>7.0f} B/file{peak}{anon}{heap}{objects}")
         previous = rss
 
 
