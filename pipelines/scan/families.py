@@ -1,10 +1,7 @@
 """Lineage's families on the driver as Arrow and NumPy columns, never as a Python object per model.
 
-:mod:`gguf_audit.checks.lineage` says what a family is, one
-:class:`~gguf_audit.checks.lineage.ModelLineage` per model. A night of 10^5
-models of one family held a ``ModelLineage`` per model, the family's verdict
-all of them, and a model id per model in the family columns' dict (about half
-a kilobyte a model). Here the same answers come from columns:
+:mod:`gguf_audit.checks.lineage` says what a family is, a ``ModelLineage`` a model (with a model id a
+model in the family columns' dict: about half a kilobyte a model). Here the same answers come from columns:
 
 - :class:`Members`: what lineage knows of each model (family key, full
   precision, file type, architecture), one row per model, made from the facts
@@ -19,9 +16,8 @@ a kilobyte a model). Here the same answers come from columns:
   family; a chunk of models' :class:`~gguf_audit.tables.lineage.ModelLineageCells`
   is made when that chunk is judged.
 
-Only a shard set whose facts disagree with the listing's order of its files
-(a shard without facts, or its first digest not on its first shard) is kept as
-values (:attr:`Members.odd`).
+Only a shard set whose facts disagree with the listing's order of its files (a shard without facts, or its
+first digest not on its first shard) is kept as values (:attr:`Members.odd`).
 """
 
 from __future__ import annotations
@@ -222,9 +218,8 @@ class LackingFamily:
 class Members:
     """What lineage knows of each model, a row per model, as columns (built a row at a time, then :meth:`done`).
 
-    ``pos`` is the model's position in the :class:`GroupsView`; a model with
-    facts rows wins over its carried row, and a later facts row over an earlier one
-    (as a dict of models would keep it).
+    ``pos`` is the model's position in the :class:`GroupsView`; a model with facts rows wins over its carried
+    row, and a later facts row over an earlier one (as a dict of models would keep it).
     """
 
     def __init__(self, view: GroupsView) -> None:
@@ -271,9 +266,12 @@ class Members:
         table = self._rows.table()
         self._rows = _Batches(_MEMBER_SCHEMA)
         pos = table.column("pos").to_numpy()
-        if len(np.unique(pos)) != len(pos):  # the last row of each model, as a dict keeps it
-            _, last = np.unique(pos[::-1], return_index=True)
-            table = table.take(pa.array(np.sort(len(pos) - 1 - last)))
+        seen = np.zeros(len(self.view), dtype=bool)  # np.unique's hash table: 29 bytes a row, 9 MB at 300,000
+        seen[pos] = True
+        if int(np.count_nonzero(seen)) != len(pos):  # the last row of each model, as a dict keeps it
+            last = np.full(len(self.view), -1, dtype=np.int64)
+            np.maximum.at(last, pos, np.arange(len(pos)))
+            table = table.take(pa.array(np.sort(last[last >= 0])))
         self.table = table
 
     def settle(self) -> None:
@@ -538,19 +536,21 @@ def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamil
     """
     view = members.view
     table = members.table
-    keys, types, architectures = (_codes(table.column(c)) for c in ("key", "file_type_name", "architecture"))
-    keyed = np.flatnonzero(keys.codes >= 0)
+    members.table = _MEMBER_SCHEMA.empty_table()  # read once here: its columns go as each is taken (a model's)
+    keys = _codes(table.column("key"))
+    keyed = np.flatnonzero(keys.codes >= 0).astype(np.int32)
     pos = table.column("pos").to_numpy()[keyed]
     # by family key, then model id (positions, when the groups' ids are in order already: no copy of them)
-    order = np.lexsort((_id_ranks(view, pos), keys.codes[keyed]))
-    del pos
-    rows_of = keyed[order]
-    del keyed, order
+    rows_of = keyed[np.lexsort((_id_ranks(view, pos), keys.codes[keyed]))]
+    del pos, keyed
+    key_codes, keys = keys.codes[rows_of], _Codes(np.zeros(0, np.int32), keys.values)
     pos = table.column("pos").to_numpy()[rows_of]
     full = pc.fill_null(table.column("full"), False).to_numpy(zero_copy_only=False)[rows_of]
-    key_codes, type_codes, arch_codes = keys.codes[rows_of], types.codes[rows_of], architectures.codes[rows_of]
-    del rows_of
-    keys, types, architectures = (_Codes(np.zeros(0, np.int32), c.values) for c in (keys, types, architectures))
+    types = _codes(table.column("file_type_name"))
+    type_codes, types = types.codes[rows_of], _Codes(np.zeros(0, np.int32), types.values)
+    architectures = _codes(table.column("architecture"))
+    arch_codes, architectures = architectures.codes[rows_of], _Codes(np.zeros(0, np.int32), architectures.values)
+    del rows_of, table
     n = len(pos)
     family_of = array_on_disk(np.full(len(view), -1, np.int32))  # a model's, to the night's end
     full_of = array_on_disk(np.full(len(view), -1, np.int8))

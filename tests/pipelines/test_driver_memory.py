@@ -286,10 +286,11 @@ def test_a_stream_scans_a_driver_file_a_window_of_row_groups_at_a_time(
         pool, seen = counting_pool(), 0
         for batch in batches():
             seen += batch.num_rows
+            time.sleep(0.003)  # the driver's work on a batch: the scan's buffering runs ahead meanwhile
         return seen, pool.max_memory()
 
     seen, ours = peak(lambda: scan_batches(ds.dataset(path, format="parquet")))
     whole = ds.ParquetFileFormat().make_fragment(str(path), pafs.LocalFileSystem())
     peer_seen, peer = peak(lambda: whole.to_batches(batch_size=BATCH_ROWS, **STREAM))
     assert seen == peer_seen == 64 * 1024
-    assert ours < peer / 2, (ours, peer)  # measured: 2.4 MB of Arrow's pool against 8.8 (whole: 8.6 against 7.3)
+    assert ours < peer / 2, (ours, peer)  # measured: 2.4 MB of Arrow's pool against 11 to 22

@@ -219,3 +219,32 @@ def test_carried_models_read_a_slice_at_a_time_judge_as_all_at_once(
         monkeypatch.setattr(module, "CARRIED_ROWS", 3)
     assert judged() == whole
     assert whole[2]  # some carried models are judged again: the slices decide it too
+
+
+def test_members_keep_each_model_s_last_row_in_the_order_rows_came() -> None:
+    """A model's facts row wins over its carried row and a later facts row over an earlier one, as a dict of
+    models keeps them; the rows kept stay in the order they came."""
+    urls = [f"file:///c/m{i}/m{i}.gguf" for i in range(5)]
+    view = families_module.GroupsView({u: [u] for u in urls})
+
+    def lineage(i: int, file_type: str) -> ModelLineage:
+        row = {"url": urls[i], "architecture": "llama", "name": "Tiny", "tensor_set_digest": f"{7:032x}"}
+        return model_lineage(urls[i], [{**row, "file_type_name": file_type, "full_precision": False}])
+
+    members = families_module.Members(view)
+    members.add_carried(
+        _carried_table({"model_id": urls[i], "architecture": "llama", "file_type_name": "Q8_0"} for i in (1, 3))
+    )
+    for i, file_type in ((4, "Q4_0"), (3, "Q4_K_M"), (4, "IQ2_XXS"), (0, "Q5_0")):
+        members.add_model(i, lineage(i, file_type))
+    members.done()
+
+    kept = members.table
+    assert kept.column("pos").to_pylist() == [1, 3, 4, 0]
+    assert kept.column("file_type_name").to_pylist() == ["Q8_0", "Q4_K_M", "IQ2_XXS", "Q5_0"]
+
+    alone = families_module.Members(view)  # a row a model: the table as it came
+    for i in (2, 0):
+        alone.add_model(i, lineage(i, "Q4_0"))
+    alone.done()
+    assert alone.table.column("pos").to_pylist() == [2, 0]
