@@ -18,6 +18,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from gguf_audit.pipelines.listing.mapped import array_on_disk
+
 __all__ = ["DirectoryDigests", "DirectorySet"]
 
 _DIGEST_BYTES: Final = 16
@@ -30,6 +32,16 @@ _CHUNKS: Final = 16
 
 def _digest(directory: str) -> bytes:
     return hashlib.blake2b(directory.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_BYTES).digest()
+
+
+def _distinct(digests: npt.NDArray[np.bytes_]) -> npt.NDArray[np.bytes_]:
+    """``digests`` sorted in place, each once: ``np.unique``'s answer without its hash table (three times the
+    digests' bytes: 14 MB over 300,000 directories)."""
+    digests.sort()
+    if len(digests) < 2:
+        return digests
+    again = digests[1:] == digests[:-1]
+    return digests[np.append(True, ~again)] if again.any() else digests
 
 
 class DirectorySet(Container[str]):
@@ -88,19 +100,19 @@ class DirectoryDigests:
 
     def _sort_pending(self) -> None:
         if self._pending:
-            self._chunks.append(np.unique(np.array(self._pending, dtype=_DTYPE)))
+            self._chunks.append(_distinct(np.array(self._pending, dtype=_DTYPE)))
             self._pending = []
         if len(self._chunks) > _CHUNKS:
-            self._chunks = [np.unique(np.concatenate(self._chunks))]
+            self._chunks = [_distinct(np.concatenate(self._chunks))]
 
     def sorted_digests(self) -> npt.NDArray[np.bytes_]:
-        """Every distinct digest, sorted."""
+        """Every distinct digest, sorted (on the driver's disk when they are many: :func:`array_on_disk`)."""
         self._sort_pending()
         if not self._chunks:
             return np.zeros(0, dtype=_DTYPE)
-        merged = self._chunks[0] if len(self._chunks) == 1 else np.unique(np.concatenate(self._chunks))
-        self._chunks = [merged]
-        return merged
+        merged = self._chunks[0] if len(self._chunks) == 1 else _distinct(np.concatenate(self._chunks))
+        self._chunks = [array_on_disk(merged)]
+        return self._chunks[0]
 
     def build(self) -> DirectorySet:
         return DirectorySet._of(self.sorted_digests())

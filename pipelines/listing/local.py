@@ -27,6 +27,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import struct
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +43,10 @@ from gguf_audit.tables.listed import ListedFiles
 
 __all__ = ["LocalWalk", "Skipped", "walk_local"]
 
+_KEY_FORMAT: Final = struct.Struct(">QQ")
+_KEY_BYTES: Final = _KEY_FORMAT.size
+_KEY: Final = f"S{_KEY_BYTES}"
+"""A directory's key: its device and inode, big-endian, so that NumPy's byte order is theirs."""
 _CHUNK_URLS: Final = 4096
 """URLs held as Python strings at a time while walking, before they become an Arrow chunk."""
 
@@ -171,68 +176,119 @@ def walk_local(
             if not stat.S_ISREG(st.st_mode):
                 skipped.append(Skipped(to_url(path), "not a regular file"))
                 continue
-            found.add(to_url(path), st, hf_blob=_is_hf_blob(path))
+            url = to_url(path)
+            if not _is_utf8(url):
+                skipped.append(Skipped(url, "its path is not UTF-8: no URL names it"))
+                continue
+            found.add(url, st, hf_blob=_is_hf_blob(path))
         del names
-        if folder.names:
-            folder.names.reverse()  # popped from the end: the first name first
+        if folder.listed():
             stack.append(folder)
 
     enter(root, False)
     while stack:  # depth first, a folder's files before its subfolders'
         folder = stack[-1]
-        name = folder.names.pop()
-        if not folder.names:
+        name = folder.next_name()
+        if folder.walked():
             stack.pop()
         enter(os.path.join(folder.path, name), folder.linked or name in folder.linked_names)
     urls = found.urls()
     keep = _one_path_per_file(found, urls, skipped)
     found.forget_inodes()
     files = _in_url_order(found, urls, keep)
-    return LocalWalk(files, tuple(sorted(skipped, key=lambda s: s.url)))
+    return LocalWalk(files, tuple(sorted((_shown(s) for s in skipped), key=lambda s: s.url)))
 
 
 class _Folder:
-    """A listed folder's subfolders still to walk: their names, and which were entered through a symlink."""
+    """A listed folder's subfolders still to walk, in name order, and which were entered through a symlink.
 
-    __slots__ = ("linked", "linked_names", "names", "path")
+    The names wait as one Arrow array (about 12 bytes a name, not a Python
+    string's 60): in a folder of a folder per model, such as a Hugging Face
+    cache's ``models--org--name`` folders, there is a name a model, waiting
+    for most of the walk.
+    """
+
+    __slots__ = ("_at", "_found", "_names", "linked", "linked_names", "path")
 
     def __init__(self, path: str, linked: bool) -> None:
         self.path = path
         self.linked = linked
-        self.names: list[str] = []
+        self._found: list[str] = []
+        self._names: pa.Array | None = None
+        self._at = 0
         self.linked_names: set[str] = set()
 
     def add(self, name: str, through_link: bool) -> None:
-        self.names.append(name)
+        self._found.append(name)
         if through_link and not self.linked:
             self.linked_names.add(name)
+
+    def listed(self) -> bool:
+        """The folder is listed: its subfolders' names are put away. Whether it has any."""
+        if not self._found:  # most folders of a mirror: a model's, files alone
+            return False
+        try:
+            self._names = pa.array(self._found, pa.string())
+        except UnicodeEncodeError:  # a name that is not UTF-8 (os.fsdecode's escapes): the names as bytes
+            self._names = pa.array([os.fsencode(n) for n in self._found], pa.binary())
+        self._found = []
+        return True
+
+    def next_name(self) -> str:
+        assert self._names is not None, "taken from a folder with no subfolders"
+        name = self._names[self._at].as_py()
+        self._at += 1
+        return os.fsdecode(name) if isinstance(name, bytes) else str(name)
+
+    def walked(self) -> bool:
+        """Whether every subfolder's name was taken."""
+        return self._names is None or self._at >= len(self._names)
+
+
+_KEYS_PENDING: Final = 16_384
+"""Directory keys a walk keeps in a Python set before they are merged into its sorted array (about 1.5 MB)."""
 
 
 class _WalkedDirectories:
     """The directories a walk entered, so that it enters each once, and the path it first entered each by.
 
-    A key per directory, its device and inode as one integer in a set (about
-    60 bytes; a dict of key tuples to paths cost about 300, one folder per
-    model making a directory a file). Paths are kept only for directories
-    entered through a symlink: one entered by its own path from the root is
-    named again from its real path (a bind mount, the one directory under two
-    real paths, is then named by the path it is seen again under).
+    A key per directory, its device and inode as 16 big-endian bytes, in a
+    sorted NumPy array (16 bytes a directory: a set of them as integers cost
+    about 75, one folder per model making a directory a file) and a set of the
+    latest few. Paths are kept only for directories entered through a
+    symlink: one entered by its own path from the root is named again from its
+    real path (a bind mount, the one directory under two real paths, is then
+    named by the path it is seen again under).
     """
 
-    __slots__ = ("_keys", "_linked", "_real_root", "_root")
+    __slots__ = ("_keys", "_linked", "_pending", "_real_root", "_root")
 
     def __init__(self, root: str, root_st: os.stat_result) -> None:
         self._root = root
         self._real_root = os.path.realpath(root)
-        self._keys: set[int] = set()
-        self._linked: dict[int, str] = {}
+        self._keys = np.zeros(0, dtype=_KEY)
+        self._pending: set[bytes] = set()
+        self._linked: dict[bytes, str] = {}
         self.first_path(root_st, root, False)
+
+    def _entered(self, key: bytes) -> bool:
+        if key in self._pending:
+            return True
+        at = int(np.searchsorted(self._keys, np.array(key, dtype=_KEY)))
+        return at < len(self._keys) and bytes(self._keys[at]).ljust(_KEY_BYTES, b"\0") == key
+
+    def _enter(self, key: bytes) -> None:
+        self._pending.add(key)
+        if len(self._pending) >= _KEYS_PENDING:
+            merged = np.concatenate([self._keys, np.array(list(self._pending), dtype=_KEY)])
+            merged.sort()
+            self._keys, self._pending = merged, set()
 
     def first_path(self, st: os.stat_result, path: str, through_link: bool) -> str | None:
         """None for a directory not entered yet (now taken as entered by ``path``), else the path it was."""
-        key = (st.st_dev << 64) | st.st_ino
-        if key not in self._keys:
-            self._keys.add(key)
+        key = _KEY_FORMAT.pack(st.st_dev, st.st_ino)
+        if not self._entered(key):
+            self._enter(key)
             if through_link:
                 self._linked[key] = path
             return None
@@ -317,6 +373,26 @@ def _timestamps(seconds: npt.NDArray[np.float64]) -> pa.Array:
     fraction *= 1e6
     micros += np.rint(fraction, out=fraction).astype(np.int64)
     return pa.array(micros, pa.timestamp("us", tz="UTC"))
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` is UTF-8 (a path's bytes that are not come from ``os.fsdecode`` as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(entry: Skipped) -> Skipped:
+    """``entry`` as the tables and the terminal can hold it: a byte of a path that is not UTF-8 as ``\\xff``."""
+    if _is_utf8(entry.url) and _is_utf8(entry.reason):
+        return entry
+
+    def shown(text: str) -> str:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+    return Skipped(shown(entry.url), shown(entry.reason))
 
 
 def _is_hf_blob(path: str) -> bool:

@@ -81,6 +81,33 @@ def test_links_loops_and_broken_links_are_named(tmp_path: Path) -> None:
     }
 
 
+def test_names_that_are_not_utf8_are_named_and_the_walk_goes_on(tmp_path: Path) -> None:
+    """A file or folder name that is not UTF-8 (Linux allows any bytes) cannot be a URL: such a file is named
+    among the skipped, its bytes shown escaped, and the rest of the collection is listed (the walk raised
+    before: Arrow refuses such a string)."""
+    real = tmp_path / "models"
+    (real / "ok").mkdir(parents=True)
+    (real / "ok" / "a.gguf").write_bytes(b"a" * 3)
+    base = os.fsencode(real)
+    with open(base + b"/x\xfe.gguf", "wb") as f:
+        f.write(b"x")
+    os.makedirs(base + b"/\xffdir/inner")
+    with open(base + b"/\xffdir/inner/m.gguf", "wb") as f:
+        f.write(b"m")
+    with open(base + b"/\xffdir/readme.txt", "wb") as f:  # not a file the scan covers: no news
+        f.write(b"r")
+    (real / "zz").mkdir()
+    (real / "zz" / "b.gguf").write_bytes(b"b" * 5)
+    listing = discover([str(real)])
+    url = f"file://{real}"
+    assert [(f.url, f.size) for f in listing.files] == [(f"{url}/ok/a.gguf", 3), (f"{url}/zz/b.gguf", 5)]
+    assert {s.url.removeprefix(url + "/"): s.reason for s in listing.skipped} == {
+        "x\\xfe.gguf": "its path is not UTF-8: no URL names it",
+        "\\xffdir/inner/m.gguf": "its path is not UTF-8: no URL names it",
+    }
+    assert all(s.url.encode("utf-8") for s in listing.skipped)  # the tables and the terminal can hold them
+
+
 def test_symlinked_root_file_and_shard_siblings(tmp_path: Path) -> None:
     store = tmp_path / "store"
     store.mkdir()
