@@ -103,8 +103,9 @@ _COLUMNS: Final = pa.schema(
 """What every listed file has, a column each; the rest (errors, Hub cards, read URLs) is rare and kept aside."""
 _CHUNK_ROWS: Final = 4096
 """Files turned into (or made from) Arrow at a time: the Python objects alive at once while building or iterating."""
-_DIRS_AT_ONCE: Final = 65_536
-"""Files whose directories are worked out at a time (a column of that many directory names alive)."""
+_DIRS_AT_ONCE: Final = 4096
+"""Files whose directories are worked out at a time: as many names in Arrow, its hash table and as Python strings
+(a folder per model: 12 MB at 65,536)."""
 
 
 @dataclass(frozen=True, slots=True)

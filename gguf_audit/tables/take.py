@@ -51,7 +51,7 @@ def take_rows(data: Taken, positions: Iterable[int] | npt.NDArray[np.integer[Any
     which: npt.NDArray[np.int64] = (np.searchsorted(starts, at, side="right") - 1).astype(np.int64)
     order: npt.NDArray[np.int64] = np.argsort(which, kind="stable").astype(np.int64)
     ordered: npt.NDArray[np.int64] = which[order]
-    chunks: npt.NDArray[np.int64] = np.unique(ordered)
+    chunks: npt.NDArray[np.int64] = ordered[np.append(True, ordered[1:] != ordered[:-1])]  # sorted: no hash table
     bounds: list[int] = [*np.searchsorted(ordered, chunks).tolist(), len(at)]
     taken = [
         pieces[int(c)].take(pa.array(at[order[bounds[i] : bounds[i + 1]]] - starts[c], pa.int64()))

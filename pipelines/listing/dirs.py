@@ -24,8 +24,8 @@ __all__ = ["DirectoryDigests", "DirectorySet"]
 
 _DIGEST_BYTES: Final = 16
 _DTYPE: Final = f"S{_DIGEST_BYTES}"  # fixed-width bytes: sortable and searchable by NumPy
-_PENDING: Final = 65_536
-"""Digests gathered before they are sorted into a chunk (about 1 MB)."""
+_PENDING: Final = 8192
+"""Digests gathered as bytes objects (about 60 bytes each) before they are sorted into a chunk of 16 bytes each."""
 _CHUNKS: Final = 16
 """Sorted chunks kept apart before they are merged into one."""
 

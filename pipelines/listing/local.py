@@ -25,11 +25,12 @@ a file.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 import struct
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -47,6 +48,8 @@ _KEY_FORMAT: Final = struct.Struct(">QQ")
 _KEY_BYTES: Final = _KEY_FORMAT.size
 _KEY: Final = f"S{_KEY_BYTES}"
 """A directory's key: its device and inode, big-endian, so that NumPy's byte order is theirs."""
+_NAMES: Final = 4096
+"""Names of one folder held as Python strings at a time while it is listed (:func:`_listed_names`)."""
 _CHUNK_URLS: Final = 4096
 """URLs held as Python strings at a time while walking, before they become an Arrow chunk."""
 
@@ -146,13 +149,12 @@ def walk_local(
     def enter(directory: str, linked: bool) -> None:
         """List ``directory``: its files found, its subfolders put on the stack, in name order."""
         try:
-            with os.scandir(directory) as it:
-                names = sorted(entry.name for entry in it)
+            chunks = _listed_names(directory)
         except OSError as exc:
             skipped.append(Skipped(to_url(directory), f"cannot list: {type(exc).__name__}: {exc.strerror}"))
             return
         folder = _Folder(directory, linked)
-        for name in names:
+        for name in itertools.chain.from_iterable(chunks):
             path = os.path.join(directory, name)
             rel = path[len(prefix) :].replace(os.sep, "/")  # every path walked starts with the root's
             try:
@@ -181,7 +183,6 @@ def walk_local(
                 skipped.append(Skipped(url, "its path is not UTF-8: no URL names it"))
                 continue
             found.add(url, st, hf_blob=_is_hf_blob(path))
-        del names
         if folder.listed():
             stack.append(folder)
 
@@ -199,54 +200,87 @@ def walk_local(
     return LocalWalk(files, tuple(sorted((_shown(s) for s in skipped), key=lambda s: s.url)))
 
 
+def _as_bytes(names: list[str]) -> pa.Array:
+    """Names as the file system's bytes (a name need not be UTF-8), one Arrow array: about 30 bytes a name
+    where a Python string costs 60 and its list slot 8."""
+    return pa.array([os.fsencode(n) for n in names], pa.binary())
+
+
+def _listed_names(directory: str) -> Iterator[list[str]]:
+    """``directory``'s entry names in order, :data:`_NAMES` of them at a time as Python strings (``OSError``
+    as ``os.scandir`` raises it, before the first). A folder of more waits as bytes in Arrow, sorted there:
+    in byte order, which for UTF-8 names is Python's."""
+    chunks: list[pa.Array] = []
+    pending: list[str] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            pending.append(entry.name)
+            if len(pending) == _NAMES:
+                chunks.append(_as_bytes(pending))
+                pending = []
+    if not chunks:
+        return iter([sorted(pending)])
+    chunks.append(_as_bytes(pending))
+    names = pa.concat_arrays(chunks)
+    return _in_order(names, pc.sort_indices(names))
+
+
+def _in_order(names: pa.Array, order: pa.Array) -> Iterator[list[str]]:
+    for start in range(0, len(order), _NAMES):
+        yield [os.fsdecode(n) for n in names.take(order.slice(start, _NAMES)).to_pylist()]
+
+
 class _Folder:
     """A listed folder's subfolders still to walk, in name order, and which were entered through a symlink.
 
-    The names wait as one Arrow array (about 12 bytes a name, not a Python
-    string's 60): in a folder of a folder per model, such as a Hugging Face
-    cache's ``models--org--name`` folders, there is a name a model, waiting
-    for most of the walk.
+    The names wait as bytes in Arrow (:func:`_as_bytes`): in a folder of a
+    folder per model, such as a Hugging Face cache's ``models--org--name``
+    folders, there is a name a model, waiting for most of the walk.
     """
 
-    __slots__ = ("_at", "_found", "_names", "linked", "linked_names", "path")
+    __slots__ = ("_at", "_chunks", "_found", "_names", "linked", "linked_names", "path")
 
     def __init__(self, path: str, linked: bool) -> None:
         self.path = path
         self.linked = linked
         self._found: list[str] = []
+        self._chunks: list[pa.Array] = []
         self._names: pa.Array | None = None
         self._at = 0
         self.linked_names: set[str] = set()
 
     def add(self, name: str, through_link: bool) -> None:
         self._found.append(name)
+        if len(self._found) == _NAMES:
+            self._chunks.append(_as_bytes(self._found))
+            self._found = []
         if through_link and not self.linked:
             self.linked_names.add(name)
 
     def listed(self) -> bool:
         """The folder is listed: its subfolders' names are put away. Whether it has any."""
-        if not self._found:  # most folders of a mirror: a model's, files alone
+        if self._found:
+            self._chunks.append(_as_bytes(self._found))
+            self._found = []
+        if not self._chunks:  # most folders of a mirror: a model's, files alone
             return False
-        try:
-            self._names = pa.array(self._found, pa.string())
-        except UnicodeEncodeError:  # a name that is not UTF-8 (os.fsdecode's escapes): the names as bytes
-            self._names = pa.array([os.fsencode(n) for n in self._found], pa.binary())
-        self._found = []
+        self._names = self._chunks[0] if len(self._chunks) == 1 else pa.concat_arrays(self._chunks)
+        self._chunks = []
         return True
 
     def next_name(self) -> str:
         assert self._names is not None, "taken from a folder with no subfolders"
         name = self._names[self._at].as_py()
         self._at += 1
-        return os.fsdecode(name) if isinstance(name, bytes) else str(name)
+        return os.fsdecode(name)
 
     def walked(self) -> bool:
         """Whether every subfolder's name was taken."""
         return self._names is None or self._at >= len(self._names)
 
 
-_KEYS_PENDING: Final = 16_384
-"""Directory keys a walk keeps in a Python set before they are merged into its sorted array (about 1.5 MB)."""
+_KEYS_PENDING: Final = 4096
+"""Directory keys a walk keeps in a Python set before they go into its sorted array (about 330 KB)."""
 
 
 class _WalkedDirectories:
@@ -279,10 +313,9 @@ class _WalkedDirectories:
 
     def _enter(self, key: bytes) -> None:
         self._pending.add(key)
-        if len(self._pending) >= _KEYS_PENDING:
-            merged = np.concatenate([self._keys, np.array(list(self._pending), dtype=_KEY)])
-            merged.sort()
-            self._keys, self._pending = merged, set()
+        if len(self._pending) >= _KEYS_PENDING:  # into the sorted keys where they go: a copy of them, no sort
+            new = np.sort(np.array(list(self._pending), dtype=_KEY))
+            self._keys, self._pending = np.insert(self._keys, np.searchsorted(self._keys, new), new), set()
 
     def first_path(self, st: os.stat_result, path: str, through_link: bool) -> str | None:
         """None for a directory not entered yet (now taken as entered by ``path``), else the path it was."""
