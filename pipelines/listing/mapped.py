@@ -41,6 +41,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 __all__ = [
+    "BATCH_ROWS",
     "ON_DISK_BYTES",
     "MappedWriter",
     "array_on_disk",
@@ -92,6 +93,12 @@ class _Maps:
 _MAPS: Final = _Maps()
 
 
+BATCH_ROWS: Final = 16_384
+"""Rows written pieces are joined into before they are one record batch of a mapped file (or
+:data:`_BATCH_BYTES`, whichever comes first)."""
+_BATCH_BYTES: Final = 2 << 20
+
+
 class MappedWriter:
     """A table written a piece at a time to a file on the driver's disk, then mapped (:meth:`close`).
 
@@ -104,22 +111,46 @@ class MappedWriter:
         self._file = tempfile.TemporaryFile(prefix="gguf-audit-mapped-")  # noqa: SIM115 - closed by close()
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
         self._schema: pa.Schema | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
         self.num_rows = 0
 
-    def write(self, table: pa.Table | pa.RecordBatch) -> None:
-        """Append ``table``'s rows (every piece with the first one's schema)."""
+    def write(self, table: pa.Table | pa.RecordBatch, *, as_chunked: bool = False) -> None:
+        """Append ``table``'s rows (every piece with the first one's schema).
+
+        Small pieces are joined into record batches of :data:`BATCH_ROWS`
+        rows: each batch of the mapped table costs the heap a few hundred
+        bytes a column (a quiet night's carried models, written 512 at a
+        time, held 7.5 MB of them at 300,000 models). ``as_chunked`` writes
+        ``table``'s chunks as they are instead.
+        """
         if self._writer is None:
             self._schema = table.schema
             self._writer = pa.ipc.new_file(pa.PythonFile(self._file, mode="w"), table.schema)
-        if table.num_rows:
+        if table.num_rows and as_chunked:
+            self._flush()
             self._writer.write(table)
             self.num_rows += table.num_rows
+        elif table.num_rows:
+            self._pending.append(table if isinstance(table, pa.Table) else pa.Table.from_batches([table]))
+            self._pending_rows += table.num_rows
+            self._pending_bytes += table.nbytes
+            self.num_rows += table.num_rows
+            if self._pending_rows >= BATCH_ROWS or self._pending_bytes >= _BATCH_BYTES:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._writer is not None and self._pending:
+            self._writer.write(pa.concat_tables(self._pending).combine_chunks())
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
 
     def close(self) -> pa.Table | None:
         """The rows written, in order, their buffers in the mapped file (None when no piece was written)."""
         try:
             if self._writer is None or self._schema is None:
                 return None
+            self._flush()
             self._writer.close()
             if self.num_rows == 0:
                 return self._schema.empty_table()
@@ -148,7 +179,7 @@ def map_table(table: pa.Table) -> pa.Table:
     if table.num_rows == 0:
         return table
     with MappedWriter() as writer:
-        writer.write(table)
+        writer.write(table, as_chunked=True)
         mapped = writer.close()
     return mapped if mapped is not None else table
 
