@@ -1,12 +1,14 @@
 """Driver memory of a full night at 1k, 10k and 100k header-only files, on a local cluster and an external one.
 
 Run as ``python benchmarks/bench_driver.py [--sizes 1000,10000,100000] [--mode local,external] [--workers 2]
-[--budget-s 900] [--json OUT] [--phases] [--references N] [--per-folder N] [--quiet]``.
+[--budget-s 900] [--json OUT] [--phases] [--references N] [--per-folder N] [--quiet] [--quiet-nights N]``.
 
 ``--quiet`` also runs, after each full night, an ``--incremental`` night with
 nothing changed (every file's rows reused, no file read), in its own driver
 process into the same output, and prints it as mode ``local-quiet`` or
-``external-quiet``: the night a collection has most often.
+``external-quiet``: the night a collection has most often. ``--quiet-nights 2``
+runs a second one after it (``local-quiet2``): the usual night, built on a
+quiet night's rows (the driver's own data files) rather than the workers'.
 
 ``--phases`` also prints, for each night, the driver's RSS
 after each phase (listing, models, audit, lineage, judging, the one-row check),
@@ -326,6 +328,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quiet", action="store_true", help="after each full night, an incremental night with nothing changed"
     )
+    parser.add_argument(
+        "--quiet-nights",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --quiet, N quiet nights in a row (the second builds on a quiet night's rows, as most nights do)",
+    )
     parser.add_argument("--night", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--incremental", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
@@ -338,8 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = [m for m in args.mode.split(",") if m]
     report: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
-    if args.quiet:
-        report.update({f"{m}-quiet": [] for m in modes})
+    quiet_names = [f"quiet{k + 1}" if k else "quiet" for k in range(max(1, args.quiet_nights))] if args.quiet else []
+    report.update({f"{m}-{q}": [] for m in modes for q in quiet_names})
     spent = 0.0
     with tempfile.TemporaryDirectory(prefix="gguf-audit-driver-") as tmp_dir:
         tmp = Path(tmp_dir)
@@ -356,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             make_collection(root, n, args.references, args.per_folder)
             for mode in modes:
                 out = tmp / f"out-{mode}-{n}"
-                for night in [mode, f"{mode}-quiet"] if args.quiet else [mode]:
+                for night in [mode, *(f"{mode}-{q}" for q in quiet_names)]:
                     incremental = night != mode
                     if mode == "external":
                         with external_cluster(tmp, workers=args.workers) as address:
