@@ -423,7 +423,10 @@ def _shown(entry: Skipped) -> Skipped:
         return entry
 
     def shown(text: str) -> str:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        try:  # os.fsdecode's escapes back to the bytes they stand for
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate of another origin
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
     return Skipped(shown(entry.url), shown(entry.reason))
 

@@ -17,7 +17,7 @@ from pipeline_helpers import read_dataset
 
 from gguf_audit.cli import main
 from gguf_audit.pipelines.listing.discover import discover
-from gguf_audit.pipelines.listing.local import walk_local
+from gguf_audit.pipelines.listing.local import Skipped, _shown, walk_local
 from gguf_audit.tables.listed import ListedFiles
 
 
@@ -106,6 +106,8 @@ def test_names_that_are_not_utf8_are_named_and_the_walk_goes_on(tmp_path: Path) 
         "\\xffdir/inner/m.gguf": "its path is not UTF-8: no URL names it",
     }
     assert all(s.url.encode("utf-8") for s in listing.skipped)  # the tables and the terminal can hold them
+    # a lone surrogate that no file system's bytes gave (a caller's own URL function) is shown as well
+    assert _shown(Skipped("file:///m/\ud800.gguf", "x")).url == "file:///m/\\ud800.gguf"
 
 
 def test_symlinked_root_file_and_shard_siblings(tmp_path: Path) -> None:
