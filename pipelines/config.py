@@ -62,7 +62,9 @@ __all__ = [
     "parse_config",
 ]
 
-FAIL_ON: Final = ("error", "warning")
+FAIL_ON: Final = ("none", "error", "warning", "new-error", "aborts")
+"""``scan.fail_on``: what makes a committed night exit 1. ``none`` (the default) never does, as trivy's
+``--exit-code 0``: a collection always holds some broken file, and a nightly job's next steps must run."""
 
 
 class ConfigError(GGUFAuditError, ValueError):
@@ -79,7 +81,7 @@ class ScanSettings:
     exclude: tuple[str, ...] = ()
     out: str = "audit-out"
     incremental: bool = False
-    fail_on: str = "error"
+    fail_on: str = "none"
     lease_wait_s: float = 0.0
     """Seconds to wait for another writer's live lease on ``out`` (a scan or a vacuum) before exiting 2."""
     lease_expiry_s: float = 120.0

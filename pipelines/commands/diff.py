@@ -2,14 +2,17 @@
 
     gguf-audit diff OUT [--from RUN] [--to RUN] [--json] [--fail-on error|warning|info]
 
-Default: the last two committed nights; the comparison itself is
+Default: the last two committed nights, or the only one against no night (every
+problem of it is new, so the first night alerts once); the comparison itself is
 :func:`gguf_audit.pipelines.nights.diff.diff_nights`.
 
 Exit status: 1 when the later night has a new problem (or one that became this
 severe) at or above ``--fail-on`` (default ``error``), or a file or model that
 now makes llama.cpp abort (whatever ``--fail-on`` says: it crashes a server that
 loads it), or a mirror copy that stopped being faithful to its source, 0 otherwise,
-2 on a usage error (an unknown night, an output that cannot be read).
+2 on a usage error (an unknown night, an output with no night, an output that
+cannot be read). ``gguf-audit scan --fail-on new-error`` exits 1 on the same alerts
+(:func:`~gguf_audit.pipelines.nights.diff.alerts`).
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.findings import Severity
 from gguf_audit.pipelines.config import parse_storage_options_flag
-from gguf_audit.pipelines.nights.diff import diff_nights
+from gguf_audit.pipelines.nights.diff import alerts, diff_nights
 from gguf_audit.pipelines.nights.nightview import nights
-from gguf_audit.pipelines.nights.picture import NightNotFound, night_row
+from gguf_audit.pipelines.nights.picture import night_row
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.report.json import dumps
 from gguf_audit.report.nightly import diff_to_json, render_diff_text
@@ -57,16 +60,15 @@ def add_diff_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _pick(out: Output, before: str | None, after: str | None) -> tuple[str, str]:
-    """The two nights to compare: ``--to`` (default the latest) and ``--from`` (default the one before it)."""
+def _pick(out: Output, before: str | None, after: str | None) -> tuple[str | None, str]:
+    """The two nights to compare: ``--to`` (default the latest) and ``--from`` (default the one before it;
+    None for the first night, compared with no night)."""
     later = str(night_row(out, after)["run_id"])
     if before is not None:
         return str(night_row(out, before)["run_id"]), later
     ordered = [str(r["run_id"]) for r in nights(out)]
     at = ordered.index(later)
-    if at == 0:
-        raise NightNotFound(f"no night before {later!r} to compare it with (give --from). Got {out.url!r}.")
-    return ordered[at - 1], later
+    return (ordered[at - 1] if at else None), later
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -77,22 +79,27 @@ def cmd_diff(args: argparse.Namespace) -> int:
         diff = diff_nights(out, before, after)
     except (GGUFAuditError, OSError, ValueError) as exc:
         raise UsageError(f"diff: {exc}") from exc
+    found = alerts(diff, args.fail_on)
     if args.json:
         payload = diff_to_json(diff)
         payload["fail_on"] = args.fail_on
-        payload["new_at_fail_on"] = len(diff.new_at_least(args.fail_on))
-        payload["mirror_alerts"] = len(diff.mirror_alerts)
+        payload["new_at_fail_on"] = len(found.problems)
+        payload["mirror_alerts"] = len(found.mirror)
         sys.stdout.write(dumps(payload) + "\n")
     else:
         print(render_diff_text(diff))
-    alerts = diff.new_at_least(args.fail_on)
-    if not args.json:
-        print(f"{len(alerts)} new problems at or above {args.fail_on}")
-        if diff.new_aborts:
-            print(f"{len(diff.new_aborts)} files or models now abort llama.cpp {LLAMA_CPP_BUILD}")
-        if diff.mirror_alerts:
-            print(f"{len(diff.mirror_alerts)} mirror copies stopped being faithful to their source")
-    return ExitStatus.PROBLEMS if alerts or diff.new_aborts or diff.mirror_alerts else ExitStatus.OK
+        print(f"{_count(len(found.problems), 'new problem')} at or above {args.fail_on}")
+        if found.aborts:
+            print(
+                f"{_count(len(found.aborts), 'file or model', 'files or models')} now abort llama.cpp {LLAMA_CPP_BUILD}"
+            )
+        if found.mirror:
+            print(f"{_count(len(found.mirror), 'mirror copy', 'mirror copies')} stopped being faithful to their source")
+    return ExitStatus.PROBLEMS if found else ExitStatus.OK
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

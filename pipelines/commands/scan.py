@@ -1,7 +1,7 @@
 """``gguf-audit scan``: audit a whole collection on dask and write the audit tables.
 
     gguf-audit scan ROOT... --out DIR [--config FILE] [--scheduler ADDR] [--workers N]
-                    [--incremental] [--fail-on error|warning] [--storage-options JSON]
+                    [--incremental] [--fail-on none|error|warning|new-error|aborts] [--storage-options JSON]
 
 Flags override the config file, which overrides the defaults (``configs/local.toml``).
 While it runs, a progress bar on stderr shows files done of the total and bytes
@@ -10,9 +10,12 @@ goes to stdout: files by status, the most frequent problem codes, incomplete
 models, bytes read against the collection's size, and files per second, then a
 DuckDB query of the new run.
 
-Exit status: 0 clean, 1 when a problem reaches ``--fail-on`` (default ``error``),
-2 when the run itself failed (nothing is committed then), the output cannot be
-written (checked before anything is read), or the usage is wrong.
+Exit status: 0 when the night committed, whatever the collection holds (``--fail-on
+none``, the default); 1 when it committed and ``--fail-on`` fails it
+(:mod:`~gguf_audit.pipelines.scan.gate`: ``error``, ``warning``, ``new-error`` since
+the previous night, ``aborts``); 2 when the run itself failed (nothing is committed
+then), the output cannot be written (checked before anything is read), or the usage
+is wrong.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from gguf_audit.pipelines.listing.discover import Listing, options_for
 from gguf_audit.pipelines.nights.export import check_writable, export_night
 from gguf_audit.pipelines.nights.views import VIEW_NAMES
 from gguf_audit.pipelines.scan.collect import ScanResult
+from gguf_audit.pipelines.scan.gate import Gate, judge_gate
 from gguf_audit.pipelines.scan.run import ScanObserver, run_scan
 from gguf_audit.pipelines.scan.workers import missing_pipeline_module
 from gguf_audit.pipelines.store.lease import LeaseError
@@ -53,8 +57,9 @@ def add_scan_parser(sub: Any) -> argparse.ArgumentParser:
         "scan",
         help="audit a whole collection on dask and write Parquet audit tables",
         description="Audit every GGUF file under the roots (and in the manifests) and write the audit tables.",
-        epilog="exit status: 0 committed, nothing at --fail-on; 1 committed, a problem at --fail-on (or a file "
-        "llama.cpp refuses); 2 the run failed or --out cannot take it (nothing committed); 130/143 interrupted",
+        epilog="exit status: 0 committed (whatever the collection holds, with the default --fail-on none); "
+        "1 committed, and --fail-on error, warning, new-error or aborts fails it; 2 the run failed or --out "
+        "cannot take it (nothing committed); 130/143 interrupted",
     )
     _add_arguments(scan)
     scan.set_defaults(func=cmd_scan)
@@ -73,7 +78,12 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
         default=None,
         help="re-read only files new or changed since the last committed run",
     )
-    scan.add_argument("--fail-on", choices=FAIL_ON, help="exit 1 when a problem is this severe (default: error)")
+    scan.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        help="exit 1 on: an error (or a file llama.cpp refuses), a warning or worse, an error new since the "
+        "previous night, a file or model that aborts llama.cpp (default none: exit 0 once committed)",
+    )
     scan.add_argument("--storage-options", metavar="JSON", help="fsspec storage options (no credentials) as JSON")
     scan.add_argument("--manifest", action="append", metavar="URL", help="a text, CSV or Parquet list of URLs")
     scan.add_argument("--include", action="append", metavar="GLOB", help="file name glob to audit (default *.gguf)")
@@ -207,8 +217,8 @@ def _is_local(url: str) -> bool:
     return "://" not in url or url.startswith("file://")
 
 
-def render_summary(result: ScanResult, fail_on: str) -> str:
-    """The end-of-run summary."""
+def render_summary(result: ScanResult, gate: Gate) -> str:
+    """The end-of-run summary; its last line is the ``--fail-on`` gate's outcome."""
     lines = []
     base = f" (incremental on {result.base_run_id}: {result.n_reused} files reused)" if result.base_run_id else ""
     lines.append(f"run {result.run_id} committed to {escape(result.out)}{base}")
@@ -261,8 +271,7 @@ def render_summary(result: ScanResult, fail_on: str) -> str:
     if result.mirror:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(result.mirror.items()))
         lines.append(f"mirror against its source: {counts} (the mirror table names each path)")
-    verdict = "fails" if result.reaches(fail_on) else "passes"
-    lines.append(f"the run {verdict} --fail-on {fail_on}")
+    lines.append(gate.line())
     return "\n".join(lines)
 
 
@@ -338,14 +347,28 @@ def cmd_scan(args: argparse.Namespace) -> int:
     finally:
         progress.close()
         logger.removeHandler(handler)
-    print(redact_text(render_summary(result, config.scan.fail_on)))
+    try:
+        gate = judge_gate(result, config.scan.fail_on, _output(config))
+    except (GGUFAuditError, OSError, ValueError) as exc:
+        fail_on = config.scan.fail_on
+        raise UsageError(f"scan: the night was committed, but --fail-on {fail_on} could not read it: {exc}") from exc
+    print(redact_text(render_summary(result, gate)))
     print(
         redact_text(
             _duckdb_block(result, options_for(config.scan.out, config.out_storage_options or config.storage_options))
         )
     )
     _export(args, config, result.run_id)
-    return ExitStatus.PROBLEMS if result.reaches(config.scan.fail_on) else ExitStatus.OK
+    return ExitStatus.PROBLEMS if gate.fails else ExitStatus.OK
+
+
+def _output(config: ScanConfig) -> Output:
+    """The committed night's output, read back (by the gate and the exports)."""
+    options = config.out_storage_options
+    return Output(
+        str(config.scan.out),
+        dict(options) if options is not None else options_for(config.scan.out, config.storage_options),
+    )
 
 
 def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> None:
@@ -353,12 +376,7 @@ def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> None:
     if not (args.sarif or args.jsonl):
         return
     try:
-        options = config.out_storage_options
-        out = Output(
-            str(config.scan.out),
-            dict(options) if options is not None else options_for(config.scan.out, config.storage_options),
-        )
-        for path in export_night(out, run_id, sarif=args.sarif, jsonl=args.jsonl):
+        for path in export_night(_output(config), run_id, sarif=args.sarif, jsonl=args.jsonl):
             print(f"{'SARIF' if path == args.sarif else 'JSON Lines'} written to {shown_url(path)}")
     except (GGUFAuditError, OSError, ValueError) as exc:
         raise UsageError(f"scan: the night was committed, but its export failed: {exc}") from exc

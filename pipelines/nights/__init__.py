@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gguf_audit.pipelines.nights.diff import diff_nights, match_problems
+from gguf_audit.pipelines.nights.diff import Alerts, alerts, diff_nights, match_problems
 from gguf_audit.pipelines.nights.duplicates import (
     DUPLICATE_COLUMNS,
     DuplicateFile,
@@ -32,9 +32,11 @@ __all__ = [
     "DUPLICATE_COLUMNS",
     "PROBLEM_COLUMNS",
     "VIEW_NAMES",
+    "Alerts",
     "DuplicateFile",
     "DuplicateGroup",
     "NightNotFound",
+    "alerts",
     "check_writable",
     "compare_stats",
     "diff_nights",

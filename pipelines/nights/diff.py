@@ -9,7 +9,8 @@ has the same problems in both, so only the problems of files new, removed or
 read again (and of models judged again) are read, and only the columns a
 problem needs. A problem is the same problem in both nights when its place
 (the file, or the model for a model-scope problem), code and tensor are; it
-*changed* when its severity or message did.
+*changed* when its severity or message did. The first night is compared with
+no night: everything in it is new.
 
 Exit status: 1 when the later night has a new problem (or one that became this
 severe) at or above ``--fail-on`` (default ``error``), or a file or model that
@@ -21,6 +22,7 @@ loads it), or a mirror copy that stopped being faithful to its source (the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
@@ -31,16 +33,19 @@ from gguf_audit.pipelines.store.output import Output
 from gguf_audit.report.nightly import (
     Change,
     FileChange,
+    MirrorChange,
     ModelFlip,
     NewAbort,
     NightDiff,
     Problem,
 )
 
-__all__ = ["diff_nights", "match_problems"]
+__all__ = ["Alerts", "alerts", "diff_nights", "match_problems"]
 
 FILE_COLUMNS: Final = ["url", "source_run_id", "status", "loadable", "size", "codes", "llama_cpp"]
 MODEL_COLUMNS: Final = ["model_id", "source_run_id", "loadable", "complete", "codes", "llama_cpp"]
+NO_NIGHT: Final = "(none)"
+"""The earlier night's name in a diff of the first night (with no night before it)."""
 
 
 def _by_key(problems: list[Problem]) -> dict[tuple[str, str, str, str], list[Problem]]:
@@ -96,8 +101,32 @@ def _new_aborts(scope: str, old: dict[str, dict[str, Any]], new: dict[str, dict[
     return found
 
 
-def diff_nights(out: Output, before: str, after: str) -> NightDiff:
-    """What changed from night ``before`` to night ``after`` (both committed)."""
+@dataclass(frozen=True, slots=True)
+class Alerts:
+    """What a diff alerts on at a severity: ``gguf-audit diff`` exits 1 on them, and so does
+    ``gguf-audit scan --fail-on new-error`` (the one rule of what is new)."""
+
+    problems: tuple[Problem, ...]
+    """New problems, and changed ones that became this severe."""
+    aborts: tuple[NewAbort, ...]
+    """Files and models going to ``aborts``, whatever the severity."""
+    mirror: tuple[MirrorChange, ...]
+    """Mirror copies that stopped being faithful to their source."""
+
+    def __bool__(self) -> bool:
+        return bool(self.problems or self.aborts or self.mirror)
+
+
+def alerts(diff: NightDiff, severity: str) -> Alerts:
+    """The alerts of ``diff`` at ``severity`` (``error``, ``warning`` or ``info``)."""
+    return Alerts(tuple(diff.new_at_least(severity)), tuple(diff.new_aborts), tuple(diff.mirror_alerts))
+
+
+def diff_nights(out: Output, before: str | None, after: str) -> NightDiff:
+    """What changed from night ``before`` to night ``after`` (both committed); ``before`` None is no night
+    (``after`` is the first): every file, model and problem of ``after`` is new."""
+    if before is None:
+        return _diff_with_nothing(out, after)
     old_files = _rows(out.read("files", [before], columns=FILE_COLUMNS), "url")
     new_files = _rows(out.read("files", [after], columns=FILE_COLUMNS), "url")
     added = sorted(set(new_files) - set(old_files))
@@ -156,4 +185,14 @@ def diff_nights(out: Output, before: str, after: str) -> NightDiff:
     new_problems = problems_of(night_problems(out, after, columns, urls=[*added, *reread], model_ids=judged))
     diff.new_problems, diff.resolved_problems, diff.changed_problems = match_problems(old_problems, new_problems)
     diff.mirror_changes = mirror_changes(out, before, after)
+    return diff
+
+
+def _diff_with_nothing(out: Output, after: str) -> NightDiff:
+    """The first night against no night: its files and problems are new, and so are its aborts."""
+    files = _rows(out.read("files", [after], columns=FILE_COLUMNS), "url")
+    models = _rows(out.read("models", [after], columns=MODEL_COLUMNS), "model_id")
+    diff = NightDiff(NO_NIGHT, after, new_files=sorted(files))
+    diff.new_aborts = _new_aborts("file", {}, files) + _new_aborts("model", {}, models)
+    diff.new_problems = match_problems([], problems_of(night_problems(out, after, list(PROBLEM_COLUMNS))))[0]
     return diff

@@ -10,6 +10,8 @@ from report_nights import DOWNLOAD, MIRROR, PAYLOAD_FILE, SHARD_1, SHARD_2, Nigh
 
 from gguf_audit.cli import main
 from gguf_audit.pipelines.nights.diff import match_problems
+from gguf_audit.pipelines.nights.nightview import night_problems
+from gguf_audit.pipelines.store.output import Output
 from gguf_audit.report.nightly import Problem
 
 
@@ -74,12 +76,28 @@ def test_fail_on_and_the_text_form(report_nights: Nights, capsys: pytest.Capture
     assert "data.truncated" in printed and "new problems at or above error" in printed
 
 
+def test_the_first_night_is_compared_with_no_night(report_nights: Nights, capsys: pytest.CaptureFixture[str]) -> None:
+    """The night before the first is none: its every problem and file is new, so a nightly diff alerts once."""
+    one = report_nights.runs[0]
+    status, first = _diff(capsys, report_nights, "--to", one, "--fail-on", "info")
+    out = Output(str(report_nights.out), {})
+    problems = night_problems(out, one)
+    files = out.read("files", [one], columns=["url"]).column("url").to_pylist()
+    assert (first["from"], first["to"]) == ("(none)", one)
+    assert len(first["new_problems"]) == problems.num_rows > 0
+    assert first["resolved_problems"] == first["changed_problems"] == first["removed_files"] == []
+    assert first["new_files"] == sorted(files) and len(files) > 0
+    assert status == 1 and first["new_at_fail_on"] == problems.num_rows
+    errors = problems.column("severity").to_pylist().count("error")
+    assert main(["diff", str(report_nights.out), "--to", one]) == (1 if errors else 0)
+    printed = capsys.readouterr().out
+    assert f"night (none) -> {one}" in printed
+    assert f"{errors} new problem{'' if errors == 1 else 's'} at or above error" in printed
+
+
 def test_usage_errors_exit_2(report_nights: Nights, capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
     assert main(["diff", str(report_nights.out), "--from", "nope"]) == 2
     assert "no committed night 'nope'" in capsys.readouterr().err
-    one = report_nights.runs[0]
-    assert main(["diff", str(report_nights.out), "--to", one]) == 2
-    assert "no night before" in capsys.readouterr().err
     assert main(["diff", str(report_nights.out), "--fail-on", "fatal"]) == 2
     assert main(["diff", str(tmp_path / "empty")]) == 2
 

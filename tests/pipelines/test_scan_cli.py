@@ -32,7 +32,8 @@ def test_readme_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     monkeypatch.chdir(tmp_path)
     build_sample_collection("sample-collection")
     status, out, err = _scan(capsys, "sample-collection", "--out", "audit-out", "--workers", "2", "--no-dashboard")
-    assert status == 1  # the collection holds errors on purpose
+    assert status == 0  # committed: the collection's errors (on purpose) gate nothing by default
+    assert out.rstrip().count("the run passes --fail-on none: a committed night exits 0") == 1
     assert "dask: a local cluster, 2 workers" in err
     assert f"{SAMPLE_COUNT}/{SAMPLE_COUNT}" in err  # the progress bar reached the end
     statuses = "ok 7, warning 0, error 2, unreadable 1; 3 llama.cpp b11312 would refuse"
@@ -60,16 +61,22 @@ def test_exit_status(
     (clean / "a.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"])
     common = ["--scheduler", scheduler, "--no-progress"]
 
-    status, out, _ = _scan(capsys, str(clean), "--out", str(tmp_path / "o1"), *common)
+    status, out, _ = _scan(capsys, str(clean), "--out", str(tmp_path / "o1"), "--fail-on", "error", *common)
     # A quantized file alone: its family has no full-precision source (info), nothing else.
-    assert status == 0 and "passes --fail-on error" in out
+    passed = "the run passes --fail-on error: no problem is an error and llama.cpp b11312 would refuse no file"
+    assert status == 0 and passed in out
     assert re.search(r"most frequent problems:\n +1  lineage\.no_full_precision  info\n(?! )", out), out
 
     (clean / "b.gguf").write_bytes(sample["tiny-llama-Q4_K_M.gguf"][:-5])  # an error
     status, out, _ = _scan(capsys, str(clean), "--out", str(tmp_path / "o2"), *common)
+    assert status == 0 and "the run passes --fail-on none" in out  # the default: committed is 0
+    status, out, _ = _scan(capsys, str(clean), "--out", str(tmp_path / "o2b"), "--fail-on", "error", *common)
     assert status == 1
+    assert re.search(r"the run fails --fail-on error: (1 problem is an error|\d+ problems are errors), ", out), out
 
-    status, _, _ = _scan(capsys, str(clean), "--out", str(tmp_path / "o3"), "--exclude", "b.gguf", *common)
+    status, _, _ = _scan(
+        capsys, str(clean), "--out", str(tmp_path / "o3"), "--exclude", "b.gguf", "--fail-on", "error", *common
+    )
     assert status == 0
 
     status, _, err = _scan(capsys, str(tmp_path / "nowhere"), "--out", str(tmp_path / "o4"), *common)
@@ -97,10 +104,11 @@ def test_fail_on_warning(
     status, out, _ = _scan(capsys, str(root), "--out", str(tmp_path / "o2"), *common)
     assert status == 0 and "meta.control_characters" in out
     assert _scan(capsys, str(root), "--out", str(tmp_path / "o3"), "--fail-on", "warning", *common)[0] == 1
-    # A big-endian file's finding is a warning too, but llama.cpp refuses it: the default level fails the night.
+    # A big-endian file's finding is a warning too, but llama.cpp refuses it: --fail-on error fails the night.
     (root / "be.gguf").write_bytes(build_gguf(kvs, tensors, big_endian=True))
-    status, out, _ = _scan(capsys, str(root), "--out", str(tmp_path / "o4"), *common)
+    status, out, _ = _scan(capsys, str(root), "--out", str(tmp_path / "o4"), "--fail-on", "error", *common)
     assert status == 1 and "header.big_endian" in out and "1 llama.cpp b11312 would refuse" in out
+    assert "the run fails --fail-on error: llama.cpp b11312 would refuse 1 file\n" in out
 
 
 def test_credentials_are_refused_and_never_written(
@@ -124,7 +132,7 @@ def test_credentials_are_refused_and_never_written(
         capsys, str(local_collection), "--out", str(tmp_path / "o"), "--scheduler", str(client.scheduler.address),
         "--no-progress", "--storage-options", json.dumps({"s3": {"anon": True}}),
     )  # fmt: skip
-    assert status == 1
+    assert status == 0
     [run] = read_dataset(tmp_path / "o", "runs").to_pylist()
     assert "anon" not in run["config"] and "storage_options" not in run["config"]
 
@@ -210,7 +218,9 @@ def test_a_file_llama_cpp_refuses_fails_the_night_even_with_only_warnings(client
     """A big-endian file's finding is a warning, but llama.cpp refuses it: the night fails --fail-on error."""
     from gguf_audit.pipelines.commands.scan import render_summary
     from gguf_audit.pipelines.config import ScanConfig
+    from gguf_audit.pipelines.scan.gate import judge_gate
     from gguf_audit.pipelines.scan.run import run_scan
+    from gguf_audit.pipelines.store.output import Output
 
     root = tmp_path / "models"
     root.mkdir()
@@ -221,8 +231,9 @@ def test_a_file_llama_cpp_refuses_fails_the_night_even_with_only_warnings(client
     assert result.severities.get("error", 0) == 0  # no finding is an error...
     assert result.n_unloadable == 1  # ...but the file will not load
     assert result.reaches("error") and result.reaches("warning")
-    assert "1 llama.cpp b11312 would refuse" in render_summary(result, "error")
-    assert "the run fails --fail-on error" in render_summary(result, "error")
+    gate = judge_gate(result, "error", Output(str(tmp_path / "out"), {}))
+    assert "1 llama.cpp b11312 would refuse" in render_summary(result, gate)
+    assert render_summary(result, gate).endswith("the run fails --fail-on error: llama.cpp b11312 would refuse 1 file")
 
 
 def test_a_manifest_scan_learns_the_collection_size_from_its_reads(
@@ -231,6 +242,7 @@ def test_a_manifest_scan_learns_the_collection_size_from_its_reads(
     """A manifest of plain URLs lists no size: the summary's collection size comes from the first reads."""
     from gguf_audit.pipelines.commands.scan import render_summary
     from gguf_audit.pipelines.config import ScanConfig
+    from gguf_audit.pipelines.scan.gate import Gate
     from gguf_audit.pipelines.scan.run import run_scan
 
     files = {f"m/{i}.gguf": sample["tiny-llama-Q4_K_M.gguf"] for i in range(3)}
@@ -243,4 +255,4 @@ def test_a_manifest_scan_learns_the_collection_size_from_its_reads(
         result = run_scan(config, client=client)
     total = sum(len(d) for d in files.values())
     assert result.collection_bytes == total
-    assert f"of {total / 1024 / 1024:.1f} MiB" in render_summary(result, "error")
+    assert f"of {total / 1024 / 1024:.1f} MiB" in render_summary(result, Gate("none", False, "the default"))

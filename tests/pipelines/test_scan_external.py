@@ -57,7 +57,7 @@ def test_scan_with_scheduler_flag(
     argv = ["scan", str(local_collection), "--out", str(out), "--scheduler", external_scheduler, "--no-progress"]
     status = gguf_audit_main(argv)
     captured = capsys.readouterr()
-    assert status == 1, captured.err  # the sample collection has errors
+    assert status == 0, captured.err  # committed; the sample collection's errors gate nothing by default
     assert f"the scheduler at {external_scheduler}, 1 workers" in captured.err
     assert f"every listed file has exactly one row: {SAMPLE_COUNT} of {SAMPLE_COUNT}" in captured.out
     runs = read_dataset(out, "runs").to_pylist()
