@@ -6,6 +6,6 @@ over the same source, point :data:`BUILD` at the new file, read the test diff.
 
 from __future__ import annotations
 
-from gguf_audit.llama.tables import BUILD, LlamaTables, llama_tables
+from gguf_audit.llama.tables import BUILD, LlamaTables, TensorPrograms, llama_tables, tensor_programs
 
-__all__ = ["BUILD", "LlamaTables", "llama_tables"]
+__all__ = ["BUILD", "LlamaTables", "TensorPrograms", "llama_tables", "tensor_programs"]

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from gguf_audit.codes import LLAMA_CPP_BUILD
 
-__all__ = ["BUILD", "LlamaTables", "llama_tables"]
+__all__ = ["BUILD", "LlamaTables", "TensorPrograms", "llama_tables", "tensor_programs"]
 
 BUILD: Final = LLAMA_CPP_BUILD
 """The llama.cpp build the shipped tables (and the finding registry's verdicts) describe."""
@@ -101,3 +101,34 @@ def llama_tables() -> LlamaTables:
     """The tables of :data:`BUILD`, read from the package data once."""
     text = files("gguf_audit.llama").joinpath(f"{BUILD}.json").read_text(encoding="utf-8")
     return LlamaTables.from_json(json.loads(text))
+
+
+@dataclass(frozen=True, slots=True)
+class TensorPrograms:
+    """What one build's ``load_arch_tensors`` create, per architecture, as programs
+    (:mod:`gguf_audit.llama.loader_sim` runs them; :mod:`gguf_audit.llama.gen_tensors` writes them)."""
+
+    build: str
+    helpers: Mapping[str, Any]
+    """``llama_model_base``'s helpers the programs call (``create_tensor_qkv``)."""
+    defaults: Mapping[str, int]
+    """The initial value of each ``llama_hparams`` field that has one."""
+    architectures: Mapping[str, Mapping[str, Any]]
+    """Per modelled architecture: ``program``, ``fields`` (hparams read from a key by its
+    ``load_arch_hparams``), ``computed`` (hparams it sets otherwise)."""
+    unmodelled: Mapping[str, str]
+    """The architectures whose loader was not translated, each with the first reason."""
+
+
+@cache
+def tensor_programs() -> TensorPrograms:
+    """The tensor programs of :data:`BUILD` (``<build>-tensors.json``), read once."""
+    text = files("gguf_audit.llama").joinpath(f"{BUILD}-tensors.json").read_text(encoding="utf-8")
+    doc = json.loads(text)
+    return TensorPrograms(
+        build=str(doc["build"]),
+        helpers=MappingProxyType(doc["helpers"]),
+        defaults=MappingProxyType({str(k): int(v) for k, v in doc["defaults"].items()}),
+        architectures=MappingProxyType(doc["architectures"]),
+        unmodelled=MappingProxyType(dict(doc["unmodelled"])),
+    )
