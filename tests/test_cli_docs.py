@@ -54,3 +54,14 @@ def test_the_exit_status_table_is_the_enum() -> None:
     table = DOC.split("## Exit statuses, for every command", 1)[1].split("\n\n## ", 1)[0]
     documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
     assert documented == {int(s) for s in ExitStatus}
+
+
+def test_the_scan_gates_are_documented_with_their_default() -> None:
+    """``scan --fail-on``: every choice the parser takes is in docs/cli.md's row, with the default the config has."""
+    from gguf_audit.pipelines.config import FAIL_ON, ScanConfig
+
+    [action] = [a for a in _commands()["scan"]._actions if "--fail-on" in a.option_strings]
+    assert tuple(action.choices or ()) == FAIL_ON
+    row = next(line for line in _section("scan").splitlines() if line.startswith("| `--fail-on` |"))
+    assert [c for c in FAIL_ON if f"`{c}`" not in row] == []
+    assert f"`{ScanConfig().scan.fail_on}` (default" in row
