@@ -26,7 +26,7 @@ from gguf_audit.format.model import Header, StringArray, ValueType
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.gguf_constants import Keys
 
-__all__ = ["LAYER_ARRAY_TYPES", "NO_VOCAB", "SPECIAL_ID_KEYS", "HeaderFacts", "header_facts"]
+__all__ = ["LAYER_ARRAY_TYPES", "NO_VOCAB", "SPECIAL_ID_KEYS", "HeaderFacts", "c_string", "header_facts"]
 
 LAYER_ARRAY_TYPES: Final = frozenset({ValueType.INT32, ValueType.UINT32})
 """The item types llama.cpp reads per-layer arrays (and ``token_type``) as."""
@@ -53,12 +53,22 @@ SPECIAL_ID_KEYS: Final = (
 """Each special token's role and the key holding its id."""
 
 
+def c_string(text: str | None) -> str | None:
+    """``text`` as a C reader sees it: up to its first NUL (``'linear\\0x'`` is ``'linear'``).
+
+    llama.cpp reads names (``general.architecture``, ``tokenizer.ggml.model`` and ``pre``, the rope
+    scaling type) with ``gguf_get_val_str``, a ``const char *``, into a ``std::string`` and compares that.
+    """
+    return text if text is None or "\0" not in text else text.split("\0", 1)[0]
+
+
 @dataclass(frozen=True, slots=True)
 class HeaderFacts:
     """What the semantic checks know of a header before they judge it."""
 
     header: Header
     arch: str | None
+    """``general.architecture`` when it is a string, up to its first NUL (:func:`c_string`)."""
     spec: ArchSpec | None
     model: bool
     """A language model file (not an adapter, imatrix, projector or control vector)."""
@@ -68,7 +78,7 @@ class HeaderFacts:
     continuation: bool
     """A shard after the first: llama.cpp reads no metadata from it."""
     tokenizer_model: str | None
-    """``tokenizer.ggml.model`` when it is a string."""
+    """``tokenizer.ggml.model`` when it is a string, up to its first NUL (as :attr:`arch`)."""
     tokens: StringArray | None
     token_types: npt.NDArray[np.generic] | None
     n_layer: int | None
@@ -76,6 +86,11 @@ class HeaderFacts:
     @property
     def n_tokens(self) -> int | None:
         return None if self.tokens is None else len(self.tokens)
+
+    def c_str(self, key: str) -> str | None:
+        """The string value of ``key`` as llama.cpp compares it (:func:`c_string`); None when absent or
+        of another type."""
+        return c_string(self.header.get_str(key))
 
     def key(self, template: str) -> str:
         """``template`` for this file's architecture: ``{arch}.block_count`` -> ``llama.block_count``."""
@@ -92,8 +107,8 @@ class HeaderFacts:
 
 def header_facts(header: Header, url: str | None) -> HeaderFacts:
     """The facts of ``header``; ``url`` tells from the file name whether it is a shard."""
-    arch = header.get_str(Keys.General.ARCHITECTURE)
-    gtype = header.get_str(Keys.General.TYPE)
+    arch = c_string(header.get_str(Keys.General.ARCHITECTURE))
+    gtype = c_string(header.get_str(Keys.General.TYPE))
     model = gtype in (None, "model", "vocab") and arch not in NON_MODEL_ARCHITECTURES
     split_count = header.get_int(Keys.Split.LLM_KV_SPLIT_COUNT)
     split_no = header.get_int(Keys.Split.LLM_KV_SPLIT_NO)
@@ -120,7 +135,7 @@ def header_facts(header: Header, url: str | None) -> HeaderFacts:
         vocab_only=gtype == "vocab" or (header.n_tensors == 0 and not shard),
         shard=shard,
         continuation=continuation,
-        tokenizer_model=header.get_str(Keys.Tokenizer.MODEL),
+        tokenizer_model=c_string(header.get_str(Keys.Tokenizer.MODEL)),
         tokens=tokens,
         token_types=token_types,
         n_layer=n_layer,

@@ -17,7 +17,9 @@ alone is what a header says about its model, against what llama.cpp expects of i
   the tensors (for a known architecture, not vocab-only), the tokenizer, the
   tokens the rendered templates end turns with, and the declared file type.
 
-Cross-shard checks are in :mod:`~gguf_audit.checks.shards`.
+For a language model, the split keys come first, as the loader reads them from a file
+given alone (:func:`~gguf_audit.checks.shards.check_split_file`); cross-shard checks are
+in :mod:`~gguf_audit.checks.shards`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from gguf_audit.checks.facts import HeaderFacts, header_facts
 from gguf_audit.checks.filetype import check_file_type
 from gguf_audit.checks.hparams import check_hparams
 from gguf_audit.checks.metadata import check_architecture, check_key_types, check_required_keys
+from gguf_audit.checks.shards import ALONE_ONLY_CODES, check_split_file
 from gguf_audit.checks.structure import check_mapped_buffer, check_structure
 from gguf_audit.checks.tensors import check_tensors
 from gguf_audit.checks.text import check_control_characters
@@ -77,7 +80,8 @@ def check_structural(header: Header, file_size: int | None) -> list[Finding]:
 def check_mapping(header: Header, earlier: Iterable[Finding]) -> list[Finding]:
     """Mapping the weights, the loader's last step: checked only when none of the ``earlier``
     structural and semantic findings refused the file before it."""
-    if any(f.refused for f in earlier):
+    # A later shard refused only alone is still mapped when its set loads (ALONE_ONLY_CODES).
+    if any(f.refused and f.code not in ALONE_ONLY_CODES for f in earlier):
         return []
     return isolated("mapping", lambda: check_mapped_buffer(header))
 
@@ -102,9 +106,12 @@ def check_semantics(
     later steps is never reached and is not reported (asked: a header whose empty key
     llama.cpp refuses, its duplicate tokens unread).
     """
+    refused = structure_refused
     for found in _semantics(header, url, template_renders):
-        if not (structure_refused and found.llama_cpp is LlamaCpp.ABORTS):
+        if not (refused and found.llama_cpp is LlamaCpp.ABORTS):
             yield found
+        # The split checks come first and refuse in the loader's constructor, as the structural ones do.
+        refused = refused or found.code == Code.SHARD_INVALID_FILE_NAME
 
 
 def _semantics(
@@ -127,6 +134,7 @@ def _semantics(
         return
     f = facts[0]
     if f.model:
+        yield from isolated("split keys", lambda: check_split_file(header, url))
         yield from isolated("packed multimodal tensors", lambda: check_packed_multimodal(header))
     if f.continuation or not f.model:
         return

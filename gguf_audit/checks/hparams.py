@@ -163,15 +163,18 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
         yield from _check_n_rot(f, n_layer)
     yield from _check_tensor_extra(f)
     rope = f.header.metadata.get(f.key(Keys.Rope.SCALING_TYPE))
+    # Compared as a C string: 'linear\0x' is 'linear' to llama.cpp (asked of b11312: it loads).
+    scaling = f.c_str(rope.key) if rope is not None else None
     if (
         rope is not None
-        and isinstance(rope.value, str)
-        and rope.value not in tables.rope_scaling_types
+        and scaling is not None
+        and scaling not in tables.rope_scaling_types
         and _reached(f, *_READS_BEFORE)
     ):
+        read = f" (read up to its NUL as {scaling!r})" if scaling != rope.value else ""
         yield finding(
             Code.HPARAMS_UNKNOWN_ROPE_SCALING,
-            f"{rope.key} is {rope.value!r}, not one of {', '.join(sorted(tables.rope_scaling_types))}: "
+            f"{rope.key} is {rope.value!r}{read}, not one of {', '.join(sorted(tables.rope_scaling_types))}: "
             f"llama.cpp {tables.build} aborts",
             offset=rope.offset,
         )

@@ -15,6 +15,12 @@ and the files ``gguf-split`` and gguf-py's ``GGUFWriter`` write:
   ("invalid split file idx"), a tensor may appear in one shard only ("tensor
   '%s' is duplicated"), and the tensors of all shards must add up to the first
   shard's ``split.tensors.count`` ("%d tensors expected but %d found").
+
+:func:`check_split_file` is the same loader on one file given alone: a later shard
+(``split.no`` above 0) is refused ("illegal split file idx"), and a first shard
+must be named ``<prefix>-00001-of-<split.count>.gguf`` ("invalid split file name").
+The first refusal is the file's alone (:data:`ALONE_ONLY_CODES`): its set loads it
+through the first shard, so the set's verdict leaves it out (:func:`loadable_in_set`).
 """
 
 from __future__ import annotations
@@ -25,18 +31,22 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from gguf_audit.bounded import quote
 from gguf_audit.codes import Code
 from gguf_audit.findings import CODES, Finding, finding
 from gguf_audit.format.model import Header, ValueType, json_scalar
-from gguf_audit.format.shard_names import file_name, parse_shard_name
+from gguf_audit.format.shard_names import file_name, first_shard_name, parse_shard_name, url_path
 
 __all__ = [
     "AGREEING_KEYS",
+    "ALONE_ONLY_CODES",
     "ShardFacts",
     "ShardSetVerdict",
     "canonical_value",
     "check_shard_set",
+    "check_split_file",
     "judge_shard_set",
+    "loadable_in_set",
     "shard_facts",
 ]
 
@@ -55,6 +65,10 @@ AGREEING_KEYS: Final = (
 GGUFWriter copy the general metadata into the first shard only, so a key absent
 from a later shard is normal; only two shards declaring different values are a finding."""
 
+ALONE_ONLY_CODES: Final = frozenset({str(Code.SHARD_LATER_SHARD)})
+"""Codes that refuse a file given alone but not its shard set: llama.cpp reads a later shard through
+the first one, so a set's verdict and a file's own other checks leave them out."""
+
 MAX_DUPLICATE_FINDINGS: Final = 10
 """Duplicated tensor names reported one by one; the rest are counted in one more finding.
 A set built from two copies of a model would otherwise yield thousands of rows."""
@@ -69,6 +83,65 @@ class _Audited(Protocol):
     def header(self) -> Header | None: ...
     @property
     def loadable(self) -> bool | None: ...
+    @property
+    def findings(self) -> Sequence[Finding]: ...
+
+
+def loadable_in_set(loadable: bool | None, codes: Iterable[str]) -> bool | None:
+    """A shard's ``loadable`` as a member of its set: the file's own, without the refusals of
+    :data:`ALONE_ONLY_CODES` (``codes`` are the file's finding codes)."""
+    codes = list(codes)
+    if loadable is not False or not ALONE_ONLY_CODES.intersection(codes):
+        return loadable
+    verdict: bool | None = True
+    for code in codes:
+        if code in ALONE_ONLY_CODES:
+            continue
+        info = CODES.get(code)
+        refused = info.refused if info is not None else None
+        if refused:
+            return False
+        if refused is None:
+            verdict = None
+    return verdict
+
+
+def check_split_file(header: Header, url: str | None) -> Iterator[Finding]:
+    """What ``llama_model_loader`` does with this file given alone when ``split.count`` is above 1.
+
+    It reads ``split.no`` and refuses any but the first shard ("illegal split file idx"); from the first
+    it builds the other shards' names, so a path that does not end with ``-00001-of-<split.count>.gguf``
+    is refused ("invalid split file name"). Both keys are read as uint16 (another type is
+    ``meta.wrong_type``); ``url`` gives the name (None: not checked).
+    """
+    count_kv = header.metadata.get(SPLIT_COUNT)
+    if count_kv is None or count_kv.type is not ValueType.UINT16:
+        return
+    count = header.get_int(SPLIT_COUNT) or 0
+    no_kv = header.metadata.get(SPLIT_NO)
+    if count <= 1 or no_kv is None or no_kv.type is not ValueType.UINT16:
+        return
+    no = header.get_int(SPLIT_NO) or 0
+    name = file_name(url) if url else None
+    if no != 0:
+        first = first_shard_name(url, count) if url else None
+        load = f"load {quote(first)} instead" if first else "load the set's first shard (split.no 0) instead"
+        yield finding(
+            Code.SHARD_LATER_SHARD,
+            f"split.no is {no} of split.count {count}: a later shard, which llama.cpp refuses given alone "
+            f"('illegal split file idx'); it loads a split model from its first shard: {load}",
+            offset=no_kv.offset,
+        )
+        return
+    postfix = f"-00001-of-{count:05d}.gguf"
+    path = url_path(url) if url else None
+    if path is not None and not (path.endswith(postfix) and len(path) > len(postfix)):
+        yield finding(
+            Code.SHARD_INVALID_FILE_NAME,
+            f"split.count is {count} but the file is named {quote(name)}, not '<name>{postfix}': llama.cpp "
+            "finds the other shards by that name and refuses ('invalid split file name')",
+            offset=count_kv.offset,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +193,9 @@ def shard_facts(audit: _Audited) -> ShardFacts | None:
     if name is None:
         return None
     header = audit.header
+    loadable = loadable_in_set(audit.loadable, (f.code for f in audit.findings))
     if header is None:
-        return ShardFacts(audit.url, name.shard_index, name.shard_count, readable=False, loadable=audit.loadable)
+        return ShardFacts(audit.url, name.shard_index, name.shard_count, readable=False, loadable=loadable)
     split_no, split_no_type = _int_value(header, SPLIT_NO)
     if split_no is None and split_no_type is not None:
         split_no = -1  # present, but not an integer: reported as a bad index
@@ -136,7 +210,7 @@ def shard_facts(audit: _Audited) -> ShardFacts | None:
         index=name.shard_index,
         count=name.shard_count,
         readable=True,
-        loadable=audit.loadable,
+        loadable=loadable,
         version=header.version,
         byte_order=header.byte_order,
         split_no=split_no,

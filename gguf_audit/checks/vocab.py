@@ -100,7 +100,7 @@ def _refused_before_tokens(f: HeaderFacts) -> bool:
     model = f.tokenizer_model
     if model is None or model not in tables.tokenizer_models or f.tokens is None:
         return True
-    pre = h.get_str("tokenizer.ggml.pre")
+    pre = f.c_str("tokenizer.ggml.pre")
     merges = h.metadata.get("tokenizer.ggml.merges")
     if model in tables.tokenizer_models_needing_merges:
         if merges is None and not (model != "gemma4" and pre == "kimi-k2"):

@@ -147,6 +147,8 @@ class Code(StrEnum):
     SHARD_TENSOR_COUNT_MISMATCH = "shard.tensor_count_mismatch"
     SHARD_DUPLICATE_TENSOR = "shard.duplicate_tensor"
     SHARD_INCONSISTENT = "shard.inconsistent"
+    SHARD_LATER_SHARD = "shard.later_shard"
+    SHARD_INVALID_FILE_NAME = "shard.invalid_file_name"
     # compare
     COMPARE_LAYOUT_SUSPECT = "compare.layout_suspect"
     COMPARE_NO_COMMON_TENSORS = "compare.no_common_tensors"

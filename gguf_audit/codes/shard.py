@@ -52,4 +52,22 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
             "file type: likely assembled from different conversions."
         ),
     ),
+    CodeInfo(
+        Code.SHARD_LATER_SHARD,
+        Severity.INFO,
+        LlamaCpp.REFUSES,
+        (
+            "A later shard of a split model (split.no above 0): llama.cpp loads a split model from its first shard "
+            "and refuses this file given alone ('illegal split file idx'); its set is judged in the models row."
+        ),
+    ),
+    CodeInfo(
+        Code.SHARD_INVALID_FILE_NAME,
+        Severity.ERROR,
+        LlamaCpp.REFUSES,
+        (
+            "split.count is above 1 but the file's name does not end with -00001-of-MMMMM.gguf for that count; "
+            "llama.cpp finds the other shards by that name and refuses ('invalid split file name')."
+        ),
+    ),
 )

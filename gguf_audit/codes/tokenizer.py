@@ -48,12 +48,11 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
     ),
     CodeInfo(
         Code.TOKENIZER_SPECIAL_ID_OUT_OF_RANGE,
-        Severity.ERROR,
+        Severity.WARNING,
         LlamaCpp.LOADS,
         (
             "A special token id (bos, eos, eot, eom, unk, sep, pad, mask, fim) is not below the token count; "
-            "llama.cpp warns 'bad special token' and keeps its default id. An error for bos/eos/eot/eom, a warning "
-            "for the rest."
+            "llama.cpp warns 'bad special token', keeps its default id for that role and loads."
         ),
     ),
     CodeInfo(

@@ -13,7 +13,15 @@ import urllib.parse
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
-__all__ = ["ShardName", "file_name", "group_models", "model_id_for", "parse_shard_name", "url_path"]
+__all__ = [
+    "ShardName",
+    "file_name",
+    "first_shard_name",
+    "group_models",
+    "model_id_for",
+    "parse_shard_name",
+    "url_path",
+]
 
 # The spelling of LLAMA_SPLIT_PATH; huggingface.js' gguf package matches the same suffix.
 _SHARD_SUFFIX: Final = re.compile(r"-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf\Z")
@@ -66,6 +74,19 @@ def parse_shard_name(url: str) -> ShardName | None:
     if match is None or match.start() == 0 or path[match.start() - 1] == "/":
         return None
     return ShardName(path[: match.start()], int(match.group("index")), int(match.group("count")))
+
+
+def first_shard_name(url: str, count: int) -> str | None:
+    """The file name of the first of ``count`` shards in the set ``url`` is named as one of, or None
+    when ``url`` is not named like a shard.
+
+    >>> first_shard_name("s3://b/m/llama-00003-of-00005.gguf?sig=x", 5)
+    'llama-00001-of-00005.gguf'
+    """
+    shard = parse_shard_name(url)
+    if shard is None:
+        return None
+    return f"{file_name(shard.model_id)}-{1:05d}-of-{count:05d}.gguf"
 
 
 def model_id_for(url: str) -> str:

@@ -131,11 +131,9 @@ def confusion(outcomes: Iterable[Outcome]) -> Counter[tuple[str, str]]:
 
 
 def stage_for(path: Path) -> Stage:
-    """How far to ask llama.cpp about a corpus file: vocab files load only their vocabulary; a later
-    split shard only through its first one, so it is asked of ggml's header parser alone."""
+    """How far to ask llama.cpp about a corpus file: vocab files load only their vocabulary; every
+    other file is loaded as a model, a later split shard too (alone it is refused, and gguf-audit says so:
+    ``shard.later_shard``)."""
     if path.parent.name == "vocab":
         return Stage.VOCAB
-    match = re.search(r"-(\d{5})-of-\d{5}\.gguf$", path.name)
-    if match and int(match.group(1)) > 1:
-        return Stage.GGUF
     return Stage.MODEL

@@ -14,6 +14,7 @@ from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.checks.header import check_header, check_semantics, check_structural
 from gguf_audit.checks.structure import check_structure
 from gguf_audit.findings import CODES, Finding, Severity
+from gguf_audit.format.shard_names import parse_shard_name
 
 SEMANTIC_CODES = {
     "meta.missing_key": (Severity.ERROR, True),
@@ -26,7 +27,7 @@ SEMANTIC_CODES = {
     "tokenizer.vocab_mismatch": (Severity.ERROR, True),
     "tokenizer.array_length_mismatch": (Severity.ERROR, True),  # refused since llama.cpp PR #27075
     "tokenizer.wrong_array_type": (Severity.ERROR, True),  # refused since llama.cpp PR #27075
-    "tokenizer.special_id_out_of_range": (Severity.ERROR, False),
+    "tokenizer.special_id_out_of_range": (Severity.WARNING, False),  # llama.cpp keeps the default id
     "tokenizer.bad_token_type": (Severity.WARNING, False),
     "tokenizer.missing_pre": (Severity.WARNING, False),
     "tokenizer.eos_not_in_template": (Severity.WARNING, False),
@@ -52,7 +53,9 @@ def test_tied_output_is_not_missing(audit: Callable[..., list[Finding]]) -> None
     assert audit(tiny(tied=True)) == []
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "gemma", "gemma3"])
+# qwen3 (attn_q_norm, attn_k_norm) and gemma3 (post-norms) require more than llama's tensors
+# (tests/checks/test_loader.py; b11312 refuses them without, asked).
+@pytest.mark.parametrize("arch", ["qwen2", "gemma"])
 def test_llama_like_architectures_accept_llama_shapes(arch: str, audit: Callable[..., list[Finding]]) -> None:
     m = tiny(arch)
     if arch == "gemma":
@@ -72,9 +75,10 @@ def test_split_model_shards(tmp_path: Path) -> None:
     m = tiny(n_layer=3, wtype=Q.Q8_0)
     paths = write(m, tmp_path / "tiny-Q8_0.gguf", split_max_tensors=8)
     assert len(paths) > 2
-    for path in paths:
+    for i, path in enumerate(paths):
         header = parse(path)
-        assert list(check_semantics(header, url=str(path))) == [], path.name
+        # A later shard alone is refused by llama.cpp ('illegal split file idx'): an info finding, no more.
+        assert codes(list(check_semantics(header, url=str(path)))) == (["shard.later_shard"] if i else []), path.name
     # A later shard holds no metadata at all: no missing architecture, no missing tensors.
     last = parse(paths[-1])
     assert last.architecture is None
@@ -107,6 +111,9 @@ def test_corpus_has_no_semantic_finding(path: Path) -> None:
     found = list(check_semantics(parse(path), url=str(path)))
     # The one finding is true: the gpt-neox vocab file has no tokenizer.ggml.pre.
     expected = ["tokenizer.missing_pre"] if path.name == "ggml-vocab-gpt-neox.gguf" else []
+    shard = parse_shard_name(path.name)
+    if shard is not None and shard.shard_index > 1:
+        expected = ["shard.later_shard"]  # llama.cpp refuses a later shard given alone
     assert codes(found) == expected, found
 
 

@@ -119,7 +119,9 @@ def test_big_endian_twin_reads_the_same() -> None:
 def test_audit_reads_only_the_header(path: Path) -> None:
     audit = audit_file(str(path), config=AuditConfig())
     assert audit.header is not None
-    assert audit.loadable is (audit.header.byte_order == "little")
+    # llama.cpp refuses a later shard given alone ('illegal split file idx'); its set loads.
+    later = (audit.header.get_int("split.no") or 0) > 0
+    assert audit.loadable is (audit.header.byte_order == "little" and not later)
     # At most the first request's read-ahead plus what the estimate asked for.
     assert audit.io.bytes_read <= max(audit.header.header_bytes * 1.10, 512 * 1024)
     assert audit.io.requests <= 3  # info + at most 2 reads
