@@ -104,7 +104,7 @@ def test_a_later_shard_alone_is_refused_and_names_the_first(oracle: Oracle, tmp_
 
 
 def test_a_later_shard_whose_name_is_no_shards_still_says_to_load_the_first(oracle: Oracle, tmp_path: Path) -> None:
-    kvs, tensors = tiny_llama_like()
+    _, tensors = tiny_llama_like()
     files = {"renamed.gguf": build_gguf(_split(1, 3, len(tensors)), tensors[:4])}
     assert _agreeing(oracle, files, tmp_path)["renamed.gguf"].theirs == "refused"
     found = _only(_audit(tmp_path / "renamed.gguf"), "shard.later_shard")
