@@ -1,10 +1,12 @@
 """Tensors: the ones ``llama_model::load_tensors`` creates, against the ones the header lists.
 
 Names (a tensor the architecture never has ends the load on "wrong number of
-tensors"), ``{arch}.block_count`` against the ``blk.N`` tensors present, the tensors
-created as required (a subset, never an optional one), the rows of ``token_embd``
-(and ``output``) against the token count, and, for the curated architectures of
-:mod:`gguf_audit.checks.arch`, the shape ``check_tensor_dims`` wants of each. A
+tensors"), ``{arch}.block_count`` against the ``blk.N`` tensors present, the rows of
+``token_embd`` (and ``output``) against the token count; then, where the architecture's
+loader was translated from the pinned build (:mod:`gguf_audit.checks.loader`), the
+tensors it requires, creates and the shape of each; elsewhere the tensors created as
+required (a subset) and, for the curated architectures of :mod:`gguf_audit.checks.arch`,
+the shape ``check_tensor_dims`` wants of each. A
 shard of a split model holds part of the tensors, so nothing is missing from it
 alone: neither a required tensor nor a block without tensors is reported there.
 """
@@ -21,6 +23,7 @@ import numpy as np
 from gguf_audit.bounded import quote
 from gguf_audit.checks.arch import ShapeFamily, block_index, is_known_tensor_name
 from gguf_audit.checks.facts import NO_VOCAB, HeaderFacts
+from gguf_audit.checks.loader import LoaderView, check_loader, loader_outcome
 from gguf_audit.checks.structure import ggml_ne
 from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
@@ -94,15 +97,19 @@ def check_tensors(f: HeaderFacts) -> Iterator[Finding]:
             offset=rest[0].info_offset,
         )
     present_blocks = sorted({b for b in (block_index(n) for n in names) if b is not None})
-    yield from _check_block_count(f, present_blocks)
-    if not f.shard:
+    # The translated loader, where it runs, replaces the hand-kept required tensors and shapes.
+    view = loader_outcome(f)
+    yield from _check_block_count(f, present_blocks, view)
+    if not f.shard and view is None:
         yield from _check_required(f, names, present_blocks)
     yield from _check_vocab_rows(f)
-    if spec.curated:
+    if view is not None:
+        yield from check_loader(f, view)
+    elif spec.curated:
         yield from _check_shapes(f)
 
 
-def _check_block_count(f: HeaderFacts, present: Sequence[int]) -> Iterator[Finding]:
+def _check_block_count(f: HeaderFacts, present: Sequence[int], view: LoaderView | None) -> Iterator[Finding]:
     spec = f.spec
     key = f.key(Keys.LLM.BLOCK_COUNT)
     n_layer = f.n_layer
@@ -120,6 +127,10 @@ def _check_block_count(f: HeaderFacts, present: Sequence[int]) -> Iterator[Findi
         return
     have = set(present)
     absent = [b for b in range(_loaded_blocks(f, n_layer)) if b not in have]
+    if view is not None:
+        # Only the blocks the translated loader requires a tensor of (t5encoder's are enc.blk.N).
+        wanting = {block_index(n) for n in view.outcome.missing}
+        absent = [b for b in absent if b in wanting]
     if absent:
         yield finding(
             Code.META_BLOCK_COUNT_MISMATCH,

@@ -213,7 +213,7 @@ class _Parser:
         self.take(")")
         if len(extra) > 2:
             raise Untranslatable("tn() with more than two indices")
-        bid, xid = (extra + [None, None])[:2]
+        bid, xid = [*extra, None, None][:2]
         self.take(",")
         self.take("{")
         dims = [self.expr()]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["FLAGS", "Outcome", "Unmodelled", "simulate"]
+__all__ = ["FLAGS", "Outcome", "Unmodelled", "render", "simulate"]
 
 FLAGS: Final = {
     "TENSOR_NOT_REQUIRED": 1,
@@ -56,8 +56,9 @@ class Outcome:
     """The file's tensors some call created (and counted)."""
     missing: list[str] = field(default_factory=list)
     """Required tensors absent, in the order llama.cpp asks for them."""
-    wrong_shape: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
-    """Tensors present with another shape, each with the shape llama.cpp expects."""
+    wrong_shape: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
+    """Tensors present with another shape, each with the shape llama.cpp expects and how it follows from
+    the hyperparameters (``n_embd 32, n_embd_head_k * n_head = 64``)."""
     stopped: str | None = None
     """The loader stops before its end (a ``throw`` or an assert): nothing after is judged."""
 
@@ -76,6 +77,7 @@ class _Run:
     steps: int = 0
     returned: bool = False
     make: dict[str, tuple[int, ...]] | None = None
+    labels: list[dict[str, Any]] = field(default_factory=lambda: [{}])
 
     def name(self, n: str) -> int:
         for scope in reversed(self.scopes):
@@ -124,7 +126,7 @@ class _Run:
         elif kind == "for":
             self.loop(s)
         elif kind == "call":
-            self.call(s[1], [self.expr(a) for a in s[2]])
+            self.call(s[1], [self.expr(a) for a in s[2]], s[2])
         elif kind == "ret":
             self.returned = True
         elif kind == "stop":
@@ -140,15 +142,18 @@ class _Run:
             if self.out.stopped is not None or self.returned:
                 return
 
-    def call(self, helper: str, args: list[int]) -> None:
+    def call(self, helper: str, args: list[int], exprs: Sequence[Any]) -> None:
         spec = self.helpers.get(helper)
         if spec is None:
             raise Unmodelled(f"helper {helper!r}")
+        outer = self.labels[-1]
+        self.labels.append({p: _substituted(e, outer) for p, e in zip(spec["params"], exprs, strict=True)})
         # A helper's tensor variables (layer.wqkv) are the caller's: one flat frame below its parameters.
         self.scopes.append(dict(zip(spec["params"], args, strict=True)))
         try:
             self.block(spec["body"])
         finally:
+            self.labels.pop()
             self.returned = False
             params = self.scopes.pop()
             self.scopes[-1].update({k: v for k, v in params.items() if "." in k})
@@ -168,11 +173,53 @@ class _Run:
             if not flags & _NOT_REQUIRED:
                 self.out.missing.append(name)
         elif not _same_shape(ne, got, reshape=bool(flags & _ALLOW_RESHAPE)):
-            self.out.wrong_shape.append((name, ne))
+            shown = [_substituted(d, self.labels[-1]) for d in dims]
+            why = ", ".join(
+                f"{render(d)} {v}" if isinstance(d, str) else f"{render(d)} = {v}"
+                for d, v in zip(shown, ne, strict=True)
+            )
+            self.out.wrong_shape.append((name, ne, why))
         if found and not flags & _DUPLICATED:
             self.out.created.add(name)
         if var is not None:
             self.scopes[-1][var] = int(found)
+
+
+_PRECEDENCE: Final = {"?": 0, "||": 1, "&&": 2, "|": 3, "&": 4, "==": 5, "!=": 5, "<": 6, "<=": 6, ">": 6}
+_PRECEDENCE_MORE: Final = {">=": 6, "<<": 7, ">>": 7, "+": 8, "-": 8, "*": 9, "/": 9, "%": 9}
+
+
+def render(e: Any, outer: int = 0, names: Mapping[str, Any] | None = None) -> str:
+    """An expression of a program written back as C (``n_embd_head_k * n_head``); ``names`` maps a
+    helper's parameters to the caller's expressions, written in their place."""
+    if isinstance(e, str) and names and e in names:
+        return render(names[e], outer)
+    if isinstance(e, bool | int | str):
+        return str(int(e) if isinstance(e, bool) else e)
+    op = e[0]
+    if op == "fn":
+        return f"{e[1]}({', '.join(render(a, 0, names) for a in e[2])})"
+    if op in ("!", "neg"):
+        return ("!" if op == "!" else "-") + render(e[1], 10, names)
+    if op == "?":
+        text = f"{render(e[1], 1, names)} ? {render(e[2], 0, names)} : {render(e[3], 0, names)}"
+        return f"({text})" if outer > 0 else text
+    level = {**_PRECEDENCE, **_PRECEDENCE_MORE}.get(op, 10)
+    text = f"{render(e[1], level, names)} {op} {render(e[2], level + 1, names)}"
+    return f"({text})" if level < outer else text
+
+
+def _substituted(e: Any, names: Mapping[str, Any]) -> Any:
+    """``e`` with the names in ``names`` replaced by their expressions."""
+    if isinstance(e, str):
+        return names.get(e, e)
+    if isinstance(e, list):
+        return (
+            [e[0], *(_substituted(a, names) for a in e[1:])]
+            if e[0] != "fn"
+            else ["fn", e[1], [_substituted(a, names) for a in e[2]]]
+        )
+    return e
 
 
 def _apply(op: str, a: list[int]) -> int:

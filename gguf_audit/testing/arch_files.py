@@ -11,6 +11,7 @@ oracle whether such a file loads, then drop, add and reshape its tensors.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from gguf_audit.format import Header, ValueType, parse_header
 from gguf_audit.llama import llama_tables, tensor_programs
@@ -19,7 +20,7 @@ from gguf_audit.llama.loader_sim import Unmodelled, simulate
 from gguf_audit.testing.builder import KV, Tensor, build_gguf, kv_array, kv_bool, kv_f32, kv_u32
 from gguf_audit.testing.vocab import vocab_kvs
 
-__all__ = ["complete_model", "model_kvs"]
+__all__ = ["Case", "complete_model", "env_of", "model_kvs", "semantic_cases"]
 
 _F32 = 0
 
@@ -94,3 +95,70 @@ def complete_model(arch: str, *, moe: bool = False) -> tuple[list[KV], list[Tens
     if out.stopped is not None or any(d <= 0 for shape in made.values() for d in shape):
         return None
     return kvs, [Tensor(name, shape, _F32) for name, shape in made.items()]
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One generated file: what llama.cpp should say, and the tensor gguf-audit's finding should name."""
+
+    label: str
+    kvs: list[KV]
+    tensors: list[Tensor]
+    expect: str
+    """``loaded`` or ``refused``."""
+    tensor: str | None = None
+
+    def data(self) -> bytes:
+        return build_gguf(self.kvs, self.tensors)
+
+
+def _uncreated_name(arch: str, kvs: list[KV], tensors: list[Tensor]) -> str | None:
+    """A tensor name ``arch`` has (in block 0 or global) that its loader does not create for this file."""
+    programs = tensor_programs()
+    have = {str(t.name) for t in tensors}
+    header = parse_header(build_gguf(kvs, []), file_size=None)
+    assert isinstance(header, Header)
+    present = {str(t.name): tuple(t.dims) for t in tensors}
+    for template in llama_tables().arch_tensors.get(arch, ()):
+        name = template.format(bid=0, xid=0) + ".weight"
+        if name in have or "{xid}" in template or name in llama_tables().bare_tensor_names:
+            continue
+        out = simulate(
+            programs.architectures[arch]["program"],
+            programs.helpers,
+            env_of(header, arch),
+            {**present, name: (64,)},
+        )
+        if name not in out.created and not out.missing and out.stopped is None:
+            return name
+    return None
+
+
+def semantic_cases(arch: str) -> list[Case]:
+    """For each of ``arch``'s dense and MoE models that its loader builds: the complete model (loads),
+    each required global and block-0 tensor dropped, one tensor the loader does not create added,
+    and the first block-0 tensor and ``output_norm.weight`` widened (all refused)."""
+    cases: list[Case] = []
+    for moe in (False, True):
+        made = complete_model(arch, moe=moe)
+        if made is None:
+            continue
+        kvs, tensors = made
+        tag = f"{arch}-{'moe' if moe else 'dense'}"
+        cases.append(Case(f"{tag} complete", kvs, tensors, "loaded"))
+        for t in tensors:
+            name = str(t.name)
+            if not name.startswith("blk.") or name.startswith("blk.0."):
+                rest = [u for u in tensors if u is not t]
+                cases.append(Case(f"{tag} without {name}", kvs, rest, "refused", name))
+        extra = _uncreated_name(arch, kvs, tensors)
+        if extra is not None:
+            cases.append(Case(f"{tag} with {extra}", kvs, [*tensors, Tensor(extra, (64,), _F32)], "refused", extra))
+        first = next((t for t in tensors if str(t.name).startswith("blk.0.")), None)
+        norm = next((t for t in tensors if t.name == "output_norm.weight"), None)
+        for target in (first, norm):
+            if target is not None:
+                wide = Tensor(target.name, (target.dims[0] + 32, *target.dims[1:]), _F32)
+                rest = [wide if u is target else u for u in tensors]
+                cases.append(Case(f"{tag} {target.name!s} widened", kvs, rest, "refused", str(target.name)))
+    return cases

@@ -48,8 +48,10 @@ def test_missing_head_count_kv_defaults_to_head_count(audit: Callable[..., list[
     assert audit(m) == []
 
 
-def test_moe_llama_needs_no_ff_length(audit: Callable[..., list[Finding]]) -> None:
-    m = tiny().drop("{arch}.feed_forward_length")
+def test_moe_llama_sizes_its_experts_by_the_ff_length(audit: Callable[..., list[Finding]]) -> None:
+    # llama's loader sizes the expert tensors by n_ff: without feed_forward_length it expects [32, 0, 4] and
+    # b11312 refuses the file ("blk.0.ffn_gate_exps.weight has wrong shape", asked); with 48 it loads.
+    m = tiny().set("llama.feed_forward_length", 48, V.UINT32)
     m.set("llama.expert_count", 4, V.UINT32).set("llama.expert_used_count", 2, V.UINT32)
     for i in range(2):
         for base in ("ffn_gate", "ffn_up", "ffn_down"):
@@ -65,6 +67,9 @@ def test_moe_llama_needs_no_ff_length(audit: Callable[..., list[Finding]]) -> No
     m.tensors["blk.1.ffn_gate_inp.weight"] = ((32, 5), Q.F32)
     found = audit(m)
     assert codes(found) == ["tensor.wrong_shape"] and "n_expert 4" in found[0].message
+    found = audit(m.drop("{arch}.feed_forward_length"))
+    assert "tensor.wrong_shape" in codes(found)
+    assert any("expects [32, 0, 4]" in f.message for f in found if f.tensor == "blk.0.ffn_gate_exps.weight")
 
 
 @pytest.mark.parametrize(
