@@ -97,9 +97,10 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         Severity.ERROR,
         LlamaCpp.REFUSES,
         (
-            "A tensor llama.cpp creates as required for this architecture is absent (output.weight is not: llama.cpp "
-            "ties it to token_embd); llama.cpp throws 'missing tensor'. Checked per block for the curated "
-            "architectures, token_embd only for the others; not on a shard of a split model."
+            "A tensor llama.cpp's loader creates as required for this file is absent (output.weight is not: llama.cpp "
+            "ties it to token_embd); llama.cpp throws \"tensor 'x' not found\". Judged by running the architecture's "
+            "translated load_tensors (docs/llama-tables.md; 99 architectures), token_embd only for the others; not "
+            "on a shard of a split model."
         ),
     ),
     CodeInfo(
@@ -107,8 +108,10 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         Severity.ERROR,
         LlamaCpp.REFUSES,
         (
-            "A tensor name the architecture never uses (a typo, a converter's leftover); llama.cpp does not create "
-            "it, and its loader ends on 'wrong number of tensors'."
+            "A tensor llama.cpp does not create: a name the architecture never uses (a typo, a converter's "
+            "leftover), or, where its loader is translated, one it does not create for this file's hyperparameters "
+            "(an expert tensor in a dense model, a fused and a split projection both); the loader ends on 'wrong "
+            "number of tensors'."
         ),
     ),
     CodeInfo(
@@ -116,8 +119,9 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         Severity.ERROR,
         LlamaCpp.REFUSES,
         (
-            "A tensor's shape disagrees with the embedding length, head counts and dimensions or feed-forward length "
-            "(curated architectures); llama.cpp throws \"tensor 'x' has wrong shape; expected ..., got ...\"."
+            "A tensor's shape (optional ones too) disagrees with the one the loader computes from the hyperparameters "
+            "(translated architectures; the curated ones elsewhere); llama.cpp throws \"tensor 'x' has wrong shape; "
+            'expected ..., got ...".'
         ),
     ),
     CodeInfo(
