@@ -1,18 +1,26 @@
 """Credentials kept out of every output: :func:`redact_url`, :func:`redact_text` and a log filter.
 
-A URL may carry a secret: ``user:password@`` in its authority, or a presigned
+A URL may carry a secret: ``user:password@`` in its authority, a presigned
 query string (S3 ``X-Amz-Signature``, GCS ``X-Goog-Signature``, Azure SAS
-``sig``, CloudFront ``Signature``, bearer ``token``). The real URL is needed
-where bytes are read and nowhere else: every row, message, finding, log line
-and report shows the redacted form.
+``sig``), an API key by any parameter name (Google's ``key``, Azure Functions'
+``code``, ``auth``, ``jwt``...), or a token in its path or fragment. The real
+URL is needed where bytes are read and nowhere else: every row, message,
+finding, log line and report shows the redacted form.
+
+Query values are redacted by default: only the parameters of
+:data:`HARMLESS_PARAMETERS` (which file, which version, how it is served) keep
+theirs; every other value becomes ``***``, its name kept, so a reader sees the
+URL was presigned. Userinfo becomes ``***@``. Tokens are also recognised by
+their shape wherever they stand, in a URL's path or fragment or in any text
+(:data:`_SHAPES`: GitHub, Hugging Face, Google API keys, JWTs, AWS access key
+ids, Slack, bearer tokens, private-key PEM blocks); their shapes ask for a
+realistic length and alphabet, so a file called ``hf_model.gguf`` or a tensor
+name is left alone.
 
 The redacted form is stable: the same object presigned on two nights (other
 signature, other date, other expiry) redacts to the same URL, so an
-incremental run still matches the file across nights. Userinfo becomes
-``***@``; the value of every secret parameter, and of the signing parameters
-that come with one (expiry, date, permissions, version), becomes ``***``.
-Parameter names are kept, so a reader sees the URL was presigned. Redacting a
-redacted URL changes nothing.
+incremental run still matches the file across nights. Redacting a redacted URL
+changes nothing.
 
 Pure: strings in, strings out (the log filter edits the records it is given).
 """
@@ -23,9 +31,10 @@ import logging
 import re
 from collections.abc import Iterable
 from typing import Final
-from urllib.parse import unquote_plus
+from urllib.parse import quote, unquote, unquote_plus
 
 __all__ = [
+    "HARMLESS_PARAMETERS",
     "REDACTED",
     "RedactFilter",
     "install_handler_redaction",
@@ -39,7 +48,60 @@ __all__ = [
 
 REDACTED: Final = "***"
 
-# Parameters whose value is a secret (or a credential naming one) on their own.
+HARMLESS_PARAMETERS: Final = frozenset(
+    {
+        # which file, and which version of it: these tell files apart, so they must stay readable
+        "revision",
+        "rev",
+        "ref",
+        "branch",
+        "tag",
+        "commit",
+        "version",
+        "versionid",
+        "version_id",
+        "generation",  # GCS object generation
+        "snapshot",  # Azure blob snapshot
+        "file",
+        "filename",
+        "name",
+        "path",
+        "id",
+        "part",
+        "partnumber",
+        "x-id",  # S3's operation name (GetObject)
+        # how it is served
+        "download",
+        "dl",
+        "raw",
+        "export",
+        "alt",  # GCS alt=media
+        "format",
+        "inline",
+        "response-content-disposition",
+        "response-content-type",
+        # the method a presigned URL was signed with, never the signer
+        "x-amz-algorithm",
+        "x-amz-signedheaders",
+        "x-goog-algorithm",
+        "x-goog-signedheaders",
+        # Azure blob addressing, listing and paging
+        "comp",
+        "restype",
+        "prefix",
+        "delimiter",
+        "list-type",
+        "max-keys",
+        "page",
+        "per_page",
+        "limit",
+        "offset",
+    }
+)
+"""Query parameters whose value is shown: named for what they select or how, never a credential. Every other
+parameter's value is redacted; a value of one of these is redacted only where it has a token's shape."""
+
+# Parameters whose value is a secret wherever it is written (a query string or header-like text outside any URL).
 _SECRET: Final = frozenset(
     {
         "x-amz-signature",
@@ -55,23 +117,39 @@ _SECRET: Final = frozenset(
         "accesstoken",
         "id_token",
         "refresh_token",
+        "auth_token",
+        "github_token",
+        "gh_token",
+        "hf_token",
+        "sas_token",
+        "session_token",
+        "aws_secret_access_key",
+        "aws_session_token",
         "api_key",
         "apikey",
         "api-key",
+        "key",
+        "code",
+        "auth",
+        "jwt",
         "password",
         "passwd",
+        "pwd",
         "secret",
         "client_secret",
         "awsaccesskeyid",
         "googleaccessid",
+        "accountkey",  # an Azure connection string's key=value;...
+        "sharedaccesskey",
+        "sharedaccesssignature",
         "policy",
         "key-pair-id",
         "x-api-key",
     }
 )
 
-# Signing parameters that change with each signature: reduced when a secret parameter is present,
-# so two signatures of one object give one redacted URL.
+# Signing parameters that change with each signature: a secret found outside a URL (``secrets_in``) counts
+# them only where a secret parameter is beside them.
 _SIGNING: Final = frozenset(
     {
         "expires",
@@ -101,15 +179,66 @@ _SIGNING: Final = frozenset(
 # A scheme of at most 32 characters: unbounded, each start inside a long run of letters would rescan the run
 # to its end (quadratic in the text); bounded, the cost is linear whatever the text holds.
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s'\"<>`]+")
+_SECRET_NAMES: Final = "|".join(re.escape(n) for n in sorted(_SECRET, key=len, reverse=True))
 # A secret parameter outside any URL (a query string logged alone, a header-like "token=...").
 _LOOSE: Final = re.compile(
-    r"(?i)(?<![A-Za-z0-9_\-])(" + "|".join(re.escape(n) for n in sorted(_SECRET, key=len, reverse=True)) + r")="
-    r"(?!\*\*\*(?:[&;,\s'\"<>`]|$))[^&;,\s'\"<>`]+"
+    r"(?i)(?<![A-Za-z0-9_\-])(" + _SECRET_NAMES + r")="
+    r"(?!\*\*\*(?:[&;,/#\s'\"<>`]|$))[^&;,\s'\"<>`]+"
 )
+# The same inside a URL's path (matrix parameters, a ``/sig=.../`` segment): the value ends at the segment.
+_PATH_LOOSE: Final = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(" + _SECRET_NAMES + r")=(?!\*\*\*(?:[/;&]|$))[^/;&]+")
+
+_PATH_LOOSE_VALUE: Final = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(" + _SECRET_NAMES + r")=([^/;&?#\s'\"<>`]+)")
+
+# Token shapes, each with the length and alphabet its issuer uses. Every one starts where no letter or digit
+# stands before it, so a long run is tried once (linear), and a name that merely contains a prefix is no match.
+_SHAPES: Final = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"gh[pousr]_[A-Za-z0-9]{30,255}"  # GitHub classic, OAuth, user, server and refresh tokens
+    r"|github_pat_[A-Za-z0-9_]{40,255}"  # GitHub fine-grained tokens
+    r"|hf_[A-Za-z0-9]{30,40}(?![A-Za-z0-9])"  # Hugging Face (34 letters after hf_)
+    r"|AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"  # Google API keys (39 characters)
+    r"|eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWTs: header.payload.signature
+    r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA)[A-Z0-9]{16}(?![A-Za-z0-9])"  # AWS access key ids
+    r"|xox[abposre]-[A-Za-z0-9\-]{10,255}"  # Slack tokens
+    r"|sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{32,255}"  # OpenAI / Anthropic API keys
+    r"|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,4096}=*"  # an Authorization header's bearer token
+    r"|-----BEGIN[A-Z ]{0,32}PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]{0,32}PRIVATE KEY-----|\Z)"
+    r")"
+)
+_MIXED_CASE: Final = ("gh", "github_pat_", "hf_", "sk-")
+"""Shapes whose random part is mixed-case base62: a run of one case (a hex digest, a word) is no token."""
 
 
 # A password in userinfo whose '//' a path normalisation cut to '/' ("https:/user:pw@host", as pathlib shows a URL).
 _USERINFO: Final = re.compile(r"(?<=/)[^\s/@:'\"<>`]+:[^\s/@'\"<>`]+@")
+
+
+def _is_token(found: str) -> bool:
+    """Whether a match of :data:`_SHAPES` is a token: the mixed-case kinds need both cases, a bearer a digit."""
+    if found[:6].lower() == "bearer":
+        return any(c.isdigit() for c in found[6:])
+    if found.startswith(_MIXED_CASE):
+        body = found.split("_", 1)[1] if "_" in found[:11] else found[3:]
+        return any(c.isupper() for c in body) and any(c.islower() for c in body)
+    return True
+
+
+def _shape_sub(match: re.Match[str]) -> str:
+    found = match.group(0)
+    if not _is_token(found):
+        return found
+    if found[:6].lower() == "bearer":
+        return found[:6] + " " + REDACTED
+    return REDACTED
+
+
+def _redact_shapes(text: str) -> str:
+    return _SHAPES.sub(_shape_sub, text)
+
+
+def _has_token(text: str) -> bool:
+    return any(_is_token(m.group(0)) for m in _SHAPES.finditer(text))
 
 
 def _name(raw: str) -> str:
@@ -117,20 +246,42 @@ def _name(raw: str) -> str:
 
 
 def _redact_query(query: str) -> str:
-    parts = query.split("&")
-    names = [_name(p.split("=", 1)[0]) for p in parts]
-    signed = any(n in _SECRET for n in names)
+    """Each value redacted but those of :data:`HARMLESS_PARAMETERS`; a bare part not among them too."""
     out = []
-    for part, name in zip(parts, names, strict=True):
-        if "=" in part and (name in _SECRET or (signed and name in _SIGNING)):
-            out.append(part.split("=", 1)[0] + "=" + REDACTED)
-        else:
+    for part in query.split("&"):
+        raw, eq, value = part.partition("=")
+        if _name(raw) in HARMLESS_PARAMETERS:
+            out.append(raw + eq + REDACTED if _holds_secret(unquote_plus(value)) else part)
+        elif not part or (eq and not value):
             out.append(part)
+        else:
+            out.append(raw + "=" + REDACTED if eq else REDACTED)
     return "&".join(out)
 
 
+def _holds_secret(value: str) -> bool:
+    """Whether a harmless parameter's (decoded) value still holds a secret: a token, a nested URL's, ``sig=...``."""
+    return value != REDACTED and redact_text(value) != value
+
+
+def _redact_segment(segment: str) -> str:
+    """A path segment with its tokens and ``secret=value`` redacted, read after percent-decoding."""
+    plain = unquote(segment) if "%" in segment else segment
+    clean = _PATH_LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, _redact_shapes(plain))
+    if clean == plain:
+        return segment
+    return quote(clean, safe="!$&'()*+,;=:@~") if plain != segment else clean
+
+
+def _redact_path(path: str) -> str:
+    if "%" not in path and "=" not in path:  # the common path: one pass, no segment holds a parameter
+        return _redact_shapes(path)
+    return "/".join(_redact_segment(s) for s in path.split("/"))
+
+
 def redact_url(url: str) -> str:
-    """``url`` without its secrets: userinfo as ``***@``, secret and signing query values as ``***``.
+    """``url`` without its secrets: userinfo as ``***@``, query values as ``***`` (all but the harmless
+    parameters'), and tokens in its path or fragment.
 
     Stable (two signatures of one object give one result), idempotent, and the
     identity on a URL that holds no secret. Parameter names are matched
@@ -153,50 +304,76 @@ def redact_url(url: str) -> str:
     if "#" in tail:
         tail, hashmark, frag = tail.partition("#")
         fragment = hashmark + frag
-    if "?" in tail:
-        path, _, query = tail.partition("?")
-        tail = path + "?" + _redact_query(query)
+    path, question, query = tail.partition("?")
+    tail = _redact_path(path) + question + (_redact_query(query) if question else "")
     if "=" in fragment:  # OAuth implicit flows put tokens in the fragment
         fragment = "#" + _redact_query(fragment[1:])
+    elif fragment:
+        fragment = "#" + _redact_segment(fragment[1:])
     return (scheme + sep if sep else "") + authority + tail + fragment
 
 
 def redact_text(text: str) -> str:
-    """``text`` with every URL in it redacted (:func:`redact_url`), and any loose ``secret=value`` too."""
-    if "://" not in text and "=" not in text and "@" not in text:
-        return text
+    """``text`` with every URL in it redacted (:func:`redact_url`), any loose ``secret=value`` and any token."""
     if "://" in text:  # the URL pattern is only tried where a URL can be
         text = _URL.sub(_redact_match, text)
     if "@" in text:
         text = _USERINFO.sub(REDACTED + "@", text)
-    if "=" not in text:
-        return text
-    return _LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, text)
+    if "=" in text:
+        text = _LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, text)
+    return _redact_shapes(text)
 
 
 MIN_KNOWN_SECRET: Final = 4
 """Shorter values are not looked for elsewhere: they would blank ordinary words."""
+MIN_UNKNOWN_SECRET: Final = 8
+"""A value of a parameter neither secret nor harmless by name is looked for elsewhere from this length."""
 
 
 def secrets_in(texts: Iterable[str]) -> frozenset[str]:
-    """The secret values the URLs in ``texts`` hold (a userinfo password, secret and signing query values).
+    """The secret values ``texts`` hold: what :func:`redact_url` takes out of each URL (userinfo and password,
+    query and fragment values, tokens and ``sig=`` values in the path), and every token by its shape; each
+    also percent-decoded.
 
     A command line's own secrets, so that an error which quotes one out of its URL (a bucket name
-    ``user:pw@bucket`` a library refused, a path cut at its ``//``) still prints none (:func:`redact_known`).
+    ``user:pw@bucket`` a library refused, a path cut at its ``//``, a URL the library decoded) still prints
+    none (:func:`redact_known`). Values of parameters not named secret count from :data:`MIN_UNKNOWN_SECRET`
+    characters, so that a short ordinary word is not blanked everywhere.
     """
     found: set[str] = set()
     for text in texts:
+        for plain in {text, unquote_plus(text)}:
+            found.update(m.group(0) for m in _SHAPES.finditer(plain) if _is_token(m.group(0)))
+            found.update(m.group(2) for m in _PATH_LOOSE_VALUE.finditer(plain))
         for match in _URL.finditer(text):
-            url = match.group(0)
-            authority = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0]
-            if "@" in authority:
-                userinfo = authority.rsplit("@", 1)[0]
-                found.update((userinfo, userinfo.partition(":")[2]))
-            query = url.partition("?")[2].partition("#")[0]
-            parts = [part.partition("=") for part in query.split("&") if "=" in part]
-            signed = any(_name(name) in _SECRET for name, _, _ in parts)
-            found.update(v for name, _, v in parts if _name(name) in _SECRET or (signed and _name(name) in _SIGNING))
-    return frozenset(s for s in found if len(s) >= MIN_KNOWN_SECRET)
+            found.update(_url_secrets(match.group(0)))
+    found.update([unquote_plus(s) for s in found])  # as a library that decoded the URL would quote it
+    return frozenset(s for s in found if len(s) >= MIN_KNOWN_SECRET and s != REDACTED)
+
+
+def _url_secrets(url: str) -> set[str]:
+    found: set[str] = set()
+    authority = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    if "@" in authority:
+        userinfo = authority.rsplit("@", 1)[0]
+        found.update((userinfo, userinfo.partition(":")[2]))
+    query, _, fragment = url.partition("?")[2].partition("#")
+    if "?" not in url:
+        fragment = url.partition("#")[2]
+    parts = [p.partition("=") for p in (*query.split("&"), *fragment.split("&")) if p]
+    signed = any(_name(name) in _SECRET for name, _, _ in parts)
+    for raw, eq, value in parts:
+        name = _name(raw)
+        if not eq:
+            value = raw
+        elif name in HARMLESS_PARAMETERS and not _holds_secret(unquote_plus(value)):
+            continue
+        if name in _SECRET or (signed and name in _SIGNING) or len(value) >= MIN_UNKNOWN_SECRET:
+            plain = unquote_plus(value)
+            found.update((value, *plain.split()))
+            if "://" in plain:  # a URL inside a value: its own secrets too
+                found.update(_url_secrets(plain))
+    return found
 
 
 def redact_known(text: str, secrets: Iterable[str]) -> str:
