@@ -55,7 +55,7 @@ def loader_outcome(f: HeaderFacts) -> LoaderView | None:
     if f.n_layer is None or not 0 < f.n_layer <= llama_tables().max_layers:
         return None
     env = HeaderEnv(f.header, f.arch, spec["fields"], spec["computed"], programs.defaults)
-    present = {t.name: tuple(int(d) for d in t.shape) for t in f.header.tensors}
+    present = {t.name: tuple(t.shape) for t in f.header.tensors}
     if len(present) != len(f.header.tensors):
         return None  # duplicate names: tensor.duplicate_name refuses first
     try:

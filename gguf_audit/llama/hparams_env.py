@@ -124,8 +124,17 @@ class HeaderEnv:
         self.fields = fields
         self.computed = frozenset(computed)
         self.cache: dict[str, object] = {}
+        self.memo: dict[tuple[object, ...], int] = {}
 
     def __call__(self, name: str, args: Sequence[int]) -> int:
+        memo = (name, *args)
+        got = self.memo.get(memo)
+        if got is None:
+            got = self.memo[memo] = self.value(name, args)
+        return got
+
+    def value(self, name: str, args: Sequence[int]) -> int:
+        """The value of ``name`` (a per-layer function at ``args``), not remembered."""
         if name in _LOCALS:
             return self.fn(_LOCALS[name], 0) if _LOCALS[name] in _FUNCTIONS else self.field(_LOCALS[name][8:])
         if name == "n_token_types":

@@ -21,6 +21,7 @@ caller then judges nothing of the file from the program.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -67,122 +68,198 @@ Env = Callable[[str, Sequence[int]], int]
 """The value of a hyperparameter (``n_embd``) or of a per-layer function (``hparams.n_head``) at its arguments."""
 
 
+class _Return(Exception):
+    """``return;`` in a helper."""
+
+
+class _Stop(Exception):
+    """A ``throw`` or a failed assert: the loader stops."""
+
+
 @dataclass(slots=True)
-class _Run:
+class _Frame:
     env: Env
-    helpers: Mapping[str, Any]
     present: Mapping[str, tuple[int, ...]]
     out: Outcome
-    scopes: list[dict[str, int]]
+    make: dict[str, tuple[int, ...]] | None
+    vars: dict[str, int] = field(default_factory=dict)
+    labels: list[Mapping[str, Any]] = field(default_factory=lambda: [{}])
     steps: int = 0
-    returned: bool = False
-    make: dict[str, tuple[int, ...]] | None = None
-    labels: list[dict[str, Any]] = field(default_factory=lambda: [{}])
+    known: dict[str, int] = field(default_factory=dict)
 
-    def name(self, n: str) -> int:
-        for scope in reversed(self.scopes):
-            if n in scope:
-                return scope[n]
-        if n in _CONSTANTS:
-            return _CONSTANTS[n]
-        return self.env(n, ())
+    def value(self, n: str) -> int:
+        """The environment's value of ``n``, asked once per run."""
+        got = self.known.get(n)
+        if got is None:
+            got = self.known[n] = self.env(n, ())
+        return got
 
-    def expr(self, e: Any) -> int:
-        if isinstance(e, bool):
-            return int(e)
-        if isinstance(e, int):
-            return e
+
+_Expr = Callable[[_Frame], int]
+_Stmt = Callable[[_Frame], None]
+
+
+@dataclass(slots=True)
+class _Compiler:
+    """Turns a program into closures once, so that a file costs one call per statement, not a dispatch."""
+
+    helpers: Mapping[str, Any]
+    local: set[str]
+    compiled_helpers: dict[str, tuple[list[str], _Stmt]] = field(default_factory=dict)
+
+    def expr(self, e: Any) -> _Expr:
+        if isinstance(e, bool | int):
+            value = int(e)
+            return lambda fr: value
         if isinstance(e, str):
             return self.name(e)
         op = e[0]
         if op == "?":
-            return self.expr(e[2]) if self.expr(e[1]) else self.expr(e[3])
-        if op == "&&":
-            return int(bool(self.expr(e[1])) and bool(self.expr(e[2])))
-        if op == "||":
-            return int(bool(self.expr(e[1])) or bool(self.expr(e[2])))
+            c, x, y = self.expr(e[1]), self.expr(e[2]), self.expr(e[3])
+            return lambda fr: x(fr) if c(fr) else y(fr)
+        if op in ("&&", "||"):
+            p, q = self.expr(e[1]), self.expr(e[2])
+            if op == "&&":
+                return lambda fr: int(bool(p(fr)) and bool(q(fr)))
+            return lambda fr: int(bool(p(fr)) or bool(q(fr)))
         if op == "fn":
-            return self.env(e[1], tuple(self.expr(a) for a in e[2]))
-        args = [self.expr(a) for a in e[1:]]
-        return _apply(op, args)
+            fname, args = e[1], [self.expr(a) for a in e[2]]
+            return lambda fr: fr.env(fname, tuple(a(fr) for a in args))
+        operands = [self.expr(a) for a in e[1:]]
+        return lambda fr: _apply(op, [a(fr) for a in operands])
 
-    def block(self, stmts: Sequence[Any]) -> None:
-        for s in stmts:
-            if self.out.stopped is not None or self.returned:
-                return
-            self.statement(s)
+    def name(self, n: str) -> _Expr:
+        if n in self.local:
 
-    def statement(self, s: Any) -> None:
-        self.steps += 1
-        if self.steps > _MAX_STEPS:
-            raise Unmodelled("the program runs too long")
-        kind = s[0]
+            def local(fr: _Frame) -> int:
+                got = fr.vars.get(n)
+                return fr.value(n) if got is None else got
+
+            return local
+        if n in _CONSTANTS:
+            value = _CONSTANTS[n]
+            return lambda fr: value
+        return lambda fr: fr.value(n)
+
+    def block(self, stmts: Sequence[Any]) -> _Stmt:
+        parts = [self.statement(st) for st in stmts]
+
+        def run(fr: _Frame) -> None:
+            fr.steps += len(parts)
+            if fr.steps > _MAX_STEPS:
+                raise Unmodelled("the program runs too long")
+            for part in parts:
+                part(fr)
+
+        return run
+
+    def statement(self, st: Any) -> _Stmt:
+        kind = st[0]
         if kind == "t":
-            self.create(s)
-        elif kind == "let":
-            self.scopes[-1][s[1]] = self.expr(s[2])
-        elif kind == "if":
-            self.block(s[2] if self.expr(s[1]) else s[3])
-        elif kind == "for":
-            self.loop(s)
-        elif kind == "call":
-            self.call(s[1], [self.expr(a) for a in s[2]], s[2])
-        elif kind == "ret":
-            self.returned = True
-        elif kind == "stop":
-            self.out.stopped = str(s[1])
-        else:
-            raise Unmodelled(f"statement {kind!r}")
+            return self.create(st)
+        if kind == "let":
+            var, value = st[1], self.expr(st[2])
+            return lambda fr: fr.vars.__setitem__(var, value(fr))
+        if kind == "if":
+            cond, then, other = self.expr(st[1]), self.block(st[2]), self.block(st[3])
+            return lambda fr: then(fr) if cond(fr) else other(fr)
+        if kind == "for":
+            return self.loop(st)
+        if kind == "call":
+            return self.call(st)
+        if kind == "ret":
 
-    def loop(self, s: Any) -> None:
-        var, start, end, body = s[1], self.expr(s[2]), self.expr(s[3]), s[4]
-        for i in range(start, end):
-            self.scopes[-1][var] = i
-            self.block(body)
-            if self.out.stopped is not None or self.returned:
-                return
+            def ret(fr: _Frame) -> None:
+                raise _Return
 
-    def call(self, helper: str, args: list[int], exprs: Sequence[Any]) -> None:
+            return ret
+        if kind == "stop":
+            why = str(st[1])
+
+            def stop(fr: _Frame) -> None:
+                fr.out.stopped = why
+                raise _Stop
+
+            return stop
+        raise Unmodelled(f"statement {kind!r}")
+
+    def loop(self, st: Any) -> _Stmt:
+        var, start, end, body = st[1], self.expr(st[2]), self.expr(st[3]), self.block(st[4])
+
+        def run(fr: _Frame) -> None:
+            for i in range(start(fr), end(fr)):
+                fr.vars[var] = i
+                body(fr)
+
+        return run
+
+    def call(self, st: Any) -> _Stmt:
+        helper, exprs = st[1], st[2]
         spec = self.helpers.get(helper)
         if spec is None:
             raise Unmodelled(f"helper {helper!r}")
-        outer = self.labels[-1]
-        self.labels.append({p: _substituted(e, outer) for p, e in zip(spec["params"], exprs, strict=True)})
-        # A helper's tensor variables (layer.wqkv) are the caller's: one flat frame below its parameters.
-        self.scopes.append(dict(zip(spec["params"], args, strict=True)))
-        try:
-            self.block(spec["body"])
-        finally:
-            self.labels.pop()
-            self.returned = False
-            params = self.scopes.pop()
-            self.scopes[-1].update({k: v for k, v in params.items() if "." in k})
+        if helper not in self.compiled_helpers:
+            self.compiled_helpers[helper] = (list(spec["params"]), self.block(spec["body"]))
+        params, body = self.compiled_helpers[helper]
+        args = [self.expr(a) for a in exprs]
 
-    def create(self, s: Any) -> None:
-        _, base, suffix, bid, xid, dims, flags_e, var = s
-        name = base.format(bid=self.expr(bid) if bid is not None else "", xid=self.expr(xid) if xid is not None else "")
-        if suffix:
-            name += "." + suffix
-        flags = self.expr(flags_e)
-        ne = tuple(self.expr(d) for d in dims)
-        got = self.present.get(name)
-        if got is None and self.make is not None and not flags & (_NOT_REQUIRED | _DUPLICATED):
-            got = self.make[name] = ne
-        found = got is not None
-        if got is None:
-            if not flags & _NOT_REQUIRED:
-                self.out.missing.append(name)
-        elif not _same_shape(ne, got, reshape=bool(flags & _ALLOW_RESHAPE)):
-            shown = [_substituted(d, self.labels[-1]) for d in dims]
-            why = ", ".join(
-                f"{render(d)} {v}" if isinstance(d, str) else f"{render(d)} = {v}"
-                for d, v in zip(shown, ne, strict=True)
-            )
-            self.out.wrong_shape.append((name, ne, why))
-        if found and not flags & _DUPLICATED:
-            self.out.created.add(name)
-        if var is not None:
-            self.scopes[-1][var] = int(found)
+        def run(fr: _Frame) -> None:
+            values = [a(fr) for a in args]
+            saved = {p: fr.vars[p] for p in params if p in fr.vars}
+            fr.vars.update(zip(params, values, strict=True))
+            outer = fr.labels[-1]
+            fr.labels.append({p: _substituted(e, outer) for p, e in zip(params, exprs, strict=True)})
+            try:
+                body(fr)
+            except _Return:
+                pass
+            finally:
+                fr.labels.pop()
+                for p in params:
+                    fr.vars.pop(p, None)
+                fr.vars.update(saved)
+
+        return run
+
+    def create(self, st: Any) -> _Stmt:
+        _, base, suffix, bid_e, xid_e, dims_e, flags_e, var = st
+        bid = self.expr(bid_e) if bid_e is not None else None
+        xid = self.expr(xid_e) if xid_e is not None else None
+        dims = [self.expr(d) for d in dims_e]
+        flags_of = self.expr(flags_e)
+        tail = "." + suffix if suffix else ""
+        plain = base + tail
+
+        def run(fr: _Frame) -> None:
+            name = plain
+            if bid is not None:
+                name = name.replace("{bid}", str(bid(fr)))
+            if xid is not None:
+                name = name.replace("{xid}", str(xid(fr)))
+            flags = flags_of(fr)
+            got = fr.present.get(name)
+            if got is None:
+                if fr.make is not None and not flags & (_NOT_REQUIRED | _DUPLICATED):
+                    got = fr.make[name] = tuple([d(fr) for d in dims])
+                elif not flags & _NOT_REQUIRED:
+                    fr.out.missing.append(name)
+            if got is not None:
+                ne = tuple([d(fr) for d in dims])
+                if not _same_shape(ne, got, reshape=bool(flags & _ALLOW_RESHAPE)):
+                    fr.out.wrong_shape.append((name, ne, _why(dims_e, ne, fr.labels[-1])))
+                if not flags & _DUPLICATED:
+                    fr.out.created.add(name)
+            if var is not None:
+                fr.vars[var] = int(got is not None)
+
+        return run
+
+
+def _why(dims: Sequence[Any], ne: tuple[int, ...], labels: Mapping[str, Any]) -> str:
+    shown = [_substituted(d, labels) for d in dims]
+    return ", ".join(
+        f"{render(d)} {v}" if isinstance(d, str) else f"{render(d)} = {v}" for d, v in zip(shown, ne, strict=True)
+    )
 
 
 _PRECEDENCE: Final = {"?": 0, "||": 1, "&&": 2, "|": 3, "&": 4, "==": 5, "!=": 5, "<": 6, "<=": 6, ">": 6}
@@ -260,9 +337,38 @@ def _same_shape(expected: tuple[int, ...], got: tuple[int, ...], *, reshape: boo
         for d in got:
             n_got *= d
         return n_exp == n_got
-    padded_exp = expected + (1,) * (4 - len(expected))
-    padded_got = got + (1,) * (4 - len(got))
-    return padded_exp == padded_got
+    if expected == got:
+        return True
+    return expected + (1,) * (4 - len(expected)) == got + (1,) * (4 - len(got))
+
+
+def _set_names(node: Any, into: set[str]) -> set[str]:
+    if isinstance(node, list) and node:
+        if node[0] == "t" and node[7]:
+            into.add(node[7])
+        elif node[0] in ("let", "for"):
+            into.add(node[1])
+        for part in node:
+            if isinstance(part, list):
+                _set_names(part, into)
+    return into
+
+
+_COMPILED: dict[int, tuple[object, _Stmt]] = {}
+
+
+def _compiled(program: Sequence[Any], helpers: Mapping[str, Any]) -> _Stmt:
+    """``program`` as closures, compiled once per program object (the shipped ones live as long as the process)."""
+    key = id(program)
+    hit = _COMPILED.get(key)
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    local = _set_names(list(program), set())
+    for spec in helpers.values():
+        local |= set(spec["params"]) | _set_names(spec["body"], set())
+    compiled = _Compiler(helpers, local).block(program)
+    _COMPILED[key] = (program, compiled)
+    return compiled
 
 
 def simulate(
@@ -279,6 +385,7 @@ def simulate(
     present: the tensors of the smallest complete file. Raises :class:`Unmodelled` when a value
     it needs is not to be had.
     """
-    run = _Run(env=env, helpers=helpers, present=present, out=Outcome(), scopes=[{}], make=make)
-    run.block(program)
-    return run.out
+    frame = _Frame(env=env, present=present, out=Outcome(), make=make)
+    with contextlib.suppress(_Stop, _Return):
+        _compiled(program, helpers)(frame)
+    return frame.out
