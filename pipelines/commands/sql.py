@@ -39,6 +39,7 @@ from gguf_audit.pipelines.nights.views import VIEW_NAMES, night_views, sql_liter
 from gguf_audit.pipelines.store.delta import table_uri
 from gguf_audit.pipelines.store.duck import connect, extension_path
 from gguf_audit.pipelines.store.output import Output
+from gguf_audit.redact import REDACTED, redact_text, redact_url
 from gguf_audit.report.format import escape
 from gguf_audit.report.json import dumps
 from gguf_audit.tables.schema import SCHEMAS
@@ -101,7 +102,9 @@ def s3_secret(out_options: Mapping[str, Any]) -> str:
     region = s3_region(out_options)
     extra = f", REGION {sql_literal(region)}" if region else ""
     if endpoint is not None and "://" in endpoint:
-        scheme, host = endpoint.split("://", 1)
+        # DuckDB's ENDPOINT is a host: a userinfo there is no credential it uses, only one it would print.
+        scheme, host = redact_url(endpoint).split("://", 1)
+        host = host.removeprefix(REDACTED + "@")
         ssl = "true" if scheme.lower() == "https" else "false"
         extra += f", ENDPOINT {sql_literal(host.rstrip('/'))}, URL_STYLE 'path', USE_SSL {ssl}"
     return f"CREATE SECRET (TYPE s3, PROVIDER credential_chain{extra});"
@@ -247,7 +250,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
             lines = duckdb_preamble(out.url) + ([s3_secret(options)] if _is_s3(out.url) else [])
             empty = [f"-- {t}: never written to this output, no view" for t in views.empty]
             shown = [s for s in views.statements if not any(f"_empty_{t}" in s for t in views.empty)]
-            sys.stdout.write("\n".join([f"-- night {views.run_id}", *lines, *empty, *shown]) + "\n")
+            sys.stdout.write(redact_text("\n".join([f"-- night {views.run_id}", *lines, *empty, *shown])) + "\n")
             return ExitStatus.OK
         con, _ = open_night(out, args.run)
     except (GGUFAuditError, OSError, ValueError, ImportError, duckdb.Error) as exc:
