@@ -20,25 +20,29 @@ the environment, as for fsspec.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-from deltalake import CommitProperties, DeltaTable, Field, Schema
+from deltalake import CommitProperties, DeltaTable, Field, Schema, Transaction
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from gguf_audit.io.options import s3_allows_http, s3_endpoint, s3_region
 from gguf_audit.pipelines.store.parts import PartFile
-from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMAS
+from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMAS, TABLE_NAMES
 
 __all__ = [
+    "FENCE_APP_ID",
     "RUN_ID_KEY",
     "STORE_ERRORS",
     "DeltaTables",
+    "Fence",
     "delta_storage_options",
     "one_line",
     "scan_batches",
@@ -46,6 +50,9 @@ __all__ = [
     "table_uri",
 ]
 
+FENCE_APP_ID: Final = "gguf-audit-lease"
+"""The Delta application transaction every commit under a lease carries, its version the lease's generation
+(``DeltaTable.transaction_version``): the fencing token (:meth:`DeltaTables.fence_all`)."""
 RUN_ID_KEY: Final = "gguf_audit.run_id"
 """Commit metadata naming the run a commit belongs to (``DESCRIBE HISTORY`` shows it)."""
 PARTITION_BY: Final = [PARTITION_COLUMN]
@@ -70,6 +77,18 @@ STORE_ERRORS: Final = (OSError, ValueError, DeltaError)
 """What deltalake and fsspec raise when a store refuses (object_store's errors are OSErrors or DeltaErrors)."""
 
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """A writer's lease as a commit sees it: ``check`` raises when the lease was lost; ``token`` its generation."""
+
+    check: Callable[[], None]
+    token: int
+
+
+def _no_check() -> None:
+    """The fencing writer's own commits: it has just taken the lease."""
 
 
 def one_line(text: str) -> str:
@@ -159,8 +178,10 @@ class DeltaTables:
         dt = self.open(table)
         return None if dt is None else int(dt.version())
 
-    def _properties(self, run_id: str) -> CommitProperties:
-        return CommitProperties(custom_metadata={RUN_ID_KEY: run_id})
+    def _properties(self, run_id: str, fence: Fence | None = None) -> CommitProperties:
+        """A commit's metadata: its run, and with a lease its generation as the fencing transaction."""
+        txns = None if fence is None else [Transaction(FENCE_APP_ID, fence.token)]
+        return CommitProperties(custom_metadata={RUN_ID_KEY: run_id}, app_transactions=txns)
 
     def _evolve(self, dt: DeltaTable, table: str) -> None:
         """Add the columns the current schema has and the table lacks (nullable, at the end)."""
@@ -170,41 +191,77 @@ class DeltaTables:
         if missing:
             dt.alter.add_columns(missing)
 
-    def commit(self, table: str, parts: Sequence[PartFile], run_id: str) -> int:
+    def commit(self, table: str, parts: Sequence[PartFile], run_id: str, *, fence: Fence | None = None) -> int:
         """Add ``parts`` to ``table`` in one commit (creating the table on first use); the version it made.
 
         With no parts an existing table is left as it is (its version is
         returned) and a missing one is created empty, so every table can be read.
+        With a ``fence`` (the writer's lease), its check runs after the table's
+        snapshot is read and before the commit, and the commit carries the
+        lease's generation as a Delta application transaction: should another
+        writer fence the table in between (:meth:`fence_all`, on taking the
+        lease over), delta-rs's conflict check refuses this commit.
         """
         actions = [_add_action(p) for p in parts]
-        schema = SCHEMAS[table]
         dt = self.open(table)
         if dt is None:
-            create_table_with_add_actions(
-                self.uri(table),
-                Schema.from_arrow(schema),
-                actions,
-                mode="append",
-                partition_by=PARTITION_BY,
-                name=table,
-                storage_options=self.storage_options or None,
-                commit_properties=self._properties(run_id),
-            )
-            return 0
+            if fence is not None:
+                fence.check()
+            try:
+                self._create(table, actions, self._properties(run_id, fence))
+                return 0
+            except DeltaError:  # created meanwhile (a fencing writer): commit to it as to any table
+                dt = self.open(table)
+                if dt is None:
+                    raise
         self._evolve(dt, table)
         self._committed[table] = dt
         if not actions:
             return int(dt.version())
+        if fence is not None:
+            fence.check()
+        self._append(dt, table, actions, self._properties(run_id, fence))
+        return int(dt.version())
+
+    def _append(self, dt: DeltaTable, table: str, actions: Sequence[AddAction], props: CommitProperties) -> None:
         log_actions: list[AddAction | RemoveAction] = list(actions)
         dt.create_write_transaction(
-            log_actions,
-            mode="append",
-            schema=schema,
-            partition_by=PARTITION_BY,
-            commit_properties=self._properties(run_id),
+            log_actions, mode="append", schema=SCHEMAS[table], partition_by=PARTITION_BY, commit_properties=props
         )
         dt.update_incremental()  # the handle does not move to the version it committed by itself
-        return int(dt.version())
+
+    def _create(self, table: str, actions: list[AddAction], props: CommitProperties) -> None:
+        """Create ``table`` with ``actions`` as its version 0; fails if it exists (the log's first entry is
+        written only if absent)."""
+        create_table_with_add_actions(
+            self.uri(table),
+            Schema.from_arrow(SCHEMAS[table]),
+            actions,
+            mode="error",
+            partition_by=PARTITION_BY,
+            name=table,
+            storage_options=self.storage_options or None,
+            commit_properties=props,
+        )
+
+    def fence_all(self, token: int) -> None:
+        """Fence every table for a writer that took over an expired lease: an empty commit each carrying the
+        new generation ``token`` as :data:`FENCE_APP_ID`'s transaction (a missing table is created empty).
+
+        A commit the lease's previous holder prepared from an earlier snapshot
+        carries the same application id, so delta-rs's conflict check refuses it;
+        for any snapshot read after this, that holder's lease check fails first.
+        """
+        fence = Fence(_no_check, token)
+        for table in TABLE_NAMES:
+            dt = self.open(table)
+            if dt is None:
+                with contextlib.suppress(DeltaError):  # or created meanwhile: fenced all the same below
+                    self._create(table, [], self._properties(f"fence {token}", fence))
+                dt = self.open(table)
+                if dt is None:
+                    raise OSError(f"cannot create the {table} table to fence it")
+            self._append(dt, table, [], self._properties(f"fence {token}", fence))
 
     def delete_runs(self, table: str, run_ids: Sequence[str]) -> None:
         """Remove every row of ``run_ids`` from ``table`` (whole partitions: the log drops their files)."""

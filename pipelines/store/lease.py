@@ -27,8 +27,14 @@ The protocol, on any store that can create an object only if it is absent:
   looks for a higher generation: one exists only if another writer found this
   lease expired (the holder was paused or cut off for longer than
   ``expiry_s``) and took it, and then this holder has *lost* the lease.
-- **Check**: a scan calls :meth:`Lease.check` before each table commit; a lost
-  lease raises :class:`LeaseLost` and the scan records nothing.
+- **Check**: a scan calls :meth:`Lease.check` in each table commit, after the
+  table's snapshot is read; a lost lease raises :class:`LeaseLost` and the scan
+  records nothing. The check alone leaves a window (a holder paused after it),
+  closed by fencing in the tables themselves: each commit carries the lease's
+  generation as a Delta application transaction, and a writer taking over an
+  expired lease first commits its own to every table, so the paused holder's
+  commit fails delta-rs's conflict check
+  (:meth:`~gguf_audit.pipelines.store.delta.DeltaTables.fence_all`).
 - **Release**: the holder rewrites its generation with ``released: true`` and
   deletes the generations below it. Generations are never reused, so a late
   heartbeat of a lost holder can only rewrite a generation nobody reads.

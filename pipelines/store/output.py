@@ -45,7 +45,7 @@ import pyarrow.dataset as ds
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.pipelines.store.delta import STORE_ERRORS, DeltaTables, conform, delta_storage_options, one_line
+from gguf_audit.pipelines.store.delta import STORE_ERRORS, DeltaTables, Fence, conform, delta_storage_options, one_line
 from gguf_audit.pipelines.store.lease import DEFAULT_EXPIRY_S, Lease, LeaseLost, acquire_lease
 from gguf_audit.pipelines.store.parts import PartFile, is_local_fs
 from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMA_VERSION, SCHEMAS, TABLE_NAMES
@@ -260,6 +260,14 @@ class Output:
         self.lease = acquire_lease(
             self.fs, self.root, local=self.local, purpose=purpose, where=self.url, wait_s=wait_s, expiry_s=expiry_s
         )
+        if self.lease.taken_over is not None:
+            # The holder that lost the lease may be paused between its last check and a commit: change every
+            # table's metadata so that a commit from its older snapshot fails delta-rs's conflict check.
+            try:
+                self.delta.fence_all(self.lease.state.generation)
+            except BaseException:
+                self.release()
+                raise
         return self.lease
 
     def release(self) -> None:
@@ -327,14 +335,13 @@ class Output:
             for table in COMMIT_ORDER:
                 if table == "runs":
                     continue
-                self._fence()
-                versions[table] = self.delta.commit(table, parts.get(table, ()), run_id)
+                versions[table] = self._commit_fenced(table, parts.get(table, ()), run_id)
                 if on_committed is not None:
                     on_committed(table, versions[table])
             runs = runs_part(dict(versions))
             self._fence()
             self.check_rows(run_id, parts)
-            versions["runs"] = self.delta.commit("runs", [runs], run_id)
+            versions["runs"] = self._commit_fenced("runs", [runs], run_id)
         except (LeaseLost, NightLost):
             # Another writer holds the output now: undo this run's own partitions, and should that fail,
             # leave the marker (written again: the other writer may have cleared it) for the next recover().
@@ -353,6 +360,16 @@ class Output:
             on_committed("runs", versions["runs"])
         self._clear_marker(run_id)
         return versions
+
+    def _commit_fenced(self, table: str, parts: Sequence[PartFile], run_id: str) -> int:
+        """One table's commit under the lease: checked after its snapshot is read, and a commit refused
+        because another writer fenced the table (:meth:`acquire` on a takeover) reported as the lost lease."""
+        try:
+            fence = None if self.lease is None else Fence(self._fence, self.lease.state.generation)
+            return self.delta.commit(table, parts, run_id, fence=fence)
+        except STORE_ERRORS:
+            self._fence()  # raises LeaseLost when the refusal was the fence
+            raise
 
     def _clear_marker(self, run_id: str) -> None:
         try:

@@ -291,10 +291,10 @@ _COMMIT_HOOK = textwrap.dedent(
         while not flag.with_suffix(".go").exists():
             time.sleep(0.02)
 
-    def hooked(self, table, parts, run_id):
+    def hooked(self, table, parts, run_id, *, fence=None):
         if (when, table_at) == ("before", table):
             act()
-        version = commit(self, table, parts, run_id)
+        version = commit(self, table, parts, run_id, fence=fence)
         if (when, table_at) == ("after", table):
             act()
         return version
@@ -423,10 +423,10 @@ def test_a_failed_commit_is_rolled_back_at_once(
 ) -> None:
     commit = DeltaTables.commit
 
-    def flaky(self: DeltaTables, table: str, parts: Any, run_id: str) -> int:
+    def flaky(self: DeltaTables, table: str, parts: Any, run_id: str, *, fence: Any = None) -> int:
         if table == "metadata":
             raise OSError("the store went away")
-        return commit(self, table, parts, run_id)
+        return commit(self, table, parts, run_id, fence=fence)
 
     monkeypatch.setattr(DeltaTables, "commit", flaky)
     out = tmp_path / "out"
