@@ -99,7 +99,7 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         (
             "A tensor llama.cpp's loader creates as required for this file is absent (output.weight is not: llama.cpp "
             "ties it to token_embd); llama.cpp throws \"tensor 'x' not found\". Judged by running the architecture's "
-            "translated load_tensors (docs/llama-tables.md; 99 architectures), token_embd only for the others; not "
+            "translated load_tensors (docs/llama-tables.md), token_embd only for the others; not "
             "on a shard of a split model."
         ),
     ),

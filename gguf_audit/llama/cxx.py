@@ -20,7 +20,7 @@ class Untranslatable(Exception):
 
 _TOKEN: Final = re.compile(
     r"\s*(?:(\"(?:\\.|[^\"\\])*\")|(\d+(?:\.\d+)?[fuUlL]*)|([A-Za-z_]\w*(?:(?:\.|::|->)[A-Za-z_]\w*)*)"
-    r"|(==|!=|<=|>=|&&|\|\||<<|>>|\+\+|--|\+=|-=|\*=|/=|[-+*/%<>=!?:&|^~(){}\[\],;]))"
+    r"|(==|!=|<=|>=|&&|\|\||<<|>>|\+\+|--|\+=|-=|\*=|/=|\|=|&=|[-+*/%<>=!?:&|^~(){}\[\],;]))"
 )
 _TYPES: Final = frozenset(
     {"int", "int64_t", "uint32_t", "int32_t", "uint64_t", "bool", "auto", "size_t", "const", "long", "unsigned"}
@@ -111,6 +111,16 @@ class _Parser:
             while self.take() != ";":
                 pass
             return [["stop", "throw"]]
+        if tok == "GGML_UNUSED":
+            self.take()
+            self.arguments()
+            self.take(";")
+            return []
+        if self.peek(1) in ("|=", "&=", "+=", "-=", "*=") and re.fullmatch(r"[A-Za-z_]\w*", tok):
+            var, op = self.take(), self.take()[0]
+            value = self.expr()
+            self.take(";")
+            return [["let", var, [op, var, value]]]
         if tok in ("GGML_ASSERT", "GGML_ABORT"):
             self.take()
             self.take("(")

@@ -153,11 +153,22 @@ def _defaults(hparams_h: str) -> dict[str, int]:
     return out
 
 
+def _with_arch(node: Any, numbers: dict[str, int], arch_id: str) -> Any:
+    """``node`` with ``arch`` and the ``LLM_ARCH_*`` names as numbers: a program is one architecture's."""
+    if isinstance(node, str):
+        if node == "arch":
+            return numbers[arch_id]
+        return numbers.get(node, node)
+    if isinstance(node, list):
+        return [_with_arch(part, numbers, arch_id) for part in node]
+    return node
+
+
 def _translate(
-    body: str, ids: dict[str, str], helpers: dict[str, Any], fields: dict[str, str]
+    body: str, ids: dict[str, str], helpers: dict[str, Any], fields: dict[str, str], arch: tuple[dict[str, int], str]
 ) -> tuple[list[Any] | None, str | None]:
     try:
-        program = parse_body(body, ids)
+        program = _with_arch(parse_body(body, ids), *arch)
     except Untranslatable as e:
         return None, str(e)
     sets = _set_names(program, set()) | {"i"}
@@ -182,6 +193,7 @@ def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
     tensor_bodies, hparams_bodies, bases = _class_bodies(src)
     programs: dict[str, Any] = {}
     unmodelled: dict[str, str] = {}
+    numbers = {a: n for n, a in enumerate(sorted(arch_ids))}
     for arch_id, arch in sorted(arch_ids.items(), key=lambda p: p[1]):
         cls = classes.get(arch_id)
         if cls is None:
@@ -191,7 +203,7 @@ def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
             unmodelled[arch] = "no load_arch_tensors"
             continue
         fields, computed = _fields(_inherited(cls, hparams_bodies, bases) or "", kv)
-        program, why = _translate(body, ids, helpers, fields)
+        program, why = _translate(body, ids, helpers, fields, (numbers, arch_id))
         if program is None:
             unmodelled[arch] = why or "?"
             continue

@@ -37,6 +37,7 @@ _MOE: Mapping[str, int] = {
     "expert_used_count": 2,
     "expert_feed_forward_length": 32,
     "expert_shared_feed_forward_length": 32,
+    "interleave_moe_layer_step": 1,  # ernie4_5-moe requires it when it has experts
 }
 
 _SSM: Mapping[str, int] = {"ssm.inner_size": 128, "ssm.state_size": 16, "ssm.conv_kernel": 4, "ssm.time_step_rank": 4}
