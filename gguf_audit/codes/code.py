@@ -163,6 +163,9 @@ class Code(StrEnum):
     IO_RATE_LIMITED = "io.rate_limited"
     IO_SIZE_MISMATCH = "io.size_mismatch"
     IO_SIZE_UNKNOWN = "io.size_unknown"
+    IO_NAME_NOT_UTF8 = "io.name_not_utf8"
+    IO_BROKEN_LINK = "io.broken_link"
+    IO_NOT_LISTABLE = "io.not_listable"
     # run
     RUN_WORKER_LOST = "run.worker_lost"
     RUN_FILE_DEADLINE = "run.file_deadline"

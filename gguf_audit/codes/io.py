@@ -69,4 +69,23 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         LlamaCpp.LOADS,
         "Neither the listing nor the server told the file's size; size checks are skipped.",
     ),
+    CodeInfo(
+        Code.IO_NAME_NOT_UTF8,
+        Severity.ERROR,
+        None,
+        "The listed path is not UTF-8, so no URL names it and it was not audited (shown with its bytes escaped).",
+    ),
+    CodeInfo(
+        Code.IO_BROKEN_LINK,
+        Severity.ERROR,
+        None,
+        "A symbolic link the scan's globs match points nowhere or loops: no file behind it was audited.",
+    ),
+    CodeInfo(
+        Code.IO_NOT_LISTABLE,
+        Severity.ERROR,
+        None,
+        "A listed entry that could not be audited: a directory that cannot be listed, a special file (FIFO, "
+        "socket, device) or a path that cannot be looked up.",
+    ),
 )

@@ -93,8 +93,8 @@ class Listing:
     requests: int | None = None
     """Requests the listing sent (:mod:`~gguf_audit.pipelines.listing.counting`); None when a store was not counted."""
     skipped: tuple[Skipped, ...] = ()
-    """Entries the roots hold that match the scan's globs but get no row (broken links, loops, a file already
-    listed under another path, special files, unreadable directories), each named with why."""
+    """Entries named, not given a row (a second path to a file or directory listed already); those that may hide
+    a file are among :attr:`files` with their ``io.*`` code (:attr:`~.local.Skipped.code`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "files", ListedFiles.of(self.files))
@@ -558,6 +558,10 @@ def discover(
             _watch_manifest(manifest, options, requests)
             found.append(ListedFiles.of(read_manifest(manifest, options)))
             from_manifest = True
+    unaudited = [s for s in skipped if s.code is not None]  # may hide a file: a row, an error, for every gate
+    if unaudited:
+        found.append(ListedFiles.of(ListedFile(s.url, error_code=s.code, error_message=s.reason) for s in unaudited))
+        skipped = [s for s in skipped if s.code is None]
     # A root's own listing names each path once: only several roots or a manifest can name a URL twice.
     files = found[0] if len(found) == 1 and not from_manifest else ListedFiles.first_of_each_url(found)
     del found

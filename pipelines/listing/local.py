@@ -39,6 +39,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gguf_audit.codes import Code
 from gguf_audit.pipelines.listing.mapped import MappedWriter
 from gguf_audit.tables.listed import ListedFiles
 
@@ -56,10 +57,18 @@ _CHUNK_URLS: Final = 4096
 
 @dataclass(frozen=True, slots=True)
 class Skipped:
-    """A listed entry that gets no audit, and why (one line)."""
+    """A listed entry that gets no audit, and why (one line).
+
+    ``code`` is set for an entry that may hide a file from the audit (a name
+    that is not UTF-8, a broken link, an unreadable directory, a special
+    file): the listing gives it a row of its own with that error, so that it
+    counts against every gate. Without one the entry is only named (a second
+    path to a file or directory listed under its first).
+    """
 
     url: str
     reason: str
+    code: Code | None = None
 
     def __str__(self) -> str:
         return f"{self.url}: {self.reason}"
@@ -141,7 +150,9 @@ def walk_local(
     try:
         root_st = os.stat(root)
     except OSError as exc:
-        return LocalWalk(ListedFiles(), (Skipped(to_url(root), f"cannot list: {type(exc).__name__}"),))
+        return LocalWalk(
+            ListedFiles(), (Skipped(to_url(root), f"cannot list: {type(exc).__name__}", Code.IO_NOT_LISTABLE),)
+        )
     walked = _WalkedDirectories(root, root_st)
     # A folder's subfolders wait as names (a folder per model: one a file), not as scandir entries and paths.
     stack: list[_Folder] = []
@@ -151,7 +162,8 @@ def walk_local(
         try:
             chunks = _listed_names(directory)
         except OSError as exc:
-            skipped.append(Skipped(to_url(directory), f"cannot list: {type(exc).__name__}: {exc.strerror}"))
+            why = f"cannot list: {type(exc).__name__}: {exc.strerror}"
+            skipped.append(Skipped(to_url(directory), why, Code.IO_NOT_LISTABLE))
             return
         folder = _Folder(directory, linked)
         for name in itertools.chain.from_iterable(chunks):
@@ -161,8 +173,7 @@ def walk_local(
                 st = os.stat(path)  # follows links; a broken or looping link raises
             except OSError as exc:
                 if wanted(rel):
-                    why = "symlink loop" if exc.errno == errno.ELOOP else "broken symlink"
-                    skipped.append(Skipped(to_url(path), f"{why} ({type(exc).__name__})"))
+                    skipped.append(_unreachable(to_url(path), exc))
                 continue
             if stat.S_ISDIR(st.st_mode):
                 through_link = linked or os.path.islink(path)
@@ -176,11 +187,11 @@ def walk_local(
             if not wanted(rel):
                 continue
             if not stat.S_ISREG(st.st_mode):
-                skipped.append(Skipped(to_url(path), "not a regular file"))
+                skipped.append(Skipped(to_url(path), "not a regular file", Code.IO_NOT_LISTABLE))
                 continue
             url = to_url(path)
             if not _is_utf8(url):
-                skipped.append(Skipped(url, "its path is not UTF-8: no URL names it"))
+                skipped.append(Skipped(url, "its path is not UTF-8: no URL names it", Code.IO_NAME_NOT_UTF8))
                 continue
             found.add(url, st, hf_blob=_is_hf_blob(path))
         if folder.listed():
@@ -408,6 +419,14 @@ def _timestamps(seconds: npt.NDArray[np.float64]) -> pa.Array:
     return pa.array(micros, pa.timestamp("us", tz="UTC"))
 
 
+def _unreachable(url: str, exc: OSError) -> Skipped:
+    """A wanted entry that ``os.stat`` cannot follow: a broken link or a loop, or a path it may not look up."""
+    if exc.errno in (errno.ELOOP, errno.ENOENT):
+        why = "symlink loop" if exc.errno == errno.ELOOP else "broken symlink"
+        return Skipped(url, f"{why} ({type(exc).__name__})", Code.IO_BROKEN_LINK)
+    return Skipped(url, f"cannot look up: {type(exc).__name__}: {exc.strerror}", Code.IO_NOT_LISTABLE)
+
+
 def _is_utf8(text: str) -> bool:
     """Whether ``text`` is UTF-8 (a path's bytes that are not come from ``os.fsdecode`` as lone surrogates)."""
     try:
@@ -428,7 +447,7 @@ def _shown(entry: Skipped) -> Skipped:
         except UnicodeEncodeError:  # a lone surrogate of another origin
             return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
-    return Skipped(shown(entry.url), shown(entry.reason))
+    return Skipped(shown(entry.url), shown(entry.reason), entry.code)
 
 
 def _is_hf_blob(path: str) -> bool:

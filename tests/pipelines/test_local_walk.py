@@ -12,10 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 import pytest
 from pipeline_helpers import read_dataset
 
 from gguf_audit.cli import main
+from gguf_audit.codes import Code
 from gguf_audit.pipelines.listing.discover import discover
 from gguf_audit.pipelines.listing.local import Skipped, _shown, walk_local
 from gguf_audit.tables.listed import ListedFiles
@@ -70,14 +72,17 @@ def test_links_loops_and_broken_links_are_named(tmp_path: Path) -> None:
     (real / "linked").symlink_to(outside)  # a symlinked directory is entered
     listing = discover([str(real)])
     base = f"file://{real}"
-    assert [(f.url, f.size) for f in listing.files] == [(f"{base}/a/x.gguf", 10), (f"{base}/linked/y.gguf", 7)]
+    audited = [(f.url, f.size) for f in listing.files if f.error_code is None]
+    assert audited == [(f"{base}/a/x.gguf", 10), (f"{base}/linked/y.gguf", 7)]
+    # A directory reached again is only named: its files are listed under its first path.
     reasons = {s.url.removeprefix(base + "/"): s.reason for s in listing.skipped}
-    assert reasons == {
-        "a/up": f"symlink loop {base}",
-        "alias": f"same directory as {base}/a",
-        "gone.gguf": "broken symlink (FileNotFoundError)",
-        "self.gguf": "symlink loop (OSError)",
-        "pipe.gguf": "not a regular file",
+    assert reasons == {"a/up": f"symlink loop {base}", "alias": f"same directory as {base}/a"}
+    # An entry that may hide a file is a listed file of its own with an error code, so it gets a row.
+    unaudited = {f.url.removeprefix(base + "/"): (f.error_code, f.error_message) for f in listing.files if f.error_code}
+    assert unaudited == {
+        "gone.gguf": (Code.IO_BROKEN_LINK, "broken symlink (FileNotFoundError)"),
+        "self.gguf": (Code.IO_BROKEN_LINK, "symlink loop (OSError)"),
+        "pipe.gguf": (Code.IO_NOT_LISTABLE, "not a regular file"),
     }
 
 
@@ -100,12 +105,16 @@ def test_names_that_are_not_utf8_are_named_and_the_walk_goes_on(tmp_path: Path) 
     (real / "zz" / "b.gguf").write_bytes(b"b" * 5)
     listing = discover([str(real)])
     url = f"file://{real}"
-    assert [(f.url, f.size) for f in listing.files] == [(f"{url}/ok/a.gguf", 3), (f"{url}/zz/b.gguf", 5)]
-    assert {s.url.removeprefix(url + "/"): s.reason for s in listing.skipped} == {
-        "x\\xfe.gguf": "its path is not UTF-8: no URL names it",
-        "\\xffdir/inner/m.gguf": "its path is not UTF-8: no URL names it",
+    audited = [(f.url, f.size) for f in listing.files if f.error_code is None]
+    assert audited == [(f"{url}/ok/a.gguf", 3), (f"{url}/zz/b.gguf", 5)]
+    # Each is a listed file of its own with an error (a row no gate lets pass), never only a name in runs.
+    assert not listing.skipped
+    unaudited = {f.url.removeprefix(url + "/"): (f.error_code, f.error_message) for f in listing.files if f.error_code}
+    assert unaudited == {
+        "x\\xfe.gguf": (Code.IO_NAME_NOT_UTF8, "its path is not UTF-8: no URL names it"),
+        "\\xffdir/inner/m.gguf": (Code.IO_NAME_NOT_UTF8, "its path is not UTF-8: no URL names it"),
     }
-    assert all(s.url.encode("utf-8") for s in listing.skipped)  # the tables and the terminal can hold them
+    assert all(f.url.encode("utf-8") for f in listing.files)  # the tables and the terminal can hold them
     # a lone surrogate that no file system's bytes gave (a caller's own URL function) is shown as well
     assert _shown(Skipped("file:///m/\ud800.gguf", "x")).url == "file:///m/\\ud800.gguf"
 
@@ -142,17 +151,19 @@ def test_scan_of_a_hf_cache_audits_each_file_and_names_the_rest(
     printed = capsys.readouterr().out
     assert status == 0, printed
     snap = f"file://{repo}/snapshots"
-    assert "files: 1 (ok 1," in printed
-    assert "skipped 2 listed entries" in printed
+    assert "files: 2 (ok 1," in printed
+    assert "skipped 1 listed entr" in printed
     assert f"{snap}/s2/tiny-Q4_K_M.gguf: same file as {snap}/s1/tiny-Q4_K_M.gguf" in printed
-    files = read_dataset(out, "files")
-    assert files.column("url").to_pylist() == [f"{snap}/s1/tiny-Q4_K_M.gguf"]
-    runs = read_dataset(out, "runs").to_pylist()[0]
-    assert runs["n_skipped"] == 2
-    assert runs["skipped"] == [
-        f"{snap}/s2/broken.gguf: broken symlink (FileNotFoundError)",
-        f"{snap}/s2/tiny-Q4_K_M.gguf: same file as {snap}/s1/tiny-Q4_K_M.gguf",
+    files = read_dataset(out, "files").sort_by("url")
+    assert files.column("url").to_pylist() == [f"{snap}/s1/tiny-Q4_K_M.gguf", f"{snap}/s2/broken.gguf"]
+    assert files.column("status").to_pylist() == ["ok", "unreadable"]  # the broken link is a row of its own
+    problems = read_dataset(out, "problems").filter(pc.field("url").is_valid()).to_pylist()  # the files' own
+    assert [(p["url"], p["code"], p["severity"]) for p in problems] == [
+        (f"{snap}/s2/broken.gguf", "io.broken_link", "error")
     ]
+    runs = read_dataset(out, "runs").to_pylist()[0]
+    assert runs["n_skipped"] == 1
+    assert runs["skipped"] == [f"{snap}/s2/tiny-Q4_K_M.gguf: same file as {snap}/s1/tiny-Q4_K_M.gguf"]
 
 
 def test_hf_cache_with_every_file_included_shows_snapshot_paths(tmp_path: Path) -> None:
