@@ -43,6 +43,7 @@ __all__ = [
     "redact_known",
     "redact_text",
     "redact_url",
+    "redact_value",
     "secrets_in",
 ]
 
@@ -58,6 +59,8 @@ HARMLESS_PARAMETERS: Final = frozenset(
         "tag",
         "commit",
         "version",
+        "v",
+        "ver",
         "versionid",
         "version_id",
         "generation",  # GCS object generation
@@ -321,6 +324,17 @@ def redact_text(text: str) -> str:
         text = _USERINFO.sub(REDACTED + "@", text)
     if "=" in text:
         text = _LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, text)
+    return _redact_shapes(text)
+
+
+def redact_value(text: str) -> str:
+    """A file's own text (a metadata value) as an output shows it: its URLs redacted and its tokens by shape.
+
+    Unlike :func:`redact_text`, a loose ``name=value`` is kept: a chat template's ``key=...`` is code, not
+    a credential.
+    """
+    if "://" in text:
+        text = _URL.sub(_redact_match, text)
     return _redact_shapes(text)
 
 

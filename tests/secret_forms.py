@@ -261,7 +261,7 @@ def forms_for(base: str, night: int = 1) -> list[Made]:
     return made
 
 
-HARMLESS_NAMES = ("revision", "download", "versionId", "file")
+HARMLESS_NAMES = ("revision", "v", "versionId", "file")
 
 
 def harmless_forms(base: str) -> list[tuple[str, str]]:

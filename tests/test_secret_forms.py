@@ -11,6 +11,7 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
@@ -19,6 +20,7 @@ from secret_forms import FORMS, Made, forms_for, github, google_key, harmless_fo
 
 from gguf_audit.cli import main
 from gguf_audit.redact import RedactFilter, redact_known, redact_text, redact_url, secrets_in
+from gguf_audit.testing.builder import build_gguf, kv_str, tiny_llama_like
 from gguf_audit.testing.http import RangeHTTPServer
 
 BASE = "http://127.0.0.1:8765"
@@ -197,3 +199,27 @@ def _encoded_in(secret: str, paths: list[str]) -> bool:
     from urllib.parse import quote, unquote
 
     return any(secret in unquote(p) or quote(secret, safe="") in p for p in paths)
+
+
+def test_metadata_values_are_shown_without_their_secrets(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """A file's own text may hold a credential (a source URL with a password, a pasted token): ``inspect``
+    shows it redacted, and a chat template's ``key=`` (code, not a credential) as written."""
+    kvs, tensors = tiny_llama_like()
+    pw, token, key = "srcPW83kLq0", github("meta"), google_key("meta")
+    kvs += [
+        kv_str("general.source.url", f"https://alice:{pw}@hf.example/org/repo?key={key}"),
+        kv_str("general.description", f"pulled with {token}"),
+        kv_str("tokenizer.chat_template", "{% set key=message['role'] %}{{ key }}"),
+    ]
+    path = tmp_path / "m.gguf"
+    path.write_bytes(build_gguf(kvs, tensors))
+    for fmt in ("text", "json", "jsonl"):
+        main(["inspect", str(path), "--format", fmt])
+        out, err = capsysbinary.readouterr()
+        assert pw.encode() not in out + err and token.encode() not in out and key.encode() not in out, fmt
+        assert b"***@hf.example/org/repo?key=***" in out and b"pulled with ***" in out, fmt
+    main(["inspect", str(path), "--json"])
+    meta = json.loads(capsysbinary.readouterr().out)["metadata"]
+    assert meta["tokenizer.chat_template"]["value"] == "{% set key=message['role'] %}{{ key }}"

@@ -21,6 +21,7 @@ from typing import Final
 
 from gguf_audit.bounded import ITEM_LIMIT, clip
 from gguf_audit.format.model import Header, ValueType
+from gguf_audit.redact import redact_value
 
 __all__ = ["IMATRIX_PREFIX", "QUANTIZE_PREFIX", "Provenance", "provenance_of"]
 
@@ -87,10 +88,10 @@ def provenance_of(header: Header) -> Provenance:
 
     def string(key: str) -> str | None:
         value = header.get_str(key)
-        return None if value is None else clip(value, ITEM_LIMIT)
+        return None if value is None else clip(redact_value(value), ITEM_LIMIT)  # a source URL may hold a password
 
     quantize = [kv for key, kv in header.metadata.items() if key.startswith(QUANTIZE_PREFIX)]
-    keys = tuple(f"{kv.key}={_shown(kv.value, kv.type)}" for kv in quantize[:MAX_QUANTIZE_KEYS])
+    keys = tuple(redact_value(f"{kv.key}={_shown(kv.value, kv.type)}") for kv in quantize[:MAX_QUANTIZE_KEYS])
     return Provenance(
         quantized_by=string("general.quantized_by"),
         imatrix_file=string("quantize.imatrix.file"),

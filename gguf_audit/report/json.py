@@ -18,6 +18,7 @@ from gguf_audit.bounded import ITEM_LIMIT, VALUE_LIMIT, clip
 from gguf_audit.checks.provenance import provenance_of
 from gguf_audit.findings import LLAMA_CPP_BUILD
 from gguf_audit.format.model import KV, Header, StringArray, Value, ValueType, json_scalar
+from gguf_audit.redact import redact_value
 from gguf_audit.report.format import UNSAFE
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def value_to_json(value: Value) -> Any:
     if isinstance(value, StringArray):
         return [clip(item, ITEM_LIMIT) for item in value.to_list()]
     if isinstance(value, str):
-        return clip(value, VALUE_LIMIT)
+        return clip(redact_value(value), VALUE_LIMIT)
     if isinstance(value, np.ndarray):
         if value.dtype.kind == "f" and not np.isfinite(value).all():
             return [json_scalar(v) for v in value.tolist()]

@@ -14,6 +14,7 @@ from gguf_audit.checks.provenance import provenance_of
 from gguf_audit.decode.stats import tensor_stats
 from gguf_audit.findings import LLAMA_CPP_BUILD, llama_cpp_label
 from gguf_audit.format.model import KV, StringArray, ValueType, json_scalar
+from gguf_audit.redact import redact_value
 from gguf_audit.report.dump import float32_repr, parameter_count, parameter_label, scalar_repr, shard_hint
 from gguf_audit.report.format import MEASURE_CODE_WIDTH, escape, finding_line, fmt_bytes, fmt_stat
 
@@ -42,7 +43,7 @@ def _summarise(kv: KV, width: int = 100) -> str:
         more = ", …" if n > 3 else ""
         return f"[{', '.join(head)}{more}] ({n} items)"
     if isinstance(value, str):
-        return repr(escape(value, width))
+        return repr(escape(redact_value(value), width))
     shown = scalar_repr(kv)
     return shown if shown is not None else repr(json_scalar(value))
 
