@@ -20,7 +20,8 @@ and the files ``gguf-split`` and gguf-py's ``GGUFWriter`` write:
 (``split.no`` above 0) is refused ("illegal split file idx"), and a first shard
 must be named ``<prefix>-00001-of-<split.count>.gguf`` ("invalid split file name").
 The first refusal is the file's alone (:data:`ALONE_ONLY_CODES`): its set loads it
-through the first shard, so the set's verdict leaves it out (:func:`loadable_in_set`).
+through the first shard, so the set's verdict and a scan's rows of a set's members leave
+it out (:func:`member_findings`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Final, Protocol
 
 from gguf_audit.bounded import quote
 from gguf_audit.codes import Code
-from gguf_audit.findings import CODES, Finding, finding
+from gguf_audit.findings import CODES, Finding, LlamaCpp, finding, is_loadable, llama_cpp_verdict
 from gguf_audit.format.model import Header, ValueType, json_scalar
 from gguf_audit.format.shard_names import file_name, first_shard_name, parse_shard_name, url_path
 
@@ -46,7 +47,8 @@ __all__ = [
     "check_shard_set",
     "check_split_file",
     "judge_shard_set",
-    "loadable_in_set",
+    "member_findings",
+    "member_verdict",
     "shard_facts",
 ]
 
@@ -84,26 +86,26 @@ class _Audited(Protocol):
     @property
     def loadable(self) -> bool | None: ...
     @property
+    def llama_cpp(self) -> LlamaCpp | None: ...
+    @property
     def findings(self) -> Sequence[Finding]: ...
 
 
-def loadable_in_set(loadable: bool | None, codes: Iterable[str]) -> bool | None:
-    """A shard's ``loadable`` as a member of its set: the file's own, without the refusals of
-    :data:`ALONE_ONLY_CODES` (``codes`` are the file's finding codes)."""
-    codes = list(codes)
-    if loadable is not False or not ALONE_ONLY_CODES.intersection(codes):
-        return loadable
-    verdict: bool | None = True
-    for code in codes:
-        if code in ALONE_ONLY_CODES:
-            continue
-        info = CODES.get(code)
-        refused = info.refused if info is not None else None
-        if refused:
-            return False
-        if refused is None:
-            verdict = None
-    return verdict
+def member_findings(url: str, findings: Iterable[Finding]) -> list[Finding]:
+    """A file's findings as a member of its shard set, as a scan's rows hold them: a file named as a
+    shard loses the refusals of being given alone (:data:`ALONE_ONLY_CODES`), its set judged as a whole;
+    any other file keeps them all."""
+    if parse_shard_name(url) is None:
+        return list(findings)
+    return [f for f in findings if f.code not in ALONE_ONLY_CODES]
+
+
+def member_verdict(audit: _Audited) -> tuple[bool | None, LlamaCpp | None]:
+    """A file's ``loadable`` and llama.cpp verdict from its :func:`member_findings`."""
+    kept = member_findings(audit.url, audit.findings)
+    if len(kept) == len(audit.findings):
+        return audit.loadable, audit.llama_cpp
+    return is_loadable(kept), llama_cpp_verdict(kept)
 
 
 def check_split_file(header: Header, url: str | None) -> Iterator[Finding]:
@@ -193,7 +195,7 @@ def shard_facts(audit: _Audited) -> ShardFacts | None:
     if name is None:
         return None
     header = audit.header
-    loadable = loadable_in_set(audit.loadable, (f.code for f in audit.findings))
+    loadable = member_verdict(audit)[0]
     if header is None:
         return ShardFacts(audit.url, name.shard_index, name.shard_count, readable=False, loadable=loadable)
     split_no, split_no_type = _int_value(header, SPLIT_NO)

@@ -14,7 +14,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from gguf_audit.audit import Status
-from gguf_audit.checks.shards import ALONE_ONLY_CODES, ShardSetVerdict, loadable_in_set
+from gguf_audit.checks.shards import ShardSetVerdict
 from gguf_audit.codes import VERDICT_RANK
 from gguf_audit.findings import Finding, LlamaCpp, Severity, llama_cpp_of_codes
 from gguf_audit.tables.per_file import problem_row
@@ -63,7 +63,7 @@ def summarise_model(model_id: str, files: Sequence[Mapping[str, Any]], verdict: 
         rank = max(rank, _STATUS_RANK[Status.WARNING])
     status = next(s for s, r in _STATUS_RANK.items() if r == rank)
     loadable = verdict.loadable if verdict is not None else (members[0]["loadable"] if members else None)
-    llama_cpp = model_llama_cpp([_in_set(r) for r in members] if verdict is not None else members, findings, loadable)
+    llama_cpp = model_llama_cpp(members, findings, loadable)
 
     def first(column: str) -> Any:
         return next((r[column] for r in members if r.get(column) is not None), None)
@@ -93,15 +93,6 @@ def summarise_model(model_id: str, files: Sequence[Mapping[str, Any]], verdict: 
         "urls": [r["url"] for r in members],
     }
     return ModelSummary(row, tuple(findings))
-
-
-def _in_set(row: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A shard's ``files`` row as its set sees it: without the refusals of a file given alone (a later shard)."""
-    codes = list(row.get("codes") or ())
-    if not ALONE_ONLY_CODES.intersection(codes):
-        return row
-    kept = [c for c in codes if c not in ALONE_ONLY_CODES]
-    return {**row, "codes": kept, "loadable": loadable_in_set(row.get("loadable"), codes)}
 
 
 def model_llama_cpp(

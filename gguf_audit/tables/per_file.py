@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from gguf_audit.audit import FileAudit
 from gguf_audit.bounded import clip
-from gguf_audit.checks.shards import SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT
+from gguf_audit.checks.shards import SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT, member_findings, member_verdict
 from gguf_audit.decode.fingerprints import metadata_fingerprint, metadata_parts
 from gguf_audit.decode.stats import SampleRow
 from gguf_audit.findings import CODES, Finding, Severity
@@ -49,6 +49,12 @@ class AuditedFile:
     audit: FileAudit
     listed: ListedFile
     model_id: str
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The audit's findings as the rows hold them: a shard's as a member of its set (a later shard
+        is refused only given alone: :func:`~gguf_audit.checks.shards.member_findings`)."""
+        return member_findings(self.audit.url, self.audit.findings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +121,9 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
     audit, listed = item.audit, item.listed
     h = audit.header
     shard = parse_shard_name(audit.url)
-    severities = Counter(f.severity for f in audit.findings)
+    findings = item.findings
+    severities = Counter(f.severity for f in findings)
+    loadable, llama_cpp = member_verdict(audit)
     row: dict[str, Any] = {
         "url": audit.url,
         "model_id": item.model_id,
@@ -127,12 +135,12 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
         "mtime": listed.mtime,
         "sha256": listed.sha256,
         "status": str(audit.status),
-        "loadable": audit.loadable,
-        "llama_cpp": None if audit.llama_cpp is None else str(audit.llama_cpp),
-        "n_problems": len(audit.findings),
+        "loadable": loadable,
+        "llama_cpp": None if llama_cpp is None else str(llama_cpp),
+        "n_problems": len(findings),
         "n_errors": severities[Severity.ERROR],
         "n_warnings": severities[Severity.WARNING],
-        "codes": sorted({f.code for f in audit.findings}),
+        "codes": sorted({f.code for f in findings}),
         "fingerprint": audit.fingerprint,
         "bytes_read": audit.io.bytes_read,
         "requests": audit.io.requests,
@@ -212,7 +220,7 @@ def problems_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
     rows = [
         problem_row(f, url=item.audit.url, model_id=item.model_id, scope="file", run_id=run_id)
         for item in items
-        for f in item.audit.findings
+        for f in item.findings
     ]
     return rows_to_table("problems", rows)
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gguf_audit.audit import Status
-from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts, canonical_value, loadable_in_set
+from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts, canonical_value
 from gguf_audit.format.shard_names import parse_shard_name
 
 __all__ = ["shard_facts_from_tables"]
@@ -64,7 +64,7 @@ def shard_facts_from_tables(files: pa.Table, metadata: pa.Table, tensors: pa.Tab
                 index=shard.shard_index,
                 count=shard.shard_count,
                 readable=readable,
-                loadable=loadable_in_set(row["loadable"], row.get("codes") or ()),
+                loadable=row["loadable"],
                 version=row["version"],
                 byte_order=row["byte_order"],
                 split_no=split_no if readable else None,

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gguf_audit.audit import FileAudit, Status, audit_file
-from gguf_audit.checks.shards import judge_shard_set, loadable_in_set
+from gguf_audit.checks.shards import judge_shard_set, member_findings, member_verdict
+from gguf_audit.findings import LlamaCpp
 from gguf_audit.format.shard_names import first_shard_name
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.models import summarise_model
@@ -41,10 +42,13 @@ def test_the_later_shards_of_a_healthy_set_are_refused_alone_and_the_set_loads(t
     assert [[f.code for f in a.findings] for a in audits] == [[], ["shard.later_shard"], ["shard.later_shard"]]
     verdict = judge_shard_set(str(tmp_path / "m"), audits)
     assert (verdict.loadable, verdict.findings) == (True, ())
-    # The models row, from the files rows as a scan writes them.
+    # The rows a scan writes judge each shard as a member of its set: nothing refused, no problem; then the model.
     items = [AuditedFile(a, ListedFile(a.url, size=a.size), str(tmp_path / "m")) for a in audits]
     tables = audits_to_tables(items, run_id="r1")
-    row = summarise_model(str(tmp_path / "m"), tables.files.to_pylist(), verdict).row
+    rows = tables.files.to_pylist()
+    assert [(r["loadable"], r["llama_cpp"], r["status"], r["codes"]) for r in rows] == [(True, "loads", "ok", [])] * 3
+    assert tables.problems.num_rows == 0
+    row = summarise_model(str(tmp_path / "m"), rows, verdict).row
     assert (row["loadable"], row["llama_cpp"], row["status"]) == (True, "loads", "ok")
     # An incremental night judges the set from the stored rows of shards it did not read again.
     stored = shard_facts_from_tables(tables.files, tables.metadata, tables.tensors)
@@ -55,13 +59,14 @@ def test_the_later_shards_of_a_healthy_set_are_refused_alone_and_the_set_loads(t
 def test_a_later_shard_with_a_problem_of_its_own_still_fails_its_set(tmp_path: Path) -> None:
     audits = _healthy_set(tmp_path)
     # Its own refusal counts; only the refusal of being given alone is left to the set.
-    assert loadable_in_set(False, ["shard.later_shard", "data.truncated"]) is False
-    assert loadable_in_set(False, ["shard.later_shard"]) is True
-    assert loadable_in_set(False, ["shard.later_shard", "internal.unexpected"]) is None
-    assert loadable_in_set(False, ["data.truncated"]) is False and loadable_in_set(None, []) is None
     later = Path(audits[1].url)
     later.write_bytes(later.read_bytes()[:-100])  # cut short: the set cannot load it
     audits[1] = audit_file(str(later), config=CONFORMANCE_AUDIT)
+    assert [f.code for f in member_findings(audits[1].url, audits[1].findings)] == ["data.truncated"]
+    assert member_verdict(audits[1]) == (False, LlamaCpp.REFUSES)
+    assert member_verdict(audits[2]) == (True, LlamaCpp.LOADS)
+    # A file not named as a shard is no member of a set: it keeps the refusal.
+    assert [f.code for f in member_findings("renamed.gguf", audits[2].findings)] == ["shard.later_shard"]
     assert judge_shard_set(str(tmp_path / "m"), audits).loadable is False
 
 
