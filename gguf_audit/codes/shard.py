@@ -57,8 +57,8 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         Severity.INFO,
         LlamaCpp.REFUSES,
         (
-            "A later shard of a split model (split.no above 0): llama.cpp loads a split model from its first shard "
-            "and refuses this file given alone ('illegal split file idx'); its set is judged in the models row."
+            "A later shard of a split model (split.no above 0) given alone: llama.cpp loads a split model from its "
+            "first shard and refuses this file ('illegal split file idx'). A scan judges it as a member of its set."
         ),
     ),
     CodeInfo(
