@@ -58,7 +58,10 @@ def weights_fingerprint(header: Header, blocks: Iterable[tuple[PlannedBlock, byt
     for t in tensors:
         name = t.name.encode("utf-8", "surrogatepass")
         h.update(struct.pack("<Q", len(name)) + name)
-        h.update(struct.pack(f"<Q{len(t.shape)}QI", len(t.shape), *t.shape, t.type_id))
+        # Dims and the type id are hashed as the words the file holds: a negative dim or a type id
+        # with its high bit set (both read signed) is still a tensor of the table, never an error here.
+        words = [d & 0xFFFF_FFFF_FFFF_FFFF for d in t.shape]
+        h.update(struct.pack(f"<Q{len(words)}QI", len(words), *words, t.type_id & 0xFFFF_FFFF))
     firsts = sorted(
         ((b.tensor.encode("utf-8", "surrogatepass"), raw) for b, raw in blocks if b.block_index == 0),
         key=lambda item: item[0],
