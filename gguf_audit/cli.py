@@ -76,6 +76,8 @@ TRACEBACK_ENV: Final = "GGUF_AUDIT_TRACEBACK"
 
 COMMANDS_GROUP: Final = "gguf_audit.commands"
 """The entry-point group of plugged-in subcommands: ``name = "module:add_parser"``."""
+SUMMARIES_GROUP: Final = "gguf_audit.command_summaries"
+"""Entry points naming a mapping of plugged-in commands to their one-line helps (for the top-level help)."""
 
 
 _UsageError = UsageError
@@ -321,8 +323,11 @@ def codes_markdown() -> str:
     return "\n".join(lines)
 
 
-def _parser(plugged_in: Callable[[str], bool] | None = None, *, given: str | None = None) -> argparse.ArgumentParser:
+def _parser(
+    plugged_in: Callable[[str], bool] | None = None, *, given: str | None = None, summaries: bool = False
+) -> argparse.ArgumentParser:
     """The whole command line. ``plugged_in(name)`` says which plugged-in commands to import (all by default);
+    ``summaries``: their placeholders show their one-line helps (the top-level help);
     the others get a placeholder that takes any arguments, so ``inspect`` or ``codes`` never import the pipelines
     (pyarrow, pandas, deltalake, dask: most of a one-file ``inspect``'s time and memory). When ``given``, the
     command the line names, is built in, the plugged-in commands are not even listed (reading the installed
@@ -389,11 +394,11 @@ def _parser(plugged_in: Callable[[str], bool] | None = None, *, given: str | Non
     compare.set_defaults(func=_cmd_compare)
 
     if given not in sub.choices:
-        _add_plugged_in_commands(sub, plugged_in or (lambda name: True))
+        _add_plugged_in_commands(sub, plugged_in or (lambda name: True), with_summaries=summaries)
     return parser
 
 
-def _add_plugged_in_commands(sub: Any, wanted: Callable[[str], bool]) -> None:
+def _add_plugged_in_commands(sub: Any, wanted: Callable[[str], bool], *, with_summaries: bool = False) -> None:
     """The subcommands other packages plug in through the :data:`COMMANDS_GROUP` entry points.
 
     Each entry point names a function that takes the subparsers and adds its
@@ -403,11 +408,13 @@ def _add_plugged_in_commands(sub: Any, wanted: Callable[[str], bool]) -> None:
     """
     from importlib.metadata import entry_points
 
+    summaries = _summaries() if with_summaries else {}
     for plugin in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         if plugin.name in sub.choices:
             continue  # the entry points of two installs of the same package
         if not wanted(plugin.name):
-            placeholder = sub.add_parser(plugin.name, help=f"see gguf-audit {plugin.name} --help", add_help=False)
+            shown = summaries.get(plugin.name, f"see gguf-audit {plugin.name} --help")
+            placeholder = sub.add_parser(plugin.name, help=shown, add_help=False)
             placeholder.add_argument("rest", nargs=argparse.REMAINDER)
             continue
         try:
@@ -416,6 +423,27 @@ def _add_plugged_in_commands(sub: Any, wanted: Callable[[str], bool]) -> None:
             _add_missing_command(sub, plugin.name, exc)
             continue
         add_parser(sub)
+
+
+def _asks_help(argv: Sequence[str]) -> bool:
+    """Whether a command line asks for the top-level help (the only place the summaries are shown)."""
+    return _command_of(argv) is None and any(a in ("-h", "--help") for a in argv)
+
+
+def _summaries() -> dict[str, str]:
+    """The plugged-in commands' one-line helps, from the :data:`SUMMARIES_GROUP` entry points (each a mapping of
+    command names to lines, in a module that imports nothing heavy): the top-level help without their modules."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, str] = {}
+    for entry in entry_points(group=SUMMARIES_GROUP):
+        try:
+            loaded = entry.load()
+        except ImportError:
+            continue
+        if isinstance(loaded, Mapping):
+            found.update({str(k): str(v) for k, v in loaded.items()})
+    return found
 
 
 def _extra_for(exc: ImportError) -> str:
@@ -517,11 +545,9 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def _plugged_in_for(argv: Sequence[str]) -> Callable[[str], bool]:
-    """Which plugged-in commands a command line needs imported: the one it names; all for the top-level help."""
+    """Which plugged-in commands a command line needs imported: the one it names; none for the top-level help
+    (it shows their summaries)."""
     command = _command_of(argv)
-    if command is None:
-        top_help = any(a in ("-h", "--help") for a in argv)
-        return lambda name: top_help
     return lambda name: name == command
 
 
@@ -529,7 +555,7 @@ def _run(argv: Sequence[str] | None) -> int:
     global _argv_secrets
     argv = sys.argv[1:] if argv is None else list(argv)
     _argv_secrets = secrets_in(argv)
-    parser = _parser(_plugged_in_for(argv), given=_command_of(argv))
+    parser = _parser(_plugged_in_for(argv), given=_command_of(argv), summaries=_asks_help(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

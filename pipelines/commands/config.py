@@ -17,6 +17,7 @@ from typing import Any
 
 from gguf_audit.cli import ExitStatus
 from gguf_audit.errors import UsageError
+from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import ConfigError, ScanConfig, config_text, config_toml, load_config, shipped_configs
 
 __all__ = ["add_config_parser"]
@@ -26,7 +27,7 @@ def add_config_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``config`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "config",
-        help="list or print the run configs that ship with gguf-audit",
+        help=SUMMARIES["config"],
         description="The shipped run configs; scan --config NAME takes these names.",
         epilog="exit status: 0 printed, 2 no shipped config of that name, or a config that is not valid",
     )

@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from gguf_audit.cli import ExitStatus
+from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.commands.scan import main as scan_main
 from gguf_audit.pipelines.commands.scan import needs_pipeline_extra
 from gguf_audit.testing.sample_collection import build_sample_collection
@@ -24,7 +25,7 @@ def add_demo_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``demo`` subcommand to ``gguf-audit``'s subparsers (the ``gguf_audit.commands`` entry point)."""
     demo: argparse.ArgumentParser = sub.add_parser(
         "demo",
-        help="build a small sample collection and scan it on a local dask cluster",
+        help=SUMMARIES["demo"],
         epilog="exit status: 0 the scan committed (the collection's problems are on purpose), 2 it failed, "
         "130/143 interrupted",
     )

@@ -26,6 +26,7 @@ from gguf_audit.cli import ExitStatus
 from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.findings import Severity
+from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.nights.diff import alerts, diff_nights
 from gguf_audit.pipelines.nights.nightview import nights
@@ -41,7 +42,7 @@ def add_diff_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``diff`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "diff",
-        help="what changed between two nights (default: the last two); exit 1 on a new problem",
+        help=SUMMARIES["diff"],
         description="New, resolved and changed problems, files and model verdicts between two committed nights.",
         epilog="exit status: 0 no new problem at --fail-on, 1 a new one, 2 a usage error or OUT cannot be read",
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from gguf_audit.cli import EXIT_STATUSES, ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
+from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.nights.export import check_writable, export_night
 from gguf_audit.pipelines.nights.picture import night_row
@@ -24,7 +25,7 @@ def add_export_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``export`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "export",
-        help="write a committed night as SARIF 2.1.0 and/or JSON Lines",
+        help=SUMMARIES["export"],
         description="Write one committed night's problems as SARIF 2.1.0 and/or its files as JSON Lines.",
         epilog=EXIT_STATUSES,
     )

@@ -25,6 +25,7 @@ from fsspec.core import url_to_fs
 from gguf_audit import __version__
 from gguf_audit.cli import ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
+from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.nights.diff import diff_nights
 from gguf_audit.pipelines.nights.duplicates import DUPLICATE_COLUMNS, duplicate_groups
@@ -56,7 +57,7 @@ def add_report_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``report`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "report",
-        help="write one night of the audit tables as a self-contained HTML page",
+        help=SUMMARIES["report"],
         description="One committed night (default: the latest) as one HTML file with inline SVG charts.",
         epilog="exit status: 0 written, 2 OUT or the night cannot be read, or the usage is wrong",
     )

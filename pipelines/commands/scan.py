@@ -31,6 +31,7 @@ from gguf_audit.cli import ExitStatus
 from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import GGUFAuditError, Terminated, UsageError
 from gguf_audit.io.upstream import require_upstream
+from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.commands.sql import EXAMPLE_QUERY, QUIET, summary_lines
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
 from gguf_audit.pipelines.listing.discover import Listing, options_for
@@ -55,7 +56,7 @@ def add_scan_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``scan`` subcommand to ``gguf-audit``'s subparsers (the ``gguf_audit.commands`` entry point)."""
     scan: argparse.ArgumentParser = sub.add_parser(
         "scan",
-        help="audit a whole collection on dask and write Parquet audit tables",
+        help=SUMMARIES["scan"],
         description="Audit every GGUF file under the roots (and in the manifests) and write the audit tables.",
         epilog="exit status: 0 committed (whatever the collection holds, with the default --fail-on none); "
         "1 committed, and --fail-on error, warning, new-error or aborts fails it; 2 the run failed or --out "
@@ -125,6 +126,11 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
         metavar="ROOT",
         help="check the one ROOT as a mirror of this root (hf://ORG, s3://...): the mirror table",
     )
+    scan.add_argument(
+        "--verify",
+        choices=("sampled", "full"),
+        help="mirror copies no checksum proves: judged on sampled blocks (default) or read whole and hashed (full)",
+    )
     scan.add_argument("--sarif", metavar="FILE", help="also write the night's problems as SARIF 2.1.0 (one run)")
     scan.add_argument("--jsonl", metavar="FILE", help="also write the night's files as JSON Lines (one per line)")
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -159,6 +165,7 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
         compare=args.compare,
         lease_wait_s=args.lease_wait,
         source=args.source,
+        verify=args.verify,
     )
 
 

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from gguf_audit.cli import ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.io.options import s3_endpoint, s3_region
+from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.nights.picture import night_row
 from gguf_audit.pipelines.nights.views import VIEW_NAMES, night_views, sql_literal
@@ -167,7 +168,7 @@ def add_sql_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``sql`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "sql",
-        help="query one night's tables with DuckDB, through views of that night (files, problems, ...)",
+        help=SUMMARIES["sql"],
         description=(
             "Run a SQL query with DuckDB over one committed night: the views runs, files, models, tensors, "
             "metadata, samples, problems and compare show that night's picture, carried rows included."

@@ -21,6 +21,7 @@ from fsspec.core import url_to_fs
 
 from gguf_audit.cli import ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
+from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.nights.picture import night_row, picture
 from gguf_audit.pipelines.store.output import COMMIT_ORDER, Output
@@ -40,7 +41,7 @@ def add_snapshot_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``snapshot`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "snapshot",
-        help="write one night of the audit tables as plain Parquet files",
+        help=SUMMARIES["snapshot"],
         description="Write the picture as of one committed night as DIR/<table>.parquet, for tools that read no Delta.",
         epilog="exit status: 0 written, 2 OUT or the night cannot be read, or the usage is wrong",
     )
@@ -56,7 +57,7 @@ def add_tables_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``tables`` to ``gguf-audit``'s subparsers (a ``gguf_audit.commands`` entry point)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "tables",
-        help="list the committed nights and table versions; --vacuum keeps the last N nights",
+        help=SUMMARIES["tables"],
         description="The audit tables under OUT: committed nights and versions, and retention (--vacuum).",
         epilog="exit status: 0 listed (or vacuumed), 2 OUT cannot be read or the usage is wrong",
     )
