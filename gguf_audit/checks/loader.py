@@ -68,21 +68,22 @@ def loader_outcome(f: HeaderFacts) -> LoaderView | None:
     return LoaderView(outcome, n_layer)
 
 
-def check_loader(f: HeaderFacts, view: LoaderView) -> Iterator[Finding]:
-    """Missing, misshapen and uncreated tensors, as ``view`` found them in ``f``."""
+def check_loader(f: HeaderFacts, view: LoaderView, *, empty_blocks_reported: bool) -> Iterator[Finding]:
+    """Missing, misshapen and uncreated tensors, as ``view`` found them in ``f``; a block with no tensor at
+    all is left out of the missing ones when ``empty_blocks_reported`` (meta.block_count_mismatch names it)."""
     arch = f.arch or ""
     names = [t.name for t in f.header.tensors]
     blocks = {b for b in (block_index(n) for n in names) if b is not None}
-    yield from _missing(arch, view.outcome.missing, blocks)
+    yield from _missing(arch, view.outcome.missing, blocks if empty_blocks_reported else None)
     yield from _wrong_shapes(f, view.outcome.wrong_shape)
     yield from _uncreated(f, view, names)
 
 
-def _missing(arch: str, missing: Sequence[str], blocks: set[int]) -> Iterator[Finding]:
+def _missing(arch: str, missing: Sequence[str], blocks: set[int] | None) -> Iterator[Finding]:
     groups: dict[str, list[str]] = {}
     for name in missing:
         b = block_index(name)
-        if b is not None and b not in blocks:
+        if b is not None and blocks is not None and b not in blocks:
             continue  # a block with no tensor at all: meta.block_count_mismatch says so
         kind = name if b is None else name[len(f"blk.{b}.") :]
         groups.setdefault(kind, []).append(name)

@@ -104,7 +104,8 @@ def check_tensors(f: HeaderFacts) -> Iterator[Finding]:
         yield from _check_required(f, names, present_blocks)
     yield from _check_vocab_rows(f)
     if view is not None:
-        yield from check_loader(f, view)
+        reported = not spec.may_skip_blocks and _uses_blk_names(arch)
+        yield from check_loader(f, view, empty_blocks_reported=reported)
     elif spec.curated:
         yield from _check_shapes(f)
 

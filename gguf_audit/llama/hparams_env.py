@@ -33,6 +33,7 @@ _BASE_KEYS: Final = {
     "n_ctx_train": ("{arch}.context_length", None),
     "n_embd_out_impl": ("{arch}.embedding_length_out", 0),
 }
+_NO_SINGLE_EXPERT: Final = frozenset({"hunyuan-dense", "hunyuan_vl"})
 _ARCH_DEFAULTS: Final = {"n_ff_shexp": 0, "n_expert_shared": 0, "n_layer_dense_lead": 0, "n_ff_exp_arr": 0}
 _LAYER_ARRAYS: Final = {
     "n_head_arr": "{arch}.attention.head_count",
@@ -188,7 +189,10 @@ class HeaderEnv:
             default = self.defaults.get(name, _ARCH_DEFAULTS.get(name))
             return self.scalar(self.fields[name], default)
         if name in _BASE_KEYS:
-            return self.scalar(*_BASE_KEYS[name])
+            value = self.scalar(*_BASE_KEYS[name])
+            if name == "n_expert" and self.arch in _NO_SINGLE_EXPERT and value <= 1:
+                return 0  # load_hparams: one expert is none for these
+            return value
         if name in _ARCH_DEFAULTS:
             return _ARCH_DEFAULTS[name]
         if name == "n_cls_out":

@@ -41,6 +41,7 @@ FLAGS: Final = {
 _NOT_REQUIRED: Final = FLAGS["TENSOR_NOT_REQUIRED"]
 _DUPLICATED: Final = FLAGS["TENSOR_DUPLICATED"]
 _ALLOW_RESHAPE: Final = FLAGS["TENSOR_ALLOW_RESHAPE"]
+_SKIP: Final = FLAGS["TENSOR_SKIP"]
 _MAX_STEPS: Final = 200_000
 _CONSTANTS: Final = {"nullptr": 0, "NULL": 0, "true": 1, "false": 0, **FLAGS}
 
@@ -250,7 +251,8 @@ class _Compiler:
                 if not flags & _DUPLICATED:
                     fr.out.created.add(name)
             if var is not None:
-                fr.vars[var] = int(got is not None)
+                # A skipped tensor is counted but not kept: the loader hands back nullptr.
+                fr.vars[var] = int(got is not None and not flags & _SKIP)
 
         return run
 

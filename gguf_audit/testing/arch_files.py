@@ -10,17 +10,17 @@ oracle whether such a file loads, then drop, add and reshape its tensors.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gguf_audit.format import Header, ValueType, parse_header
 from gguf_audit.llama import llama_tables, tensor_programs
 from gguf_audit.llama.hparams_env import HeaderEnv
 from gguf_audit.llama.loader_sim import Unmodelled, simulate
-from gguf_audit.testing.builder import KV, Tensor, build_gguf, kv_array, kv_bool, kv_f32, kv_u32
+from gguf_audit.testing.builder import KV, Tensor, build_gguf, kv_array, kv_bool, kv_f32, kv_str, kv_u32
 from gguf_audit.testing.vocab import vocab_kvs
 
-__all__ = ["Case", "complete_model", "env_of", "model_kvs", "semantic_cases"]
+__all__ = ["Case", "complete_model", "env_of", "model_kvs", "semantic_cases", "variant_cases"]
 
 _F32 = 0
 
@@ -78,14 +78,16 @@ def env_of(header: Header, arch: str) -> HeaderEnv:
     return HeaderEnv(header, arch, spec["fields"], spec["computed"], tensor_programs().defaults)
 
 
-def complete_model(arch: str, *, moe: bool = False) -> tuple[list[KV], list[Tensor]] | None:
-    """The keys and tensors of a small complete ``arch`` model; None when its loader is unmodelled
-    or cannot run on these keys (or stops, as for a dense model of an always-MoE architecture)."""
+def complete_model(arch: str, *, moe: bool = False, extra: Sequence[KV] = ()) -> tuple[list[KV], list[Tensor]] | None:
+    """The keys (``extra`` in place of the same keys) and tensors of a small complete ``arch`` model; None
+    when its loader is unmodelled or cannot run on these keys (or stops, as for a dense model of an
+    always-MoE architecture)."""
     programs = tensor_programs()
     spec = programs.architectures.get(arch)
     if spec is None:
         return None
-    kvs = model_kvs(arch, moe=moe)
+    replaced = {kv.key for kv in extra}
+    kvs = [kv for kv in model_kvs(arch, moe=moe) if kv.key not in replaced] + list(extra)
     header = parse_header(build_gguf(kvs, []), file_size=None)
     assert isinstance(header, Header)
     made: dict[str, tuple[int, ...]] = {}
@@ -162,4 +164,39 @@ def semantic_cases(arch: str) -> list[Case]:
                 wide = Tensor(target.name, (target.dims[0] + 32, *target.dims[1:]), _F32)
                 rest = [wide if u is target else u for u in tensors]
                 cases.append(Case(f"{tag} {target.name!s} widened", kvs, rest, "refused", str(target.name)))
+    return cases
+
+
+def _variants(arch: str) -> dict[str, list[KV]]:
+    return {
+        "head_dim 8": [
+            kv_u32(f"{arch}.attention.key_length", 8),
+            kv_u32(f"{arch}.attention.value_length", 8),
+            kv_u32(f"{arch}.rope.dimension_count", 8),
+        ],
+        "head_count_kv [2, 1]": [kv_array(f"{arch}.attention.head_count_kv", ValueType.INT32, [2, 1])],
+        "feed_forward_length [128, 96]": [kv_array(f"{arch}.feed_forward_length", ValueType.INT32, [128, 96])],
+        "head_count_kv 4": [kv_u32(f"{arch}.attention.head_count_kv", 4)],
+        "longrope": [kv_str(f"{arch}.rope.scaling.type", "longrope")],
+        "block_count 3": [kv_u32(f"{arch}.block_count", 3)],
+    }
+
+
+def variant_cases(arch: str) -> list[Case]:
+    """The complete model's tensors under edited hyperparameters (head sizes, per-layer head and
+    feed-forward arrays, rope scaling, block count): llama.cpp loads the file exactly when the
+    edited keys make its loader create the same tensors, as the program computes them."""
+    cases: list[Case] = []
+    for moe in (False, True):
+        base = complete_model(arch, moe=moe)
+        if base is None:
+            continue
+        shapes = {(str(t.name), tuple(t.dims)) for t in base[1]}
+        for what, extra in _variants(arch).items():
+            edited = complete_model(arch, moe=moe, extra=extra)
+            if edited is None:
+                continue
+            same = {(str(t.name), tuple(t.dims)) for t in edited[1]} == shapes
+            label = f"{arch}-{'moe' if moe else 'dense'} {what}"
+            cases.append(Case(label, edited[0], base[1], "loaded" if same else "refused"))
     return cases
