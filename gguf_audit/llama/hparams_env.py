@@ -206,10 +206,10 @@ class HeaderEnv:
             return self.defaults[name]
         if name == "rope_scaling_type_train":
             kv = self.h.metadata.get(self.key("{arch}.rope.scaling.type"))
-            value = "linear" if kv is None else self.h.get_str(self.key("{arch}.rope.scaling.type"))
-            if value not in _ROPE_TYPES:
+            rope = "linear" if kv is None else self.h.get_str(self.key("{arch}.rope.scaling.type"))
+            if rope is None or rope not in _ROPE_TYPES:
                 raise Unmodelled("the rope scaling type")
-            return _ROPE_TYPES[value]
+            return _ROPE_TYPES[rope]
         raise Unmodelled(f"hparams.{name}")
 
     def array(self, name: str) -> tuple[int, ...]:
