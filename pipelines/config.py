@@ -65,6 +65,8 @@ __all__ = [
 FAIL_ON: Final = ("none", "error", "warning", "new-error", "aborts")
 """``scan.fail_on``: what makes a committed night exit 1. ``none`` (the default) never does, as trivy's
 ``--exit-code 0``: a collection always holds some broken file, and a nightly job's next steps must run."""
+VERIFY_MODES: Final = ("sampled", "full")
+"""``mirror.verify``: how a copy no checksum proves is judged: on sampled blocks, or read whole and hashed."""
 
 
 class ConfigError(GGUFAuditError, ValueError):
@@ -191,11 +193,15 @@ class MirrorSettings:
     source_prefix: str = ""
     revision_key: str = "hf-revision"
     """The object metadata key (``x-amz-meta-<key>``) recording the source revision a copy was made at."""
+    verify: str = "sampled"
+    """``sampled``: a copy no checksum proves is judged on sampled blocks (``sampled_match`` at best); ``full``:
+    it is read whole and hashed (each hash kept, so an unchanged file is read once)."""
 
     def __post_init__(self) -> None:
-        for name in ("source", "mirror_prefix", "source_prefix", "revision_key"):
+        for name in ("source", "mirror_prefix", "source_prefix", "revision_key", "verify"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"mirror.{name} must be a string. Got {getattr(self, name)!r}.")
+        check_choice("mirror.verify", self.verify, VERIFY_MODES)
 
 
 def _options(value: object, where: str) -> None:
@@ -363,6 +369,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "mirror_prefix": _k("mirror", "mirror", "mirror_prefix"),
     "source_prefix": _k("mirror", "mirror", "source_prefix"),
     "revision_key": _k("mirror", "mirror", "revision_key"),
+    "verify": _k("mirror", "mirror", "verify"),
     "storage_options": _k("storage_options", "storage_options", load=dict),
     "out_storage_options": _k("out_storage_options", "out_storage_options", load=dict),
 }

@@ -6,16 +6,20 @@ and :func:`judge_pair` gives a :class:`MirrorVerdict`.
 
 The evidence, strongest first:
 
-1. **sha256**: the source's LFS sha256 (the Hub gives it in its tree listing)
-   against the mirror object's full-object ``x-amz-checksum-sha256``. Only a
-   full-object checksum is a digest of the bytes; a multipart upload's
-   composite checksum (``...-N``, ``ChecksumType: COMPOSITE``) is a digest of
-   the parts' digests, and an ETag is an MD5 (or a multipart digest): neither
-   is comparable with a sha256, so neither is ever compared with one.
+1. **sha256**: a SHA-256 of each whole file: the source's LFS sha256 (the
+   Hub gives it in its tree listing), a mirror object's full-object
+   ``x-amz-checksum-sha256``, or one the scan computed by reading the whole
+   file (``--verify full``). Only a full-object checksum is a digest of the
+   bytes; a multipart upload's composite checksum (``...-N``, ``ChecksumType:
+   COMPOSITE``) is a digest of the parts' digests, and an ETag is an MD5 (or a
+   multipart digest): neither is comparable with a sha256, so neither is ever
+   compared with one. Equal hashes are the only evidence that makes a copy
+   ``faithful``.
 2. **fingerprint**: the weights and metadata fingerprints
    (:mod:`gguf_audit.decode.fingerprints`) both sides computed from the same
    sampling plan. Equal proves the tensor table, the inference metadata and the
-   sampled first blocks agree, not every byte; different proves the content
+   sampled blocks agree, not every byte: the copy is ``sampled_match``, with the
+   share of the data section the samples covered. Different proves the content
    differs.
 3. **size**: different sizes are different content, whatever else is known.
 
@@ -39,6 +43,9 @@ class MirrorStatus(StrEnum):
     """What a mirror's path is, against its source."""
 
     FAITHFUL = "faithful"
+    """A whole-content SHA-256 on both sides, equal."""
+    SAMPLED_MATCH = "sampled_match"
+    """The sampled blocks, tensor table and metadata agree; the bytes outside the samples are not compared."""
     MISSING = "missing"
     EXTRA = "extra"
     SIZE_DIFFERS = "size_differs"
@@ -51,7 +58,7 @@ class Evidence(StrEnum):
     """What decided a verdict."""
 
     SHA256 = "sha256"
-    """The Hub's LFS sha256 against the object's full-object x-amz-checksum-sha256."""
+    """A whole-file SHA-256 on both sides: the Hub's LFS sha256, a full-object x-amz-checksum-sha256, or hashed."""
     FINGERPRINT = "fingerprint"
     """The weights and metadata fingerprints, from the same sampling plan on both sides."""
     SIZE = "size"
@@ -67,7 +74,7 @@ class MirrorSide:
     url: str
     size: int | None = None
     sha256: str | None = None
-    """Hex SHA-256 of the whole file: the Hub's LFS sha256, or a mirror object's full-object checksum."""
+    """Hex SHA-256 of the whole file: the Hub's LFS sha256, an object's full-object checksum, or hashed here."""
     revision: str | None = None
     """Source: the commit the listing saw. Mirror: the source revision the copy was made at, where recorded."""
     weights_fingerprint: str | None = None
@@ -76,6 +83,12 @@ class MirrorSide:
     """Why :attr:`sha256` is None, when known (``an ETag is an MD5, not a sha256``)."""
     error: str | None = None
     """This side could not be listed or read for the path: the reason."""
+    sampled_bytes: int | None = None
+    """Bytes of the data section the fingerprint's samples read (the same plan on both sides)."""
+    data_bytes: int | None = None
+    """The data section's size: what the samples' coverage is a share of."""
+    sha256_from: str | None = None
+    """Where :attr:`sha256` came from, for the message (``the Hub's LFS sha256``, ``hashed: 7340032 bytes read``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +118,19 @@ def map_path(rel: str, mirror_prefix: str, source_prefix: str) -> str | None:
 
 def _short(value: str | None) -> str:
     return "unknown" if value is None else value[:12]
+
+
+def _origin(side: MirrorSide, default: str) -> str:
+    return side.sha256_from or default
+
+
+def _coverage(mirror: MirrorSide, source: MirrorSide) -> str:
+    """How much of the data section the samples read, as a clause."""
+    sampled = source.sampled_bytes if source.sampled_bytes is not None else mirror.sampled_bytes
+    data = source.data_bytes if source.data_bytes is not None else mirror.data_bytes
+    if sampled is None or not data:
+        return "the samples' share of the data section is unknown"
+    return f"the samples read {sampled} of the data section's {data} bytes ({100 * sampled / data:.1f}%)"
 
 
 def _differs(path: str, mirror: MirrorSide, source: MirrorSide, evidence: Evidence, what: str) -> MirrorVerdict:
@@ -157,11 +183,15 @@ def judge_pair(path: str, mirror: MirrorSide | None, source: MirrorSide | None) 
             path, mirror, source, Evidence.SIZE, f"the copy has {mirror.size} bytes, the source {source.size}"
         )
     if mirror.sha256 is not None and source.sha256 is not None:
+        origins = f"{_origin(mirror, 'the copy')}; {_origin(source, 'the source')}"
         if mirror.sha256.lower() == source.sha256.lower():
             return MirrorVerdict(
-                path, MirrorStatus.FAITHFUL, Evidence.SHA256, f"{path}: sha256 {_short(source.sha256)} on both sides"
+                path,
+                MirrorStatus.FAITHFUL,
+                Evidence.SHA256,
+                f"{path}: sha256 {_short(source.sha256)} of the whole file on both sides ({origins})",
             )
-        what = f"sha256 {_short(mirror.sha256)} (x-amz-checksum-sha256) against the Hub's {_short(source.sha256)}"
+        what = f"sha256 {_short(mirror.sha256)} against the source's {_short(source.sha256)} ({origins})"
         return _differs(path, mirror, source, Evidence.SHA256, what)
     fingerprints = (mirror.weights_fingerprint, mirror.metadata_fingerprint)
     theirs = (source.weights_fingerprint, source.metadata_fingerprint)
@@ -169,10 +199,11 @@ def judge_pair(path: str, mirror: MirrorSide | None, source: MirrorSide | None) 
         if fingerprints == theirs:
             return MirrorVerdict(
                 path,
-                MirrorStatus.FAITHFUL,
+                MirrorStatus.SAMPLED_MATCH,
                 Evidence.FINGERPRINT,
                 f"{path}: the tensor table, inference metadata and sampled blocks agree (weights fingerprint "
-                f"{_short(mirror.weights_fingerprint)}); bytes outside the samples are not compared",
+                f"{_short(mirror.weights_fingerprint)}); {_coverage(mirror, source)}, the rest is not compared "
+                "(--verify full hashes whole files)",
             )
         part = "weights" if fingerprints[0] != theirs[0] else "metadata"
         what = f"the {part} fingerprints differ ({_short(fingerprints[0])} against {_short(theirs[0])})"
@@ -182,7 +213,7 @@ def judge_pair(path: str, mirror: MirrorSide | None, source: MirrorSide | None) 
         reasons.append(f"the mirror keeps no full-object sha256 ({mirror.no_sha256 or 'none given'})")
     if source.sha256 is None:
         reasons.append(f"the source gives no sha256 ({source.no_sha256 or 'not an LFS file'})")
-    reasons.append("no fingerprint on both sides (sampling off, or a read failed)")
+    reasons.append("no fingerprint on both sides (sampling off, or a read failed) and no whole-file hash")
     return MirrorVerdict(
         path, MirrorStatus.UNDECIDED, Evidence.NONE, f"{path}: same size; " + "; ".join(reasons), Code.MIRROR_UNDECIDED
     )

@@ -1,7 +1,8 @@
 """The ``mirror.*`` codes: a mirror's copy against its source (``gguf-audit scan --source``).
 
 The verdict is None for every one: these codes say whether a copy is the same bytes as its source, not
-whether llama.cpp loads it (that is the copy's own ``files`` row). A faithful pair gets no code.
+whether llama.cpp loads it (that is the copy's own ``files`` row). A faithful pair gets no code, nor does a
+``sampled_match`` (the sampled blocks agree; the status itself says the evidence is partial).
 :mod:`gguf_audit.checks.mirror` gives them; the ``mirror`` table holds one row per path and night.
 """
 
@@ -45,8 +46,9 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         None,
         (
             "Same size, different content, at the source revision the mirror records (or none recorded). The "
-            "message says which evidence decided: the Hub's LFS sha256 against the object's full-object x-amz-"
-            "checksum-sha256, or the sampled-block fingerprints both sides computed from the same plan."
+            "message says which evidence decided: whole-file SHA-256s (the Hub's LFS sha256, an object's full-"
+            "object x-amz-checksum-sha256, or a hash of the whole file with scan --verify full), or the "
+            "sampled-block fingerprints both sides computed from the same plan."
         ),
     ),
     CodeInfo(
@@ -66,7 +68,8 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         (
             "Same size, but no evidence could decide the content: the object keeps no full-object SHA-256 (an "
             "ETag is an MD5 or a multipart digest, never comparable with a sha256), the source no LFS sha256, and"
-            " no fingerprint could be computed on both sides (sampling off, a read failed); the message says why."
+            " no fingerprint could be computed on both sides (sampling off, a read failed) nor whole-file hash"
+            " (scan --verify full); the message says why."
         ),
     ),
 )

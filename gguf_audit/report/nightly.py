@@ -254,8 +254,10 @@ class MirrorChange:
 
     @property
     def alert(self) -> bool:
-        """A copy that stopped being faithful."""
-        return self.status_before == "faithful" and self.status_after != "faithful"
+        """A copy that stopped matching its source: faithful or a sampled match before, neither now (a faithful
+        copy judged on samples only, ``sampled_match``, changed its evidence, not its bytes)."""
+        matched = ("faithful", "sampled_match")
+        return self.status_before in matched and self.status_after not in matched
 
 
 @dataclass

@@ -216,6 +216,8 @@ _RUNS_LINEAGE: Final = [
     # then the mirror table's version and rows (nights with no mirror check: 0 rows)
     _f("mirror_version", pa.int64()),
     _f("mirror_rows", pa.int64()),
+    # then the seconds the listing waited out the Hub's rate limit (429 with Retry-After); earlier nights null
+    _f("listing_wait_s", pa.float64()),
 ]
 
 _COMPARE: Final = [
@@ -269,6 +271,12 @@ _MIRROR: Final = [
     _f("bytes_read", pa.int64(), False),
     _f("reused", pa.bool_(), False),
     _f("judged_run_id", pa.string(), False),
+    # added at the end (issue 38): what keys a side's stored hash, and the samples' coverage; earlier nights null
+    _f("mirror_mtime", pa.timestamp("us", tz="UTC")),
+    _f("source_mtime", pa.timestamp("us", tz="UTC")),
+    _f("source_etag", pa.string()),
+    _f("sampled_bytes", pa.int64()),
+    _f("data_bytes", pa.int64()),
 ]
 
 _MODELS: Final = [

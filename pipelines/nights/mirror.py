@@ -19,6 +19,9 @@ def night_mirror(out: Output, night: str) -> list[MirrorRow] | None:
     rows = out.read("mirror", [night], columns=MIRROR_COLUMNS).to_pylist()
     if not rows:
         return None
+    for r in rows:
+        if r["status"] == "faithful" and r["evidence"] == "fingerprint":
+            r["status"] = "sampled_match"  # what it proved: nights before issue 38 called a sampled match faithful
     return sorted((MirrorRow(**{c: r[c] for c in MIRROR_COLUMNS}) for r in rows), key=lambda r: r.path)
 
 

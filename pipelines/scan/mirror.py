@@ -15,10 +15,15 @@ What it costs, per path:
 - otherwise, an S3 mirror object: one HEAD with ``ChecksumMode=ENABLED``,
   which gives its full-object ``x-amz-checksum-sha256`` where S3 keeps one and
   its metadata (the source revision it was copied at, ``x-amz-meta-<revision_key>``);
-- where the checksums cannot decide (sizes equal, no sha256 on one side): the
-  weights and metadata fingerprints, the mirror's from this night's ``files``
-  rows (the scan already read it), the source's from an audit of the source
-  file's header and samples with the same plan.
+- a side whose file is unchanged since a night that hashed it (or HEADed its
+  checksum): that hash, from the base night's row, with nothing read;
+- where the checksums cannot decide (sizes equal, no sha256 on one side), with
+  ``verify = "full"`` (``--verify full``): each side without a hash read whole
+  and hashed (:mod:`~gguf_audit.pipelines.scan.mirror_verify`), the bytes it
+  will read logged first; otherwise the weights and metadata fingerprints, the
+  mirror's from this night's ``files`` rows (the scan already read it), the
+  source's from an audit of the source file's header and samples with the same
+  plan: equal ones make a ``sampled_match``, never ``faithful``.
 
 The copied revision, when no metadata records it, is the one the base night
 found the same unchanged copy faithful at: a copy that stays while its source
@@ -27,8 +32,6 @@ moves on is then ``stale``.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import time
@@ -41,13 +44,21 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from gguf_audit.audit import AuditConfig, AuditTarget, audit_file
-from gguf_audit.checks.mirror import MirrorSide, MirrorStatus, MirrorVerdict, judge_pair, map_path
+from gguf_audit.checks.mirror import Evidence, MirrorSide, MirrorStatus, MirrorVerdict, judge_pair, map_path
 from gguf_audit.decode.fingerprints import metadata_fingerprint
-from gguf_audit.errors import describe_exception
 from gguf_audit.io.hub import parse_hf_url
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import DiscoveryError, Listing, discover, options_for
 from gguf_audit.pipelines.listing.hub import KnownRepo
+from gguf_audit.pipelines.scan.mirror_verify import (
+    Hashed,
+    MirrorHead,
+    hash_whole,
+    read_head,
+    s3_checksum,
+    stored_sha256,
+    unchanged,
+)
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import PartFile, RunParts
 from gguf_audit.redact import redact_url
@@ -97,39 +108,11 @@ class MirrorCost:
     heads: int = 0
     source_requests: int = 0
     source_bytes: int = 0
+    hashed_files: int = 0
+    hashed_bytes: int = 0
+    """Bytes read whole to hash files (``--verify full``), both sides."""
     seconds: float = 0.0
     statuses: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class MirrorHead:
-    sha256: str | None
-    no_sha256: str | None
-    revision: str | None
-    error: str | None = None
-
-
-def s3_checksum(head: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The hex full-object SHA-256 a HeadObject answer carries, or None and why it has none.
-
-    A multipart upload's SHA-256 is composite (a digest of the parts' digests:
-    ``...-N``, ``ChecksumType: COMPOSITE``; S3 computes SHA-256 full-object
-    only for single-part uploads), so a checksum is taken only when S3 says
-    ``FULL_OBJECT``, or says nothing and neither it nor the ETag has a part count.
-    """
-    value = head.get("ChecksumSHA256")
-    if not value:
-        others = sorted(k.removeprefix("Checksum") for k in head if k.startswith("Checksum") and k != "ChecksumType")
-        kept = f"it keeps {', '.join(others)}" if others else "it keeps no checksum"
-        return None, f"{kept}; its ETag is an MD5 or a multipart digest, not comparable with a sha256"
-    kind = head.get("ChecksumType")
-    etag = str(head.get("ETag") or "").strip('"')
-    if kind == "COMPOSITE" or (kind != "FULL_OBJECT" and ("-" in str(value) or "-" in etag)):
-        return None, "its SHA-256 checksum is a multipart upload's composite one, not the object's digest"
-    try:
-        return base64.b64decode(str(value), validate=True).hex(), None
-    except (binascii.Error, ValueError):
-        return None, f"its x-amz-checksum-sha256 is not base64. Got {str(value)[:60]!r}."
 
 
 def _root_prefix(root: str, options: Mapping[str, Any]) -> str:
@@ -144,22 +127,6 @@ def _rel(url: str, prefix: str) -> str | None:
     return url[len(prefix) :] if url.startswith(prefix) else None
 
 
-def read_head(url: str, options: Mapping[str, Any], revision_key: str) -> MirrorHead:
-    """One HEAD of an S3 object asking for its checksums; other stores: nothing to ask (no request)."""
-    if not url.startswith(("s3://", "s3a://")):
-        return MirrorHead(None, "the mirror's store keeps no sha256 checksum", None)
-    try:
-        fs, path = url_to_fs(url, **options)
-        bucket, key, version = fs.split_path(path)
-        extra = {"VersionId": version} if version else {}
-        head = fs.call_s3("head_object", Bucket=bucket, Key=key, ChecksumMode="ENABLED", **extra)
-    except Exception as exc:  # noqa: BLE001 - one object's failure is its row's, never the night's
-        return MirrorHead(None, None, None, error=f"HEAD failed: {describe_exception(exc)}")
-    sha256, why = s3_checksum(head)
-    metadata = {str(k).lower(): str(v) for k, v in (head.get("Metadata") or {}).items()}
-    return MirrorHead(sha256, why, metadata.get(revision_key.lower()) or None)
-
-
 @dataclass(frozen=True, slots=True)
 class SourceFingerprints:
     weights: str | None
@@ -167,6 +134,8 @@ class SourceFingerprints:
     requests: int
     bytes_read: int
     error: str | None
+    sampled_bytes: int | None = None
+    data_bytes: int | None = None
 
 
 def source_fingerprints(listed: ListedFile, options: Mapping[str, Any], audit: AuditConfig) -> SourceFingerprints:
@@ -183,12 +152,15 @@ def source_fingerprints(listed: ListedFile, options: Mapping[str, Any], audit: A
         failed = result.findings[0].message if result.findings else "unreadable"
         return SourceFingerprints(None, None, result.io.requests, result.io.bytes_read, failed)
     error = None if result.weights_fingerprint is not None else "a sampled block could not be read"
+    size = result.size if result.size is not None else listed.size
     return SourceFingerprints(
         result.weights_fingerprint,
         metadata_fingerprint(result.header),
         result.io.requests,
         result.io.bytes_read,
         error,
+        sum(r.n_bytes for r in result.samples),
+        None if size is None else max(0, size - result.header.data_offset),
     )
 
 
@@ -212,40 +184,36 @@ def _night_fingerprints(out: Output, parts: Sequence[PartFile], urls: set[str]) 
 
 
 def _previous(out: Output, base_run_id: str | None) -> dict[str, dict[str, Any]]:
+    """The base night's rows by path; a row an earlier version called faithful on sampled blocks is what it
+    proved, ``sampled_match``."""
     if base_run_id is None or out.delta.open("mirror") is None:
         return {}
-    return {str(r["path"]): r for r in out.read("mirror", [base_run_id]).to_pylist()}
+    rows = {str(r["path"]): r for r in out.read("mirror", [base_run_id]).to_pylist()}
+    for row in rows.values():
+        if row["status"] == MirrorStatus.FAITHFUL and row["evidence"] == Evidence.FINGERPRINT:
+            row["status"] = MirrorStatus.SAMPLED_MATCH.value
+    return rows
 
 
-def _unchanged(now: ListedFile | None, url: Any, size: Any, version_id: Any, sha256: Any, etag: Any) -> bool:
-    """Whether a side shows the same thing as the base night's row did (absent both times counts)."""
-    if now is None:
-        return url is None
-    if url is None or now.url != url:
-        return False
-    return now.unchanged_since(ListedFile(str(url), size, etag, version_id, None, sha256))
-
-
-def _carry(prev: Mapping[str, Any], mirror: ListedFile | None, source: ListedFile | None) -> bool:
+def _carry(prev: Mapping[str, Any], mirror: ListedFile | None, source: ListedFile | None, verify: str) -> bool:
     """A pair whose both sides are what the base night judged: its row is carried, nothing is asked."""
     if str(prev["status"]) == MirrorStatus.UNDECIDED:
         return False  # asked again: a read may have failed
-    return _unchanged(
-        mirror, prev["mirror_url"], prev["mirror_size"], prev["mirror_version_id"], None, prev["mirror_etag"]
-    ) and _unchanged(
-        source, prev["source_url"], prev["source_size"], prev["source_version_id"], prev["source_sha256"], None
-    )
+    if verify == "full" and str(prev["status"]) == MirrorStatus.SAMPLED_MATCH:
+        return False  # hashed this night: a sampled match is not what --verify full asks for
+    return unchanged(mirror, prev, "mirror") and unchanged(source, prev, "source")
+
+
+_MATCHED: Final = (MirrorStatus.FAITHFUL, MirrorStatus.SAMPLED_MATCH)
 
 
 def _copied_revision(prev: Mapping[str, Any] | None, mirror: ListedFile) -> str | None:
-    """The source revision the base night found this same copy faithful at (or recorded for it)."""
-    if prev is None or not _unchanged(
-        mirror, prev["mirror_url"], prev["mirror_size"], prev["mirror_version_id"], None, prev["mirror_etag"]
-    ):
+    """The source revision the base night found this same copy matching at (or recorded for it)."""
+    if prev is None or not unchanged(mirror, prev, "mirror"):
         return None
     if prev["mirror_revision"]:
         return str(prev["mirror_revision"])
-    return str(prev["source_revision"]) if prev["status"] == MirrorStatus.FAITHFUL and prev["source_revision"] else None
+    return str(prev["source_revision"]) if prev["status"] in _MATCHED and prev["source_revision"] else None
 
 
 def _pairs(
@@ -365,7 +333,6 @@ def _row(
         "mirror_version_id": None if mirror is None else mirror.version_id,
         "mirror_sha256": None if m is None else m.sha256,
         "mirror_revision": None if m is None else m.revision,
-        "source_sha256": None if source is None else source.sha256,
         "source_version_id": None if source is None else source.version_id,
         "source_revision": None if source is None else source.revision,
         "mirror_weights_fingerprint": None if m is None else m.weights_fingerprint,
@@ -374,6 +341,12 @@ def _row(
         "bytes_read": cost[1],
         "reused": False,
         "judged_run_id": run_id,
+        "mirror_mtime": None if mirror is None else mirror.mtime,
+        "source_mtime": None if source is None else source.mtime,
+        "source_etag": None if source is None else source.etag,
+        "source_sha256": None if s is None else s.sha256,
+        "sampled_bytes": None if s is None else s.sampled_bytes,
+        "data_bytes": None if s is None else s.data_bytes,
     }
 
 
@@ -401,7 +374,7 @@ def check_mirror(
     to_judge: list[str] = []
     for path, (m, s) in pairs.items():
         prev = previous.get(path)
-        if not _failed(path, failed) and prev is not None and _carry(prev, m, s):
+        if not _failed(path, failed) and prev is not None and _carry(prev, m, s, config.mirror.verify):
             # The same bytes on both sides; the source's commit may have moved (another file changed).
             revision = prev["source_revision"] if s is None else s.revision
             rows.append({**prev, "source_revision": revision, "requests": 0, "bytes_read": 0, "reused": True})
@@ -442,6 +415,118 @@ def _is_s3(listed: ListedFile | None) -> bool:
     return listed is not None and listed.url.startswith(("s3://", "s3a://"))
 
 
+_Open = tuple[ListedFile, ListedFile, MirrorSide, MirrorSide]
+"""A pair the checksums left open: its two listed files and their sides so far."""
+
+
+def _sides(
+    path: str,
+    pair: tuple[ListedFile | None, ListedFile | None],
+    head: MirrorHead | None,
+    prev: Mapping[str, Any] | None,
+    failed: Mapping[str, str],
+) -> tuple[MirrorSide | None, MirrorSide | None]:
+    """What the listings, the HEAD and the base night's stored hashes say of each side."""
+    m, s = pair
+    mside = None
+    if m is not None and head is not None:
+        revision = head.revision or _copied_revision(prev, m)
+        sha256, origin = head.sha256, "x-amz-checksum-sha256"
+        if sha256 is None and (sha256 := stored_sha256(m, prev, "mirror")) is not None:
+            origin = "hashed on an earlier night, unchanged since"
+        mside = MirrorSide(
+            m.url, m.size, sha256, revision, no_sha256=head.no_sha256, error=head.error, sha256_from=origin
+        )
+    sside = None
+    if s is not None:
+        sha256, origin = s.sha256, "the Hub's LFS sha256"
+        if sha256 is None and (sha256 := stored_sha256(s, prev, "source")) is not None:
+            origin = "hashed on an earlier night, unchanged since"
+        sside = MirrorSide(s.url, s.size, sha256, s.revision, sha256_from=origin)
+    reason = _failed(path, failed)
+    if sside is None and m is not None and reason is not None:
+        sside = MirrorSide(url=path, error=reason)
+    return mside, sside
+
+
+def _hash_open(
+    config: ScanConfig, open_: Mapping[str, _Open], cost: MirrorCost, spent: dict[str, tuple[int, int]]
+) -> dict[str, tuple[MirrorSide, MirrorSide]]:
+    """``--verify full``: each open pair's sides without a hash, read whole and hashed; the sides now."""
+    todo = [
+        (path, side, listed)
+        for path, (m, s, ms, ss) in open_.items()
+        for side, listed, known in (("mirror", m, ms), ("source", s, ss))
+        if known.sha256 is None
+    ]
+    planned = sum(listed.size or 0 for _, _, listed in todo)
+    if todo:
+        log.warning(
+            "mirror: --verify full reads %d whole files to hash them, %d bytes (no checksum proves them)",
+            len(todo),
+            planned,
+        )
+
+    def one(item: tuple[str, str, ListedFile]) -> Hashed:
+        return hash_whole(item[2], config.storage_options)
+
+    with ThreadPoolExecutor(SOURCE_THREADS, thread_name_prefix="gguf-audit-mirror-hash") as pool:
+        hashed = list(pool.map(one, todo))
+    sides = {path: (ms, ss) for path, (_, _, ms, ss) in open_.items()}
+    for (path, side, _), done in zip(todo, hashed, strict=True):
+        requests, nbytes = spent.get(path, (0, 0))
+        spent[path] = (requests + done.requests, nbytes + done.bytes_read)
+        cost.hashed_files += 1
+        cost.hashed_bytes += done.bytes_read
+        ms, ss = sides[path]
+        which = ms if side == "mirror" else ss
+        if done.sha256 is not None:
+            which = replace(which, sha256=done.sha256, sha256_from=f"hashed: {done.bytes_read} bytes read")
+        else:
+            which = replace(which, error=f"hashing it failed: {done.error}")
+        sides[path] = (which, ss) if side == "mirror" else (ms, which)
+    return sides
+
+
+def _fingerprint_open(
+    config: ScanConfig,
+    out: Output,
+    open_: Mapping[str, _Open],
+    files_parts: Sequence[PartFile],
+    cost: MirrorCost,
+    spent: dict[str, tuple[int, int]],
+) -> dict[str, tuple[MirrorSide, MirrorSide]]:
+    """Each open pair's weights and metadata fingerprints: the mirror's from this night's rows, the source's
+    read from its header and samples."""
+    mirror_fps = _night_fingerprints(out, files_parts, {m.url for m, _, _, _ in open_.values()})
+    audit = AuditConfig(read=config.io.read, samples=config.audit_config.samples, semantics=False, templates=False)
+
+    def fingerprints(item: _Open) -> SourceFingerprints:
+        return source_fingerprints(item[1], config.storage_options, audit)
+
+    with ThreadPoolExecutor(SOURCE_THREADS, thread_name_prefix="gguf-audit-mirror-source") as pool:
+        computed = dict(zip(open_, pool.map(fingerprints, open_.values()), strict=True))
+    sides = {}
+    for path, (m, _, mside, sside) in open_.items():
+        found = computed[path]
+        spent[path] = (found.requests, found.bytes_read)
+        cost.source_requests += found.requests
+        cost.source_bytes += found.bytes_read
+        weights, metadata = mirror_fps.get(m.url, (None, None))
+        mside = replace(mside, weights_fingerprint=weights, metadata_fingerprint=metadata)
+        sside = replace(
+            sside,
+            weights_fingerprint=found.weights,
+            metadata_fingerprint=found.metadata,
+            sampled_bytes=found.sampled_bytes,
+            data_bytes=found.data_bytes,
+        )
+        if found.error is not None:
+            sside = replace(sside, error=f"reading its header and samples failed: {found.error}")
+        sides[path] = (mside, sside)
+    return sides
+
+
 def _judge(
     config: ScanConfig,
     out: Output,
@@ -452,56 +537,27 @@ def _judge(
     failed: Mapping[str, str],
     cost: MirrorCost,
 ) -> list[dict[str, Any]]:
-    """The rows of the pairs judged this night: a HEAD per mirror object, fingerprints where checksums fall short."""
+    """The rows of the pairs judged this night: a HEAD per mirror object, then hashes (``--verify full``) or
+    fingerprints where the checksums fall short."""
     heads = _heads(config, pairs)
     cost.heads = sum(1 for m, _ in pairs.values() if _is_s3(m))
-    sides: dict[str, tuple[MirrorSide | None, MirrorSide | None]] = {}
-    verdicts: dict[str, MirrorVerdict] = {}
-    # Sizes equal and no checksum decided: the fingerprints, the source's read from its header and samples.
-    undecided: dict[str, tuple[ListedFile, ListedFile, MirrorSide, MirrorSide]] = {}
+    sides = {p: _sides(p, pairs[p], heads.get(p), previous.get(p), failed) for p in pairs}
+    verdicts = {p: judge_pair(p, *sides[p]) for p in pairs}
+    # Sizes equal and no checksum decided: whole-file hashes, or the fingerprints.
+    open_: dict[str, _Open] = {}
     for path, (m, s) in pairs.items():
-        head = heads.get(path)
-        mside = None
-        if m is not None and head is not None:
-            revision = head.revision or _copied_revision(previous.get(path), m)
-            mside = MirrorSide(m.url, m.size, head.sha256, revision, no_sha256=head.no_sha256, error=head.error)
-        sside = None if s is None else MirrorSide(s.url, s.size, s.sha256, s.revision)
-        reason = _failed(path, failed)
-        if sside is None and m is not None and reason is not None:
-            sside = MirrorSide(url=path, error=reason)
-        sides[path] = (mside, sside)
-        verdicts[path] = judge_pair(path, mside, sside)
-        if (
-            verdicts[path].status is MirrorStatus.UNDECIDED
-            and config.checks.samples
-            and m is not None
-            and s is not None
-            and mside is not None
-            and sside is not None
-            and mside.error is None
-        ):
-            undecided[path] = (m, s, mside, sside)
-    mirror_fps = _night_fingerprints(out, files_parts, {m.url for m, _, _, _ in undecided.values()})
-    audit = AuditConfig(read=config.io.read, samples=config.audit_config.samples, semantics=False, templates=False)
-
-    def fingerprints(item: tuple[ListedFile, ListedFile, MirrorSide, MirrorSide]) -> SourceFingerprints:
-        return source_fingerprints(item[1], config.storage_options, audit)
-
-    with ThreadPoolExecutor(SOURCE_THREADS, thread_name_prefix="gguf-audit-mirror-source") as pool:
-        computed = dict(zip(undecided, pool.map(fingerprints, undecided.values()), strict=True))
+        mside, sside = sides[path]
+        if verdicts[path].status is not MirrorStatus.UNDECIDED or m is None or s is None:
+            continue
+        if mside is not None and sside is not None and mside.error is None and sside.error is None:
+            open_[path] = (m, s, mside, sside)
     spent: dict[str, tuple[int, int]] = {}
-    for path, (m, _, mside, sside) in undecided.items():
-        found = computed[path]
-        spent[path] = (found.requests, found.bytes_read)
-        cost.source_requests += found.requests
-        cost.source_bytes += found.bytes_read
-        weights, metadata = mirror_fps.get(m.url, (None, None))
-        mside = replace(mside, weights_fingerprint=weights, metadata_fingerprint=metadata)
-        sside = replace(sside, weights_fingerprint=found.weights, metadata_fingerprint=found.metadata)
-        if found.error is not None:
-            sside = replace(sside, error=f"reading its header and samples failed: {found.error}")
-        sides[path] = (mside, sside)
-        verdicts[path] = judge_pair(path, mside, sside)
+    if config.mirror.verify == "full":
+        sides.update(_hash_open(config, open_, cost, spent))
+    elif config.checks.samples:
+        sides.update(_fingerprint_open(config, out, open_, files_parts, cost, spent))
+    for path in open_:
+        verdicts[path] = judge_pair(path, *sides[path])
     rows = []
     for path, (m, s) in pairs.items():
         requests, nbytes = spent.get(path, (0, 0))

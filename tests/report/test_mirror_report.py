@@ -31,3 +31,20 @@ def test_the_report_section() -> None:
     page = mirror_section([faithful, hostile]) or ""
     assert "1 faithful, 1 extra" in page and "mirror.extra" in page
     assert "<b>" not in page and "&lt;b&gt;" in page
+
+
+def test_a_sampled_match_is_its_own_status() -> None:
+    diff = NightDiff("a", "b")
+    diff.mirror_changes = [
+        MirrorChange("r/a.gguf", "sampled_match", "content_differs", "r/a.gguf: sha256 aaa against bbb (hashed)"),
+        MirrorChange("r/b.gguf", "faithful", "sampled_match", "r/b.gguf: the sampled blocks agree"),
+        MirrorChange("r/c.gguf", "sampled_match", "faithful", "r/c.gguf: sha256 ccc on both sides"),
+    ]
+    assert [c.path for c in diff.mirror_alerts] == ["r/a.gguf"]
+    assert "  r/b.gguf: faithful -> sampled_match: " in render_diff_text(diff)
+    sampled = MirrorRow("r/s.gguf", "sampled_match", "fingerprint", None, None, "r/s.gguf: the samples read 9%")
+    missing = MirrorRow("r/z.gguf", "missing", "listing", "mirror.missing", "warning", "hf://o/r/z.gguf is missing")
+    page = mirror_section([sampled, missing]) or ""
+    assert "every copy is faithful" not in page
+    assert "1 sampled_match, 1 missing" in page and "1 sampled match: the sampled blocks agree" in page
+    assert page.index("r/z.gguf") < page.index("r/s.gguf")  # problems first
