@@ -44,7 +44,7 @@ from gguf_audit.io.options import s3_endpoint
 from gguf_audit.pipelines.listing.counting import ListingRequests, counting
 from gguf_audit.pipelines.listing.dirs import DirectoryDigests, DirectorySet
 from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
-from gguf_audit.pipelines.listing.local import Skipped, walk_local
+from gguf_audit.pipelines.listing.local import Skipped, unaudited_files, walk_local
 from gguf_audit.pipelines.listing.objects import KeyStream, StreamedFiles, s3_keys, streams_keys
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.listed import ListedFile, ListedFiles
@@ -552,15 +552,13 @@ def discover(
             if isinstance(listed_files, StreamedFiles) and not listed_files.seen.in_order:
                 part = part.take(pc.sort_indices(part.url_column()).to_pylist())  # an S3 Express directory bucket
             found.append(part)
-            del part
-            del listed_files
+            del part, listed_files
         for manifest in manifests:
             _watch_manifest(manifest, options, requests)
             found.append(ListedFiles.of(read_manifest(manifest, options)))
             from_manifest = True
-    unaudited = [s for s in skipped if s.code is not None]  # may hide a file: a row, an error, for every gate
-    if unaudited:
-        found.append(ListedFiles.of(ListedFile(s.url, error_code=s.code, error_message=s.reason) for s in unaudited))
+    if any(s.code is not None for s in skipped):  # entries that may hide a file: a row, an error, for every gate
+        found.append(unaudited_files(skipped))
         skipped = [s for s in skipped if s.code is None]
     # A root's own listing names each path once: only several roots or a manifest can name a URL twice.
     files = found[0] if len(found) == 1 and not from_manifest else ListedFiles.first_of_each_url(found)

@@ -30,7 +30,7 @@ import os
 import stat
 import struct
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -41,9 +41,9 @@ import pyarrow.compute as pc
 
 from gguf_audit.codes import Code
 from gguf_audit.pipelines.listing.mapped import MappedWriter
-from gguf_audit.tables.listed import ListedFiles
+from gguf_audit.tables.listed import ListedFile, ListedFiles
 
-__all__ = ["LocalWalk", "Skipped", "walk_local"]
+__all__ = ["LocalWalk", "Skipped", "unaudited_files", "walk_local"]
 
 _KEY_FORMAT: Final = struct.Struct(">QQ")
 _KEY_BYTES: Final = _KEY_FORMAT.size
@@ -417,6 +417,14 @@ def _timestamps(seconds: npt.NDArray[np.float64]) -> pa.Array:
     fraction *= 1e6
     micros += np.rint(fraction, out=fraction).astype(np.int64)
     return pa.array(micros, pa.timestamp("us", tz="UTC"))
+
+
+def unaudited_files(skipped: Iterable[Skipped]) -> ListedFiles:
+    """The entries of ``skipped`` that may hide a file (those with a code), as listed files that get a row with
+    that error instead of an audit."""
+    return ListedFiles.of(
+        ListedFile(s.url, error_code=s.code, error_message=s.reason) for s in skipped if s.code is not None
+    )
 
 
 def _unreachable(url: str, exc: OSError) -> Skipped:
