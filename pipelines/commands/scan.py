@@ -262,6 +262,8 @@ def render_summary(result: ScanResult, gate: Gate) -> str:
         f"in {result.requests} requests"
     )
     listed = "" if result.listing_requests is None else f" ({result.listing_requests} requests)"
+    if result.listing_wait_s:
+        listed += f", {result.listing_wait_s:.1f} s of it waiting out the Hub's rate limit"
     lines.append(
         f"{result.n_read} files read in {result.audit_seconds:.2f} s ({result.files_per_second:.1f} files/s); "
         f"listing {result.listing_seconds:.2f} s{listed}, whole run {result.seconds:.2f} s"

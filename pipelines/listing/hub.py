@@ -8,24 +8,32 @@ and the Hub's ``gguf`` card, which the audit compares with each file's header);
 a commit sha first (``model_info``). Each repository's files then come from
 one recursive tree listing at that sha (``list_repo_tree``, a request per
 thousand entries), with what the Hub says of each file for free: size, git
-blob id, LFS sha256 and Xet hash. So a night costs ``ceil(repos / 1000) + repos``
-API requests (plus one per repository given by name) before any file is read,
-and an unchanged file none.
+blob id, LFS sha256 and Xet hash. A repository whose commit an earlier night
+already listed (``known``: a commit pins its tree) costs no tree call, so the
+first night costs ``ceil(repos / 1000) + repos`` API requests (plus one per
+repository given by name) and a later night ``ceil(repos / 1000)`` plus one
+per repository whose commit moved, before any file is read.
 
 A repository that cannot be listed (gone, private, gated, a revision that
 does not exist, the API failing) does not stop the others: it becomes one
 entry carrying the ``io.*`` code, which the scan turns into that URL's row.
-Rate limits: the client waits on 429 for paged listings; for the one-shot
+Rate limits: the client waits on 429 for paged listings (``Retry-After``, or
+the reset its ``RateLimit`` header names, plus a second); for the one-shot
 calls here a 429 is waited out (the reset its headers name, bounded) and
-asked again.
+asked again. Never a failed night for it: :func:`rate_limit_waits` measures
+how long the listing spent waiting (each 429's answer to the next request
+of the same thread), which the run records.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 from gguf_audit.checks.hub_gguf import HubGGUF, parse_hub_gguf
@@ -35,7 +43,7 @@ from gguf_audit.io.hub import HubURL, hub_endpoint, hub_token, parse_hf_url, qui
 from gguf_audit.io.limits import parse_rate_limit
 from gguf_audit.tables.listed import ListedFile
 
-__all__ = ["HubListingError", "KnownRepo", "list_hub_root"]
+__all__ = ["HubListingError", "KnownRepo", "RateLimitWaits", "list_hub_root", "rate_limit_waits"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,90 @@ pins its tree), or None; a repository known at its current sha costs no tree lis
 
 class HubListingError(GGUFAuditError, OSError):
     """An ``hf://`` root that cannot be listed at all (an organisation's model list failing)."""
+
+
+class RateLimitWaits:
+    """The Hub's 429 answers while open, and the seconds from each to its thread's next request (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seconds = 0.0
+        self._answers = 0
+
+    @property
+    def seconds(self) -> float:
+        with self._lock:
+            return self._seconds
+
+    @property
+    def answers(self) -> int:
+        with self._lock:
+            return self._answers
+
+    def _add(self, seconds: float = 0.0, answers: int = 0) -> None:
+        with self._lock:
+            self._seconds += seconds
+            self._answers += answers
+
+
+_open_waits: RateLimitWaits | None = None
+_waits_lock = threading.Lock()
+_limited_at = threading.local()
+"""This thread's last 429, as a monotonic time, until it sends its next request."""
+
+
+def _on_request(request: Any) -> None:
+    """The httpx request hook: a request after a 429 on the same thread ends a wait."""
+    began = getattr(_limited_at, "t", None)
+    if began is None:
+        return
+    _limited_at.t = None
+    with _waits_lock:
+        waits = _open_waits
+    if waits is not None:
+        waits._add(seconds=time.monotonic() - began)
+
+
+def _on_response(response: Any) -> None:
+    """The httpx response hook: a 429 begins a wait."""
+    if getattr(response, "status_code", None) != 429:
+        return
+    with _waits_lock:
+        waits = _open_waits
+    if waits is not None:
+        _limited_at.t = time.monotonic()
+        waits._add(answers=1)
+
+
+def _hook_waits() -> None:
+    try:
+        from huggingface_hub import get_session
+    except ImportError:
+        return
+    session = get_session()
+    hooks = getattr(session, "event_hooks", None)
+    if not isinstance(hooks, dict):
+        return
+    for kind, hook in (("request", _on_request), ("response", _on_response)):
+        chain = hooks.setdefault(kind, [])
+        if hook not in chain:
+            chain.append(hook)
+    session.event_hooks = hooks
+
+
+@contextmanager
+def rate_limit_waits() -> Iterator[RateLimitWaits]:
+    """A :class:`RateLimitWaits` counting the Hub's 429s (and the time waited after them) until the block ends."""
+    global _open_waits
+    waits = RateLimitWaits()
+    _hook_waits()
+    with _waits_lock:
+        _open_waits = waits
+    try:
+        yield waits
+    finally:
+        with _waits_lock:
+            _open_waits = None
 
 
 def _status(exc: BaseException) -> int | None:
@@ -131,7 +223,8 @@ def _list_repo(
         pinned = sha
         cached = known(repo_id, pinned) if known is not None and not sub else None
         if cached is not None:
-            return cached
+            # The same commit, the same tree; the card is this night's (the Hub may have re-read the files).
+            return [dataclasses.replace(f, hub_gguf=card if f.url.endswith(".gguf") else None) for f in cached]
         try:
             entries = _waiting_out_429(
                 lambda: list(api.list_repo_tree(repo_id, path_in_repo=sub or None, recursive=True, revision=pinned))

@@ -102,6 +102,8 @@ class ScanResult:
     """Of those, files that make llama.cpp abort the process that loads them."""
     listing_requests: int | None = None
     """Requests the listing sent; None when a listed store's requests are not counted."""
+    listing_wait_s: float = 0.0
+    """Seconds the listing waited out the Hugging Face Hub's rate limit (429 answers, each waited out)."""
     skipped: tuple[str, ...] = ()
     """Listed entries that got no row, each ``URL: why`` (:attr:`~gguf_audit.pipelines.listing.Listing.skipped`)."""
     mirror: Mapping[str, int] = field(default_factory=dict)
@@ -343,6 +345,7 @@ def runs_row(config: ScanConfig, result: ScanResult, started: datetime, versions
         "compare_version": versions.get("compare"),
         "compare_rows": int(result.rows_written.get("compare", 0)),
         "listing_requests": result.listing_requests,
+        "listing_wait_s": result.listing_wait_s,
         "llama_cpp_build": LLAMA_CPP_BUILD,
         "n_skipped": len(result.skipped),
         "skipped": list(result.skipped[:SKIPPED_NAMED]),

@@ -44,6 +44,7 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing, discover, for_workers, options_for
+from gguf_audit.pipelines.listing.hub import rate_limit_waits
 from gguf_audit.pipelines.listing.mapped import (
     give_back_freed_memory,
     map_table,
@@ -53,6 +54,7 @@ from gguf_audit.pipelines.scan.batches import MAX_SPLITS, Batch, auto_batch_size
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch, lost_result
 from gguf_audit.pipelines.scan.groups import ModelGroups
+from gguf_audit.pipelines.scan.hub_known import known_hub_repos
 from gguf_audit.pipelines.scan.lineage import compare_options, run_compare
 from gguf_audit.pipelines.scan.mirror import check_mirror, check_mirror_config
 from gguf_audit.pipelines.scan.night import CommitObserver, Night, RunError
@@ -349,13 +351,16 @@ def _leased_scan(
     for r in recovered:
         log.warning("output %s: %s run %s", config.scan.out, r.action, r.run_id)
 
-    listing = discover(
-        config.scan.roots,
-        manifests=config.scan.manifests,
-        include=config.scan.include,
-        exclude=config.scan.exclude,
-        storage_options=config.storage_options,
-    )
+    base_run_id, reuse_note = base_run(out, config) if config.scan.incremental else (None, None)
+    with rate_limit_waits() as waited:  # the Hub's 429s, waited out: the night records how long
+        listing = discover(
+            config.scan.roots,
+            manifests=config.scan.manifests,
+            include=config.scan.include,
+            exclude=config.scan.exclude,
+            storage_options=config.storage_options,
+            known=known_hub_repos(out, base_run_id, config),  # a Hub repository at a listed commit: no tree call
+        )
     if not listing.files:
         raise RunError(
             f"no files matched {list(config.scan.include)} under {[*config.scan.roots, *config.scan.manifests]}"
@@ -371,7 +376,6 @@ def _leased_scan(
     groups = ModelGroups(listing.compact.url_column())
     give_back_freed_memory()  # the listing's transient: the rest of the night allocates elsewhere too
 
-    base_run_id, reuse_note = base_run(out, config) if config.scan.incremental else (None, None)
     plan = plan_reuse(out, base_run_id, listing)
     observer.listed(listing, len(plan.reuse))
 
@@ -478,6 +482,7 @@ def _leased_scan(
             collection_bytes=max(listing.total_bytes, tally.size_bytes),
             listing_seconds=listing.seconds,
             listing_requests=listing.requests,
+            listing_wait_s=waited.seconds,
             skipped=tuple(str(s) for s in listing.skipped),
             audit_seconds=audit_seconds,
             seconds=time.perf_counter() - begun,

@@ -207,3 +207,45 @@ def test_the_hubs_gguf_card_is_compared_with_each_header_at_no_request(client: A
         assert any(f"parameter count 7, the file's header {good['total']}" in m for _, m in mismatches)
         # The card came with the listing: the model list and one tree per repository, nothing more.
         assert result.listing_requests == 3
+
+
+def test_a_quiet_night_costs_the_listing_pages(client: Any, tmp_path: Path) -> None:
+    """Hub listings by commit: the first night lists every tree, a later one only the repositories that moved."""
+    n_repos, page = 25, 10
+    data = _corpus("models/tiny-llama-IQ2_XXS.gguf")
+    with LocalHub(models_page_size=page) as hub:
+        hub.add_org("big")
+        for i in range(n_repos):
+            hub.create_repo(f"big/m{i:02d}")
+            hub.add_files(f"big/m{i:02d}", {f"m{i:02d}.gguf": data})
+        out = tmp_path / "out"
+        config = _config(hub, ("hf://big",), out, samples=False, incremental=True)
+        pages = -(-n_repos // page)
+        first = run_scan(config, client=client)
+        trees = [r.path for r in hub.requests if "/tree/" in r.path]
+        assert first.n_read == n_repos and len(trees) == n_repos and first.listing_requests == pages + n_repos
+
+        # Nothing moved: the organisation's model pages, nothing else, and every row carried.
+        hub.reset_stats()
+        quiet = run_scan(config, client=client)
+        assert [r.path.split("?")[0] for r in hub.requests] == ["/api/models"] * pages
+        assert quiet.listing_requests == pages and quiet.n_reused == n_repos and quiet.n_read == 0
+
+        # One repository gets a new commit: one tree call, its new file read; the rest carried at their commits.
+        moved = hub.add_files("big/m07", {"m07.gguf": _corpus("models/tiny-llama-IQ4_NL.gguf")})
+        hub.reset_stats()
+        night = run_scan(config, client=client)
+        trees = [r.path.split("?")[0] for r in hub.requests if "/tree/" in r.path]
+        assert trees == [f"/api/models/big/m07/tree/{moved}"] and night.listing_requests == pages + 1
+        assert night.n_read == 1 and night.n_reused == n_repos - 1
+        rows = _files(out, night.run_id)
+        assert rows["hf://big/m07/m07.gguf"]["revision"] == moved
+
+        # The Hub rate-limits the model listing (429, Retry-After: 1): waited out, the night commits, and says so.
+        hub.reset_stats()
+        hub.fail_next_with_429(1, reset_s=1, resource="api")
+        limited = run_scan(config, client=client)
+        assert limited.listing_wait_s >= 1.0 and limited.n_reused == n_repos
+        assert [r.path.split("?")[0] for r in hub.requests] == ["/api/models"] * (pages + 1)  # the page asked again
+        [run] = [r for r in read_dataset(out, "runs").to_pylist() if r["run_id"] == limited.run_id]
+        assert run["listing_wait_s"] == pytest.approx(limited.listing_wait_s)
