@@ -23,7 +23,20 @@ _TOKEN: Final = re.compile(
     r"|(==|!=|<=|>=|&&|\|\||<<|>>|\+\+|--|\+=|-=|\*=|/=|\|=|&=|[-+*/%<>=!?:&|^~(){}\[\],;]))"
 )
 _TYPES: Final = frozenset(
-    {"int", "int64_t", "uint32_t", "int32_t", "uint64_t", "bool", "auto", "size_t", "const", "long", "unsigned"}
+    {
+        "int",
+        "int64_t",
+        "uint32_t",
+        "int32_t",
+        "uint64_t",
+        "bool",
+        "auto",
+        "size_t",
+        "const",
+        "long",
+        "unsigned",
+        "std::string",
+    }
 )
 _BINARY: Final = (
     ("||",),
@@ -288,7 +301,7 @@ class _Parser:
     def primary(self) -> Any:
         tok = self.take()
         if tok.startswith('"'):
-            return 1  # a message in an assert: true
+            return ["s", tok[1:-1]]  # a tensor name being built, or an assert's message (true)
         if re.fullmatch(r"\d+[uUlL]*", tok):
             return int(re.sub(r"[uUlL]+$", "", tok))
         if not re.fullmatch(r"[A-Za-z_][\w.:>-]*", tok) or "->" in tok:

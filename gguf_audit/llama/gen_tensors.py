@@ -69,8 +69,10 @@ def _names(node: Any, into: set[str]) -> set[str]:
         if head == "t":
             for part in (node[3], node[4], *node[5], node[6]):
                 _names(part, into)
+        elif head == "s":
+            pass
         elif head == "fn":
-            into.add(node[1])
+            into.add(node[1].removesuffix(".c_str"))
             for a in node[2]:
                 _names(a, into)
         elif head == "let":

@@ -74,6 +74,9 @@ _FUNCTIONS: Final = frozenset(
         "hparams.n_rot",
         "hparams.is_swa",
         "hparams.n_embd_out",
+        "hparams.is_mla",
+        "hparams.n_embd_head_k_mla",
+        "hparams.n_embd_head_v_mla",
         "std::max",
         "std::min",
     }
@@ -92,6 +95,9 @@ KNOWN_NAMES: Final = frozenset(
         *_LOCALS,
         "n_vocab",
         "n_token_types",
+        "ml.load_mtp",
+        "std::to_string",
+        "ml.get_weight",
         *_OTHER_FIELDS,
         *_FUNCTIONS,
         *_FIELDS,
@@ -138,6 +144,8 @@ class HeaderEnv:
         """The value of ``name`` (a per-layer function at ``args``), not remembered."""
         if name in _LOCALS:
             return self.fn(_LOCALS[name], 0) if _LOCALS[name] in _FUNCTIONS else self.field(_LOCALS[name][8:])
+        if name == "ml.load_mtp":
+            return 0  # llama_model_default_params: the MTP layers are not loaded
         if name == "n_token_types":
             return self.scalar("tokenizer.ggml.token_type_count", 0)
         if name == "n_vocab":
@@ -255,6 +263,14 @@ class HeaderEnv:
             raise Unmodelled(f"hparams.{name} is computed by the architecture")
         return self.scalar(self.fields.get(name, template), default)
 
+    def mla(self) -> tuple[int, int] | None:
+        """The MLA head sizes (``n_embd_head_k_mla_impl``, ``..._v_...``) when both are set (``is_mla``)."""
+        k = self.field("n_embd_head_k_mla_impl") if "n_embd_head_k_mla_impl" in self.fields else 0
+        v = self.field("n_embd_head_v_mla_impl") if "n_embd_head_v_mla_impl" in self.fields else 0
+        if "n_embd_head_k_mla_impl" in self.computed or "n_embd_head_v_mla_impl" in self.computed:
+            raise Unmodelled("the MLA head sizes are computed by the architecture")
+        return (k, v) if k and v else None
+
     def is_swa(self, il: int) -> bool:
         if "is_swa_impl" in self.computed or "swa_type" in self.computed:
             raise Unmodelled("the sliding-window layers")
@@ -278,5 +294,8 @@ class HeaderEnv:
             "hparams.n_embd_v_gqa": lambda: self.head_dims(il)[1] * self.array("n_head_kv_arr")[il],
             "hparams.is_swa": lambda: int(self.is_swa(il)),
             "hparams.n_embd_out": lambda: self.field("n_embd_out_impl") or self.field("n_embd"),
+            "hparams.is_mla": lambda: int(self.mla() is not None),
+            "hparams.n_embd_head_k_mla": lambda: (self.mla() or self.head_dims(0)[:2])[0],
+            "hparams.n_embd_head_v_mla": lambda: (self.mla() or self.head_dims(0)[:2])[1],
         }
         return simple[name]()

@@ -96,7 +96,8 @@ class _Frame:
         return got
 
 
-_Expr = Callable[[_Frame], int]
+_Expr = Callable[[_Frame], Any]
+"""An int, or a string where the loader builds a tensor name (``"blk." + std::to_string(n_layer)``)."""
 _Stmt = Callable[[_Frame], None]
 
 
@@ -115,6 +116,9 @@ class _Compiler:
         if isinstance(e, str):
             return self.name(e)
         op = e[0]
+        if op == "s":
+            text = str(e[1])
+            return lambda fr: text
         if op == "?":
             c, x, y = self.expr(e[1]), self.expr(e[2]), self.expr(e[3])
             return lambda fr: x(fr) if c(fr) else y(fr)
@@ -124,10 +128,21 @@ class _Compiler:
                 return lambda fr: int(bool(p(fr)) and bool(q(fr)))
             return lambda fr: int(bool(p(fr)) or bool(q(fr)))
         if op == "fn":
-            fname, args = e[1], [self.expr(a) for a in e[2]]
-            return lambda fr: fr.env(fname, tuple(a(fr) for a in args))
+            return self.call_expr(e[1], [self.expr(a) for a in e[2]])
         operands = [self.expr(a) for a in e[1:]]
         return lambda fr: _apply(op, [a(fr) for a in operands])
+
+    def call_expr(self, fname: str, args: list[_Expr]) -> _Expr:
+        if fname.endswith(".c_str") and not args:
+            return self.name(fname.removesuffix(".c_str"))
+        if fname == "std::to_string" and len(args) == 1:
+            arg = args[0]
+            return lambda fr: str(arg(fr))
+        if fname == "ml.get_weight" and len(args) == 1:
+            # The loader asks whether the file holds a tensor of that name.
+            arg = args[0]
+            return lambda fr: int(str(arg(fr)) in fr.present)
+        return lambda fr: fr.env(fname, tuple(a(fr) for a in args))
 
     def name(self, n: str) -> _Expr:
         if n in self.local:

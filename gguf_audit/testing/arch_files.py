@@ -43,6 +43,15 @@ _MOE: Mapping[str, int] = {
 _SSM: Mapping[str, int] = {"ssm.inner_size": 128, "ssm.state_size": 16, "ssm.conv_kernel": 4, "ssm.time_step_rank": 4}
 """A state-space block twice as wide as the model (Mamba's expansion factor), for the architectures that have one."""
 
+_MLA: Mapping[str, int] = {
+    "attention.key_length_mla": 24,
+    "attention.value_length_mla": 16,
+    "rope.dimension_count": 8,
+    "attention.kv_lora_rank": 16,
+    "attention.q_lora_rank": 16,
+}
+"""Multi-head latent attention (deepseek2 and its kin): the loaders assert a rope part smaller than the head."""
+
 
 def model_kvs(arch: str, *, moe: bool = False) -> list[KV]:
     """The keys of a small ``arch`` model: the base hyperparameters and every key its loader requires."""
@@ -81,7 +90,16 @@ def env_of(header: Header, arch: str) -> HeaderEnv:
 def complete_model(arch: str, *, moe: bool = False, extra: Sequence[KV] = ()) -> tuple[list[KV], list[Tensor]] | None:
     """The keys (``extra`` in place of the same keys) and tensors of a small complete ``arch`` model; None
     when its loader is unmodelled or cannot run on these keys (or stops, as for a dense model of an
-    always-MoE architecture)."""
+    always-MoE architecture). An architecture whose loader stops without them gets MLA attention keys."""
+    made = _complete(arch, moe=moe, extra=extra)
+    if made is not None:
+        return made
+    given = {kv.key for kv in extra}
+    mla = [kv_u32(f"{arch}.{k}", v) for k, v in _MLA.items() if f"{arch}.{k}" not in given]
+    return _complete(arch, moe=moe, extra=[*mla, *extra])
+
+
+def _complete(arch: str, *, moe: bool, extra: Sequence[KV]) -> tuple[list[KV], list[Tensor]] | None:
     programs = tensor_programs()
     spec = programs.architectures.get(arch)
     if spec is None:
