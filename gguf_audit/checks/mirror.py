@@ -84,7 +84,7 @@ class MirrorSide:
     error: str | None = None
     """This side could not be listed or read for the path: the reason."""
     sampled_bytes: int | None = None
-    """Bytes of the data section the fingerprint's samples read (the same plan on both sides)."""
+    """Bytes of the data section the weights fingerprint hashed: each tensor's first block the plan read."""
     data_bytes: int | None = None
     """The data section's size: what the samples' coverage is a share of."""
     sha256_from: str | None = None
@@ -125,12 +125,12 @@ def _origin(side: MirrorSide, default: str) -> str:
 
 
 def _coverage(mirror: MirrorSide, source: MirrorSide) -> str:
-    """How much of the data section the samples read, as a clause."""
+    """How much of the data section the fingerprinted blocks cover, as a clause."""
     sampled = source.sampled_bytes if source.sampled_bytes is not None else mirror.sampled_bytes
     data = source.data_bytes if source.data_bytes is not None else mirror.data_bytes
     if sampled is None or not data:
-        return "the samples' share of the data section is unknown"
-    return f"the samples read {sampled} of the data section's {data} bytes ({100 * sampled / data:.1f}%)"
+        return "the fingerprinted blocks' share of the data section is unknown"
+    return f"the fingerprinted blocks cover {sampled} of the data section's {data} bytes ({100 * sampled / data:.1f}%)"
 
 
 def _differs(path: str, mirror: MirrorSide, source: MirrorSide, evidence: Evidence, what: str) -> MirrorVerdict:

@@ -159,7 +159,8 @@ def source_fingerprints(listed: ListedFile, options: Mapping[str, Any], audit: A
         result.io.requests,
         result.io.bytes_read,
         error,
-        sum(r.n_bytes for r in result.samples),
+        # The weights fingerprint hashes each tensor's first block the plan read, no other sampled block.
+        sum(r.n_bytes for r in result.samples if r.block_index == 0),
         None if size is None else max(0, size - result.header.data_offset),
     )
 

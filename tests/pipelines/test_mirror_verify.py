@@ -77,7 +77,7 @@ def test_a_local_mirror_altered_away_from_its_samples(
     }
     q8 = rows["tiny-llama-Q8_0.gguf"]
     assert 0 < q8["sampled_bytes"] < q8["data_bytes"] < sizes["tiny-llama-Q8_0.gguf"]
-    assert f"the samples read {q8['sampled_bytes']} of the data section's {q8['data_bytes']} bytes" in q8["message"]
+    assert f"the fingerprinted blocks cover {q8['sampled_bytes']} of the data section's {q8['data_bytes']} bytes" in q8["message"]
 
     # --verify full: both sides of each same-size pair read whole, the bytes said before they are read.
     caplog.set_level(logging.WARNING, logger="gguf_audit.pipelines")
