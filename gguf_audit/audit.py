@@ -23,7 +23,16 @@ from gguf_audit.checks.header import check_mapping, check_semantics, check_struc
 from gguf_audit.checks.hub_gguf import HubGGUF, check_hub_gguf
 from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError, SourceError, describe_exception
-from gguf_audit.findings import SEVERITY_RANK, Finding, LlamaCpp, Severity, finding, is_loadable, llama_cpp_verdict
+from gguf_audit.findings import (
+    SEVERITY_RANK,
+    Finding,
+    LlamaCpp,
+    Severity,
+    cap_findings,
+    finding,
+    is_loadable,
+    llama_cpp_verdict,
+)
 from gguf_audit.format.model import Header
 from gguf_audit.format.wire import Limits
 from gguf_audit.io.base import RangeSource
@@ -287,7 +296,7 @@ def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) 
     if header is not None and hub is not None:  # what the listing knows of the file, against its header
         findings.extend(isolated("Hub card", lambda: check_hub_gguf(header, hub, shown)))
     size = source.size if source is not None and source.size is not None else target.size
-    findings = _without_size_verdicts(findings, source, shown)
+    findings = _without_size_verdicts(cap_findings(findings), source, shown)
     findings = [_redacted(f, url, shown) for f in findings]
     return FileAudit(
         url=shown,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from gguf_audit.bounded import NAME_LIMIT, clip, clip_message
 from gguf_audit.codes import (
@@ -25,13 +26,16 @@ from gguf_audit.codes import (
 __all__ = [
     "CODES",
     "CORE_CODES",
+    "FINDINGS_PER_CODE",
     "LLAMA_CPP_BUILD",
     "SEVERITY_RANK",
     "Code",
     "CodeInfo",
     "Finding",
+    "LeftOut",
     "LlamaCpp",
     "Severity",
+    "cap_findings",
     "finding",
     "is_loadable",
     "llama_cpp_label",
@@ -66,6 +70,45 @@ class Finding:
             "tensor": self.tensor,
             "offset": self.offset,
         }
+
+
+FINDINGS_PER_CODE: Final = 1000
+"""Findings of one code kept per file (a 70B model has about 720 tensors, so a per-tensor finding fits);
+the rest become one :class:`LeftOut` row. A forged header of a million empty keys would otherwise give a
+million rows: 135 MB of JSON, a gigabyte of memory and every report as slow."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut(Finding):
+    """The row that stands for ``left_out`` findings of its code that :func:`cap_findings` did not keep."""
+
+    left_out: int = 0
+
+
+def cap_findings(found: Iterable[Finding], limit: int = FINDINGS_PER_CODE) -> list[Finding]:
+    """The first ``limit`` findings of each code in ``found``, in order, then one :class:`LeftOut` row per
+    code that had more, saying how many (the worst severity among them). Consumes ``found`` as a stream,
+    so a check yielding millions holds at most ``limit`` of a code at a time; capping twice (a check's
+    findings, then the file's) adds up the rows left out, never counts a :class:`LeftOut` row as one."""
+    kept: list[Finding] = []
+    seen: dict[str, int] = {}
+    left: dict[str, int] = {}
+    worst: dict[str, Severity] = {}
+    for f in found:
+        n = seen.get(f.code, 0)
+        if n < limit and not isinstance(f, LeftOut):
+            seen[f.code] = n + 1
+            kept.append(f)
+            continue
+        left[f.code] = left.get(f.code, 0) + (f.left_out if isinstance(f, LeftOut) else 1)
+        known = worst.get(f.code)
+        if known is None or SEVERITY_RANK[f.severity] > SEVERITY_RANK[known]:
+            worst[f.code] = f.severity
+    for code, n in left.items():
+        shown = min(seen.get(code, 0), limit)
+        message = f"{n:,} more {code} findings left out: the first {shown:,} of this file are listed"
+        kept.append(LeftOut(code, worst[code], message, left_out=n))
+    return kept
 
 
 def finding(

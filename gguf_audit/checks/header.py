@@ -39,7 +39,7 @@ from gguf_audit.checks.tokenizer import check_template_tokens, check_tokenizer, 
 from gguf_audit.checks.vocab import check_vocab
 from gguf_audit.codes import Code
 from gguf_audit.errors import describe_exception
-from gguf_audit.findings import Finding, LlamaCpp, finding
+from gguf_audit.findings import Finding, LlamaCpp, cap_findings, finding
 from gguf_audit.format.model import Header
 
 __all__ = ["check_header", "check_mapping", "check_semantics", "check_structural", "isolated"]
@@ -160,9 +160,12 @@ def isolated(step: str, run: Callable[[], Iterable[Finding]]) -> list[Finding]:
     that one check, never the findings of the others: the security findings of a
     hostile chat template stay reported when a token id beside it is ill-typed.
     """
-    found: list[Finding] = []
+    # Capped as it streams (cap_findings): a forged header can make one check yield a finding per entry.
+    return cap_findings(_guarded(step, run))
+
+
+def _guarded(step: str, run: Callable[[], Iterable[Finding]]) -> Iterator[Finding]:
     try:
-        found.extend(run())
+        yield from run()
     except Exception as exc:  # noqa: BLE001 - one check's bug must not hide every other check's findings
-        found.append(finding(Code.INTERNAL_UNEXPECTED, f"the {step} check failed: {describe_exception(exc)}"))
-    return found
+        yield finding(Code.INTERNAL_UNEXPECTED, f"the {step} check failed: {describe_exception(exc)}")

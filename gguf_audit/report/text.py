@@ -48,8 +48,10 @@ def _summarise(kv: KV, width: int = 100) -> str:
     return shown if shown is not None else repr(json_scalar(value))
 
 
-def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = False) -> str:
-    """A readable report of one file; ``samples`` adds per-tensor statistics of the sampled blocks."""
+def render_text(audit: FileAudit, *, max_tensors: int = 60, max_keys: int = 200, samples: bool = False) -> str:
+    """A readable report of one file; ``samples`` adds per-tensor statistics of the sampled blocks.
+
+    The first ``max_keys`` keys and ``max_tensors`` tensors are listed (a header may hold a million)."""
     h = audit.header
     lines = [f"{escape(audit.url)}"]
     verdict = {True: "yes", False: "NO", None: "unknown"}[audit.loadable]
@@ -80,9 +82,11 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, samples: bool = Fals
     if h is not None:
         lines.append("")
         lines.append("metadata:")
-        key_width = min(max((len(kv.key) for kv in h.kvs), default=10), 44)
-        for kv in h.kvs:
+        key_width = min(max((len(kv.key) for kv in h.kvs[:max_keys]), default=10), 44)
+        for kv in h.kvs[:max_keys]:
             lines.append(f"  {escape(kv.key, 60):{key_width}}  {kv.type_name:14} {_summarise(kv)}")
+        if len(h.kvs) > max_keys:
+            lines.append(f"  … {len(h.kvs) - max_keys:,} more keys (use --json for all)")
         if h.tensors:
             lines.append("")
             lines.append(f"tensors ({h.n_tensors}):")
