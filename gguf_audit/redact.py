@@ -183,11 +183,12 @@ _SIGNING: Final = frozenset(
 # to its end (quadratic in the text); bounded, the cost is linear whatever the text holds.
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s'\"<>`]+")
 _SECRET_NAMES: Final = "|".join(re.escape(n) for n in sorted(_SECRET, key=len, reverse=True))
-# A secret parameter outside any URL (a query string logged alone, a header-like "token=...").
-_LOOSE: Final = re.compile(
-    r"(?i)(?<![A-Za-z0-9_\-])(" + _SECRET_NAMES + r")="
-    r"(?!\*\*\*(?:[&;,/#\s'\"<>`]|$))[^&;,\s'\"<>`]+"
-)
+# A parameter outside any URL (a query string logged alone, a header-like "token=..."): any name, its value in
+# a value read only after a secret's name (so each character is read at most twice). Whether the name is a secret's is
+# a set lookup (:func:`_redact_loose`): an alternation of every name, tried case-insensitively at each word,
+# took seconds on a long query string.
+_LOOSE: Final = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z][A-Za-z0-9_\-]{0,39})=")
+_LOOSE_VALUE: Final = re.compile(r"[^&;,\s'\"<>`]*")
 # The same inside a URL's path (matrix parameters, a ``/sig=.../`` segment): the value ends at the segment.
 _PATH_LOOSE: Final = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(" + _SECRET_NAMES + r")=(?!\*\*\*(?:[/;&]|$))[^/;&]+")
 
@@ -203,8 +204,8 @@ _SHAPES: Final = re.compile(
     r"|AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"  # Google API keys (39 characters)
     r"|eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWTs: header.payload.signature
     r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA)[A-Z0-9]{16}(?![A-Za-z0-9])"  # AWS access key ids
-    r"|xox[abposre]-[A-Za-z0-9\-]{10,255}"  # Slack tokens
-    r"|sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{32,255}"  # OpenAI / Anthropic API keys
+    r"|xox[abposre]-[0-9]{6,32}-[A-Za-z0-9\-]{6,255}"  # Slack tokens: a team id's digits come first
+    r"|sk-(?:[A-Za-z0-9]{48}(?![A-Za-z0-9_\-])|(?:proj|ant-[a-z0-9]{2,8})-[A-Za-z0-9_\-]{40,255})"  # OpenAI, Anthropic
     r"|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,4096}=*"  # an Authorization header's bearer token
     r"|-----BEGIN[A-Z ]{0,32}PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]{0,32}PRIVATE KEY-----|\Z)"
     r")"
@@ -245,6 +246,8 @@ def _has_token(text: str) -> bool:
 
 
 def _name(raw: str) -> str:
+    if "%" not in raw and "+" not in raw:
+        return raw.strip().lower()
     return unquote_plus(raw).strip().lower()
 
 
@@ -260,6 +263,23 @@ def _redact_query(query: str) -> str:
         else:
             out.append(raw + "=" + REDACTED if eq else REDACTED)
     return "&".join(out)
+
+
+def _redact_loose(text: str) -> str:
+    """``text`` with the value of each loose ``secret=value`` as ``***`` (one already redacted kept)."""
+    out: list[str] = []
+    done = 0
+    for match in _LOOSE.finditer(text):
+        if match.start() < done or match.group(1).lower() not in _SECRET:
+            continue
+        value = _LOOSE_VALUE.match(text, match.end())
+        end = value.end() if value is not None else match.end()
+        shown = text[match.end() : end]
+        if not shown or shown == REDACTED or shown.startswith((REDACTED + "/", REDACTED + "#")):
+            continue
+        out += [text[done : match.end()], REDACTED]
+        done = end
+    return "".join(out) + text[done:] if out else text
 
 
 def _holds_secret(value: str) -> bool:
@@ -323,7 +343,7 @@ def redact_text(text: str) -> str:
     if "@" in text:
         text = _USERINFO.sub(REDACTED + "@", text)
     if "=" in text:
-        text = _LOOSE.sub(lambda m: m.group(1) + "=" + REDACTED, text)
+        text = _redact_loose(text)
     return _redact_shapes(text)
 
 

@@ -69,7 +69,8 @@ def test_files_that_differ_by_a_harmless_parameter_stay_apart() -> None:
         "AKIAIOSFODNN7EXAMPLE",
         "ASIA" + "Q7WZ3X2Y1V0U9T8S",
         slack("t8"),
-        "sk-proj-" + github("t9")[4:],
+        "sk-proj-" + github("t9")[4:] + "_" + github("t10")[4:],
+        "sk-" + github("t11")[4:] + github("t12")[4:16],
     ],
 )
 def test_token_shapes_are_found_anywhere_in_text(token: str) -> None:
@@ -107,6 +108,7 @@ def test_bearer_and_private_keys_in_text() -> None:
         "sha256 " + "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
         "bearer tokens are not printed; Bearer authentication",
         "AKIA is how AWS key ids start",
+        "s3://b/xoxo-gpt-model-name-v2/sk-Meta-Llama-3-8B-Instruct-abliterated-Q4_K_M.gguf",
         "tensor 'blk.0.attn_q.weight' ends at 7340064, past the file's 7340000 bytes",
         "https://huggingface.co/org/repo/resolve/main/m.gguf?download=true",
     ],
