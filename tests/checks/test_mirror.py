@@ -35,7 +35,7 @@ def _source(**kw: Any) -> MirrorSide:
         (
             _mirror(weights_fingerprint="w", metadata_fingerprint="m"),
             _source(sha256=A, weights_fingerprint="w", metadata_fingerprint="m"),
-            MirrorStatus.FAITHFUL,
+            MirrorStatus.SAMPLED_MATCH,
             Evidence.FINGERPRINT,
         ),
         (
@@ -55,7 +55,7 @@ def test_judge_pair(
 ) -> None:
     verdict = judge_pair("r/f.gguf", mirror, source)
     assert (verdict.status, verdict.evidence) == (status, evidence)
-    if status is MirrorStatus.FAITHFUL:
+    if status in (MirrorStatus.FAITHFUL, MirrorStatus.SAMPLED_MATCH):
         assert verdict.code is None and verdict.severity is None
     else:
         assert verdict.code == f"mirror.{status.value}" and verdict.code in CODES
@@ -70,6 +70,25 @@ def test_messages_name_the_values() -> None:
     assert "CRC32" in undecided.message and "not an LFS file" in undecided.message
     with pytest.raises(ValueError, match="at least one side"):
         judge_pair("x", None, None)
+
+
+def test_only_a_whole_file_hash_is_faithful() -> None:
+    # Equal fingerprints prove the sampled blocks: a sampled match, with the share of the data section they cover.
+    fingerprints = {"weights_fingerprint": "w", "metadata_fingerprint": "m"}
+    sampled = judge_pair(
+        "r/f.gguf", _mirror(**fingerprints), _source(**fingerprints, sampled_bytes=250, data_bytes=10_000)
+    )
+    assert (sampled.status, sampled.code) == (MirrorStatus.SAMPLED_MATCH, None)
+    assert "cover 250 of the data section's 10000 bytes (2.5%)" in sampled.message
+    assert "--verify full" in sampled.message
+    # A hash computed from the whole file decides as the checksums do, and the message says where each came from.
+    hashed = judge_pair(
+        "r/f.gguf",
+        _mirror(sha256=B, sha256_from="hashed: 100 bytes read", **fingerprints),
+        _source(sha256=A, sha256_from="the Hub's LFS sha256", **fingerprints),
+    )
+    assert (hashed.status, hashed.evidence) == (MirrorStatus.CONTENT_DIFFERS, Evidence.SHA256)
+    assert "hashed: 100 bytes read" in hashed.message and "the Hub's LFS sha256" in hashed.message
 
 
 def test_map_path() -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from gguf_audit.pipelines.listing.discover import DiscoveryError, discover
+from gguf_audit.pipelines.listing.hub import rate_limit_waits
+from gguf_audit.tables.listed import ListedFile
 from gguf_audit.testing.hub import LocalHub
 
 DATA = b"GGUF" + bytes(60)
@@ -82,6 +85,43 @@ def test_an_api_429_is_waited_out(hub: LocalHub) -> None:
     assert [f.url for f in listing.files] == ["hf://org/b/b.gguf"]
     assert listing.requests == len(hub.requests) >= 3  # the refused request and its retry count
     assert [f.error_code for f in listing.files] == [None]
+
+
+def test_a_repository_at_a_known_commit_costs_no_tree(hub: LocalHub) -> None:
+    hub.set_gguf_card("org/a", {"total": 1000, "architecture": "llama", "context_length": 2048})
+    first = discover(["hf://org"], storage_options=_options(hub))
+    at_a = {f.url: f for f in first.files if f.url.startswith("hf://org/a/")}
+    asked: list[tuple[str, str]] = []
+
+    def known(repo_id: str, sha: str) -> list[ListedFile] | None:
+        asked.append((repo_id, sha))
+        # Known without its card, as a scan's base night gives it: the card comes with this night's model page.
+        plain = [dataclasses.replace(f, hub_gguf=None) for f in at_a.values()]
+        return plain if (repo_id, sha) == ("org/a", hub.head("org/a")) else None
+
+    hub.reset_stats()
+    listing = discover(["hf://org"], storage_options=_options(hub), known=known)
+    assert [f.url for f in listing.files] == [f.url for f in first.files]
+    assert sorted(asked) == [("org/a", hub.head("org/a")), ("org/b", hub.head("org/b"))]
+    # The model page and org/b's tree; org/a's four tree pages are not asked for.
+    assert [r.path.split("?")[0] for r in hub.requests] == [
+        "/api/models",
+        f"/api/models/org/b/tree/{hub.head('org/b')}",
+    ]
+    again = {f.url: f for f in listing.files}
+    assert all(f.hub_gguf is not None and again[u].hub_gguf == f.hub_gguf for u, f in at_a.items())
+
+
+def test_the_time_waited_on_429s_is_measured(hub: LocalHub) -> None:
+    hub.fail_next_with_429(1, reset_s=1, resource="api")
+    with rate_limit_waits() as waited:
+        listing = discover(["hf://org"], storage_options=_options(hub))
+    assert [f.error_code for f in listing.files] == [None] * len(listing.files)
+    # The client waits the reset plus a second; the wait ends when the page is asked again.
+    assert waited.answers == 1 and 2.0 <= waited.seconds < 10.0
+    with rate_limit_waits() as quiet:
+        discover(["hf://org/b"], storage_options=_options(hub))
+    assert (quiet.answers, quiet.seconds) == (0, 0.0)
 
 
 def test_an_empty_or_unknown_organisation_is_a_discovery_error(hub: LocalHub) -> None:

@@ -77,7 +77,10 @@ def test_a_local_mirror_altered_away_from_its_samples(
     }
     q8 = rows["tiny-llama-Q8_0.gguf"]
     assert 0 < q8["sampled_bytes"] < q8["data_bytes"] < sizes["tiny-llama-Q8_0.gguf"]
-    assert f"the fingerprinted blocks cover {q8['sampled_bytes']} of the data section's {q8['data_bytes']} bytes" in q8["message"]
+    assert (
+        f"the fingerprinted blocks cover {q8['sampled_bytes']} of the data section's {q8['data_bytes']} bytes"
+        in q8["message"]
+    )
 
     # --verify full: both sides of each same-size pair read whole, the bytes said before they are read.
     caplog.set_level(logging.WARNING, logger="gguf_audit.pipelines")
@@ -164,3 +167,11 @@ def test_an_s3_mirror_without_checksums(
     # The Hub gives the source's LFS sha256: only the copy is read, whole; the proven pair stays one HEAD.
     assert q8["bytes_read"] == len(altered) and "the Hub's LFS sha256" in q8["message"]
     assert (q4["status"], q4["requests"], q4["bytes_read"]) == ("faithful", 1, 0)
+
+    # The next --verify full night: both sides unchanged, each pair carried; S3 is asked for its listing only.
+    moto.reset_stats()
+    third = run_scan(config.replace(verify="full", incremental=True), client=client)
+    again = _rows(tmp_path / "out", third.run_id)
+    assert {p: r["status"] for p, r in again.items()} == {p: r["status"] for p, r in rows.items()}
+    assert all(r["reused"] and r["requests"] == r["bytes_read"] == 0 for r in again.values())
+    assert [r.method for r in moto.requests] == ["GET"] and "list-type=2" in moto.requests[0].path
