@@ -13,36 +13,42 @@ from pathlib import Path
 
 import pytest
 from corpus import corpus_dir
+from secret_forms import github, google_key, jwt
 
 from gguf_audit.cli import ExitStatus, _parser, main
 
 PASSWORD, SIGNATURE = "hunter2secret", "SECRETSIG0123"
 SECRET_URL = f"https://user:{PASSWORD}@127.0.0.1:9/audit?X-Amz-Signature={SIGNATURE}&sig={SIGNATURE}"
 SECRET_FILE = f"https://user:{PASSWORD}@127.0.0.1:9/m.gguf?sig={SIGNATURE}"
+# Secrets known by their shape or by no name at all: a token in the path, a Google key, an Azure Functions code,
+# a JWT in the fragment.
+SHAPED = (github("cli"), google_key("cli"), "AzFnCode0123456789abcdefXYZ", jwt("cli"))
+SHAPED_URL = f"https://127.0.0.1:9/{SHAPED[0]}/audit?key={SHAPED[1]}&code={SHAPED[2]}"
+SHAPED_FILE = f"https://127.0.0.1:9/{SHAPED[0]}/m.gguf?key={SHAPED[1]}#id_token={SHAPED[3]}"
 
 
-def _cases(tmp: Path) -> dict[str, list[list[str]]]:
+def _cases(tmp: Path, url: str = SECRET_URL, file: str = SECRET_FILE) -> dict[str, list[list[str]]]:
     model = str(corpus_dir() / "models" / "tiny-llama-Q8_0.gguf")
     return {
-        "inspect": [["inspect", SECRET_FILE], ["inspect", SECRET_FILE, "--json"]],
-        "sample": [["sample", SECRET_FILE]],
-        "compare": [["compare", SECRET_FILE, model], ["compare", model, SECRET_FILE]],
+        "inspect": [["inspect", file], ["inspect", file, "--json"]],
+        "sample": [["sample", file]],
+        "compare": [["compare", file, model], ["compare", model, file]],
         "codes": [["codes"]],
-        "config": [["config", "show", SECRET_URL], ["config", "effective", SECRET_URL]],
+        "config": [["config", "show", url], ["config", "effective", url]],
         "scan": [
-            ["scan", str(tmp / "none"), "--out", SECRET_URL, "--no-progress"],
+            ["scan", str(tmp / "none"), "--out", url, "--no-progress"],
             # a library that refuses the bucket quotes "user:password@bucket", with no scheme before it
             ["scan", f"s3://user:{PASSWORD}@bucket/models", "--out", str(tmp / "o"), "--no-progress"],
         ],
-        "demo": [["demo", str(tmp / "demo"), "--out", SECRET_URL, "--no-progress"]],
-        "diff": [["diff", SECRET_URL], ["diff", SECRET_URL, "--json"]],
-        "snapshot": [["snapshot", SECRET_URL, "--to", str(tmp / "snap")]],
-        "tables": [["tables", SECRET_URL], ["tables", SECRET_URL, "--vacuum", "--keep-nights", "1"]],
-        "report": [["report", SECRET_URL, "--html", str(tmp / "r.html")]],
-        "sql": [["sql", SECRET_URL, "SELECT 1"], ["sql", SECRET_URL, "--views"]],
+        "demo": [["demo", str(tmp / "demo"), "--out", url, "--no-progress"]],
+        "diff": [["diff", url], ["diff", url, "--json"]],
+        "snapshot": [["snapshot", url, "--to", str(tmp / "snap")]],
+        "tables": [["tables", url], ["tables", url, "--vacuum", "--keep-nights", "1"]],
+        "report": [["report", url, "--html", str(tmp / "r.html")]],
+        "sql": [["sql", url, "SELECT 1"], ["sql", url, "--views"]],
         "export": [
-            ["export", SECRET_URL, "--sarif", str(tmp / "n.sarif")],
-            ["export", SECRET_URL, "--jsonl", SECRET_FILE],
+            ["export", url, "--sarif", str(tmp / "n.sarif")],
+            ["export", url, "--jsonl", file],
         ],
     }
 
@@ -72,6 +78,18 @@ def test_no_command_prints_a_secret(command: str, tmp_path: Path, capsys: pytest
             assert status in (ExitStatus.PROBLEMS, ExitStatus.USAGE), (argv, status, err)
             assert len(err.strip().splitlines()) <= 1 or command in ("demo", "inspect"), (argv, err)
             assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", sorted(_cases(Path("/unused"))))
+def test_no_command_prints_a_secret_known_by_shape(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in _cases(tmp_path, SHAPED_URL, SHAPED_FILE)[command]:
+        main(argv)
+        out, err = capsys.readouterr()
+        for secret in SHAPED:
+            assert secret not in out and secret not in err, (argv, out, err)
+        assert "Traceback" not in err
 
 
 def test_secrets_of_the_command_line_are_found_and_blanked() -> None:
