@@ -28,7 +28,7 @@ from typing import Any
 
 from gguf_audit.llama.cxx import Untranslatable, parse_body, strip_comments
 from gguf_audit.llama.generate import GenerateError, _block, _model_classes, _pairs, _tensor_template
-from gguf_audit.llama.hparams_env import KNOWN_NAMES
+from gguf_audit.llama.hparams_env import KNOWN_NAMES, RECURRENT_WITHOUT_KV_HEADS
 
 __all__ = ["generate_tensors", "main"]
 
@@ -64,6 +64,9 @@ def _names(node: Any, into: set[str]) -> set[str]:
     """Every name a program reads (not the ones it sets)."""
     if isinstance(node, str):
         into.add(node)
+    elif isinstance(node, list) and node and isinstance(node[0], list):
+        for statement in node:  # a block
+            _names(statement, into)
     elif isinstance(node, list) and node:
         head = node[0]
         if head == "t":
@@ -125,6 +128,8 @@ def _inherited(cls: str, own: dict[str, str], bases: dict[str, str]) -> str | No
     return own.get(seen)
 
 
+_RECR_ANY = re.compile(r"is_recr_impl")
+_RECR_BY_HEADS = re.compile(r"hparams\.is_recr_impl\[(\w+)\]\s*=\s*hparams\.n_head_kv\(\1\)\s*==\s*0\s*;")
 _GET_KEY = re.compile(r"ml\.(?:get_key_or_arr|get_key|get_arr)\(\s*(LLM_KV_\w+)\s*,\s*hparams\.(\w+)")
 _ASSIGNED = re.compile(r"hparams\.(\w+)\s*(?:\[[^\]]*\]\s*)?(?:=(?!=)|\+=|-=|\*=|/=|\.begin\(\))")
 
@@ -142,7 +147,12 @@ def _fields(body: str, kv: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     if "set_recr_pattern" in flat:
         computed.add("is_recr_impl")
     computed |= {f for f, keys in reads.items() if len(keys) > 1 or "?" in keys}
-    return {f: keys.pop() for f, keys in sorted(reads.items()) if f not in computed}, sorted(computed)
+    fields = {f: keys.pop() for f, keys in sorted(reads.items()) if f not in computed}
+    # The hybrid models' one rule for their recurrent layers: a layer without key/value heads.
+    if len(_RECR_ANY.findall(flat)) == 1 and _RECR_BY_HEADS.search(flat) and "is_recr_impl" not in reads:
+        computed.discard("is_recr_impl")
+        fields["is_recr_impl"] = RECURRENT_WITHOUT_KV_HEADS
+    return fields, sorted(computed)
 
 
 def _defaults(hparams_h: str) -> dict[str, int]:
@@ -206,6 +216,14 @@ def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
             continue
         fields, computed = _fields(_inherited(cls, hparams_bodies, bases) or "", kv)
         program, why = _translate(body, ids, helpers, fields, (numbers, arch_id))
+        reads = _names(program, set()) if program is not None else set()
+        if "hparams.is_recr" in reads and fields.get("is_recr_impl") != RECURRENT_WITHOUT_KV_HEADS:
+            program, why = None, "its recurrent layers are not the ones without key/value heads"
+        elif any(f"hparams.{f}" in reads for f in computed):
+            program, why = (
+                None,
+                f"it reads {', '.join(sorted(f for f in computed if f'hparams.{f}' in reads))}, computed",
+            )
         if program is None:
             unmodelled[arch] = why or "?"
             continue

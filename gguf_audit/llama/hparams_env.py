@@ -19,7 +19,11 @@ import numpy as np
 from gguf_audit.format.model import Header, StringArray, ValueType
 from gguf_audit.llama.loader_sim import Unmodelled
 
-__all__ = ["KNOWN_NAMES", "HeaderEnv"]
+__all__ = ["KNOWN_NAMES", "RECURRENT_WITHOUT_KV_HEADS", "HeaderEnv"]
+
+RECURRENT_WITHOUT_KV_HEADS: Final = "=n_head_kv(il) == 0"
+"""``fields["is_recr_impl"]`` of an architecture whose recurrent layers are those without key/value heads
+(``hparams.is_recr_impl[il] = hparams.n_head_kv(il) == 0``: lfm2, granitehybrid, plamo2, ...)."""
 
 _ROPE_TYPES: Final = {"none": 0, "linear": 1, "yarn": 2, "longrope": 3}
 
@@ -73,6 +77,7 @@ _FUNCTIONS: Final = frozenset(
         "hparams.n_embd_v_gqa",
         "hparams.n_rot",
         "hparams.is_swa",
+        "hparams.is_recr",
         "hparams.n_embd_out",
         "hparams.is_mla",
         "hparams.n_embd_head_k_mla",
@@ -271,6 +276,11 @@ class HeaderEnv:
             raise Unmodelled("the MLA head sizes are computed by the architecture")
         return (k, v) if k and v else None
 
+    def is_recr(self, il: int) -> bool:
+        if self.fields.get("is_recr_impl") != RECURRENT_WITHOUT_KV_HEADS:
+            raise Unmodelled("the recurrent layers")
+        return self.array("n_head_kv_arr")[il] == 0
+
     def is_swa(self, il: int) -> bool:
         if "is_swa_impl" in self.computed or "swa_type" in self.computed:
             raise Unmodelled("the sliding-window layers")
@@ -293,6 +303,7 @@ class HeaderEnv:
             "hparams.n_embd_k_gqa": lambda: self.head_dims(il)[0] * self.array("n_head_kv_arr")[il],
             "hparams.n_embd_v_gqa": lambda: self.head_dims(il)[1] * self.array("n_head_kv_arr")[il],
             "hparams.is_swa": lambda: int(self.is_swa(il)),
+            "hparams.is_recr": lambda: int(self.is_recr(il)),
             "hparams.n_embd_out": lambda: self.field("n_embd_out_impl") or self.field("n_embd"),
             "hparams.is_mla": lambda: int(self.mla() is not None),
             "hparams.n_embd_head_k_mla": lambda: (self.mla() or self.head_dims(0)[:2])[0],

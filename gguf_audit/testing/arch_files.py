@@ -193,6 +193,8 @@ def _variants(arch: str) -> dict[str, list[KV]]:
             kv_u32(f"{arch}.rope.dimension_count", 8),
         ],
         "head_count_kv [2, 1]": [kv_array(f"{arch}.attention.head_count_kv", ValueType.INT32, [2, 1])],
+        # a hybrid's recurrent layer (lfm2moe, granitehybrid): no key/value heads
+        "head_count_kv [2, 0]": [kv_array(f"{arch}.attention.head_count_kv", ValueType.INT32, [2, 0])],
         "feed_forward_length [128, 96]": [kv_array(f"{arch}.feed_forward_length", ValueType.INT32, [128, 96])],
         "head_count_kv 4": [kv_u32(f"{arch}.attention.head_count_kv", 4)],
         "longrope": [kv_str(f"{arch}.rope.scaling.type", "longrope")],
