@@ -35,6 +35,7 @@ from gguf_audit.errors import (
 from gguf_audit.findings import CODES, LLAMA_CPP_BUILD, CodeInfo, Severity, llama_cpp_label
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.redact import install_log_redaction, redact_known, redact_text, redact_url, secrets_in
+from gguf_audit.shell import SHELLS, add_verbosity_flags, completion_script, verbosity
 
 if TYPE_CHECKING:
     from gguf_audit.audit import AuditConfig
@@ -393,8 +394,13 @@ def _parser(
     compare.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for both files")
     compare.set_defaults(func=_cmd_compare)
 
+    completion = sub.add_parser("completion", help="print a shell completion script", epilog=EXIT_STATUSES)
+    completion.add_argument("shell", choices=SHELLS, help="eval it, or save it where the shell loads completions")
+    completion.set_defaults(func=lambda args: print(completion_script(args.shell, _parser()), end="") or EXIT_OK)
+
     if given not in sub.choices:
         _add_plugged_in_commands(sub, plugged_in or (lambda name: True), with_summaries=summaries)
+    add_verbosity_flags(parser)  # -q and -v on every command, built in and plugged in
     return parser
 
 
@@ -562,7 +568,8 @@ def _run(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
     install_log_redaction()  # the loggers imported so far; run_scan adds its own
     try:
-        return int(args.func(args))
+        with verbosity(args):
+            return int(args.func(args))
     except UsageError as exc:
         say_error(str(exc))
         return ExitStatus.USAGE

@@ -29,8 +29,8 @@ def _section(name: str) -> str:
 def test_every_command_and_flag_is_documented(name: str) -> None:
     section = _section(name)
     for action in _commands()[name]._actions:
-        if isinstance(action, argparse._HelpAction):
-            continue
+        if isinstance(action, argparse._HelpAction) or action.dest in ("quiet", "verbose"):
+            continue  # every command's: named once, in the section on the options of every command
         if isinstance(action, argparse._SubParsersAction):
             for choice in action.choices:
                 assert f"{name} {choice}" in section, f"{name} {choice} is not documented"
@@ -38,6 +38,12 @@ def test_every_command_and_flag_is_documented(name: str) -> None:
         names = [o for o in action.option_strings if o.startswith("--")] or [action.dest]
         for option in names:
             assert option in section or option.upper() in section, f"{name}: {option} is not in docs/cli.md"
+
+
+def test_the_options_of_every_command_are_documented_once() -> None:
+    section = DOC.split("## Options of every command", 1)[1].split("\n## ", 1)[0]
+    assert "`-q/--quiet`" in section and "`-v/--verbose`" in section
+    assert all("--quiet" in p.format_help() and "--verbose" in p.format_help() for p in _commands().values())
 
 
 @pytest.mark.parametrize("name", sorted(_commands()))

@@ -55,7 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("compare", ("gguf_audit.compare",)),
     ("report", ("gguf_audit.report",)),
     ("tables", ("gguf_audit.tables",)),
-    ("cli", ("gguf_audit.cli", "gguf_audit.__main__")),
+    ("cli", ("gguf_audit.cli", "gguf_audit.shell", "gguf_audit.__main__")),
     # Test support shipped with the package; of the pipelines only the demo uses it (its sample collection).
     ("testing", ("gguf_audit.testing",)),
     # The batch jobs, in rooms by job (pipelines/__init__.py says what each holds).

@@ -21,6 +21,7 @@ __all__ = [
     "INSPECT_CODE_WIDTH",
     "MEASURE_CODE_WIDTH",
     "UNSAFE",
+    "counted",
     "escape",
     "finding_line",
     "fmt_bytes",
@@ -94,3 +95,8 @@ def fmt_bytes(n: int | None, *, exact: bool = False) -> str:
 def fmt_stat(x: float | None) -> str:
     """A statistic in four significant digits, ``-`` when there is none."""
     return "-" if x is None else f"{x:.4g}"
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``: ``n`` with the word in the right number (``many`` when adding an s is wrong)."""
+    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -38,13 +38,14 @@ from gguf_audit.pipelines.listing.discover import Listing, options_for
 from gguf_audit.pipelines.nights.export import check_writable, export_night
 from gguf_audit.pipelines.nights.views import VIEW_NAMES
 from gguf_audit.pipelines.scan.collect import ScanResult
+from gguf_audit.pipelines.scan.dry_run import check_protocols, estimate_night, removed_if_left_empty, render_estimate
 from gguf_audit.pipelines.scan.gate import Gate, judge_gate
 from gguf_audit.pipelines.scan.run import ScanObserver, run_scan
 from gguf_audit.pipelines.scan.workers import missing_pipeline_module
 from gguf_audit.pipelines.store.lease import LeaseError
 from gguf_audit.pipelines.store.output import Output, OutputError
 from gguf_audit.redact import RedactFilter, redact_text
-from gguf_audit.report.format import escape, fmt_bytes, shown_url
+from gguf_audit.report.format import counted, escape, fmt_bytes, shown_url
 
 __all__ = ["add_scan_parser", "cmd_scan", "main"]
 
@@ -134,6 +135,11 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
     scan.add_argument("--sarif", metavar="FILE", help="also write the night's problems as SARIF 2.1.0 (one run)")
     scan.add_argument("--jsonl", metavar="FILE", help="also write the night's files as JSON Lines (one per line)")
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
+    scan.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the collection and say which files a night would read and about what it would cost; read nothing",
+    )
     scan.add_argument("--no-dashboard", action="store_true", help="start the local cluster without its dashboard")
 
 
@@ -172,14 +178,18 @@ def _config_from_args(args: argparse.Namespace) -> ScanConfig:
 class _Progress(ScanObserver):
     """The progress bar (tqdm on stderr) and the cluster line."""
 
-    def __init__(self, enabled: bool, stream: TextIO) -> None:
-        self.enabled = enabled
+    def __init__(self, enabled: bool, stream: TextIO, *, quiet: bool = False) -> None:
+        self.enabled = enabled and not quiet
         self.stream = stream
+        self.quiet = quiet
         self.bar: Any = None
         self.total = 0
         self.read = ""
 
     def listed(self, listing: Listing, n_reused: int) -> None:
+        self.total = len(listing.files)
+        if self.quiet:
+            return
         reused = f", {n_reused} unchanged since the last run" if n_reused else ""
         n, unsized = len(listing.files), listing.unsized
         if unsized == n:
@@ -188,14 +198,14 @@ class _Progress(ScanObserver):
             sizes = f"{fmt_bytes(listing.total_bytes)}, {unsized} sizes learnt from the first read"
         else:
             sizes = fmt_bytes(listing.total_bytes)
-        print(f"listed {n} files ({sizes}) in {listing.seconds:.2f} s{reused}", file=self.stream)
-        self.total = n
+        print(f"listed {counted(n, 'file')} ({sizes}) in {listing.seconds:.2f} s{reused}", file=self.stream)
 
     def cluster(self, scheduler: str, dashboard: str | None, n_workers: int) -> None:
         where = "a local cluster" if scheduler == "local" else f"the scheduler at {scheduler}"
         # The cluster line (with the dashboard link) first and once, then the bar below it.
         link = f"; dashboard {dashboard}" if dashboard else ""
-        print(f"dask: {where}, {n_workers} workers{link}", file=self.stream)
+        if not self.quiet:
+            print(f"dask: {where}, {n_workers} workers{link}", file=self.stream)
         if self.enabled and self.bar is None:
             from tqdm import tqdm  # optional dependency (the pipeline extra), imported when a bar is shown
 
@@ -332,17 +342,24 @@ def cmd_scan(args: argparse.Namespace) -> int:
         require_upstream(args.upstream)  # a typo or an empty folder is refused before anything is listed
     if not config.scan.roots and not config.scan.manifests:
         raise UsageError("scan: give at least one ROOT or --manifest (or roots in --config)")
+    check_protocols(config)  # an extra not installed is one line with what to install, before anything is made
+    if args.dry_run:
+        print(redact_text(render_estimate(estimate_night(config))))
+        return ExitStatus.OK
     for path in (args.sarif, args.jsonl):
         if path:
             check_writable(path)  # before the night's work, not after it
+    quiet = getattr(args, "quiet", False)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("gguf-audit: %(message)s"))
     handler.addFilter(RedactFilter())
     logger = logging.getLogger("gguf_audit.pipelines")
-    logger.addHandler(handler)
-    progress = _Progress(enabled=not args.no_progress, stream=sys.stderr)
+    if not getattr(args, "verbose", False):  # verbose: gguf_audit.cli's handler shows these lines already
+        logger.addHandler(handler)
+    progress = _Progress(enabled=not args.no_progress, stream=sys.stderr, quiet=quiet)
     try:
-        result = run_scan(config, observer=progress)
+        with removed_if_left_empty(config):  # a failed scan leaves no empty --out it made
+            result = run_scan(config, observer=progress)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through gguf_audit.cli (Terminated)
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
         print(f"gguf-audit scan: {signal.Signals(signum).name} received; nothing was committed", file=sys.stderr)
@@ -361,13 +378,12 @@ def cmd_scan(args: argparse.Namespace) -> int:
     except (GGUFAuditError, OSError, ValueError) as exc:
         fail_on = config.scan.fail_on
         raise UsageError(f"scan: the night was committed, but --fail-on {fail_on} could not read it: {exc}") from exc
-    print(redact_text(render_summary(result, gate)))
-    print(
-        redact_text(
-            _duckdb_block(result, options_for(config.scan.out, config.out_storage_options or config.storage_options))
-        )
-    )
-    _export(args, config, result.run_id)
+    summary = render_summary(result, gate).splitlines()
+    print(redact_text("\n".join([summary[0], summary[-1]] if quiet else summary)))  # quiet: the run and its gate
+    if not quiet:
+        out_options = options_for(config.scan.out, config.out_storage_options or config.storage_options)
+        print(redact_text(_duckdb_block(result, out_options)))
+    _export(args, config, result.run_id, quiet=quiet)
     return ExitStatus.PROBLEMS if gate.fails else ExitStatus.OK
 
 
@@ -380,13 +396,14 @@ def _output(config: ScanConfig) -> Output:
     )
 
 
-def _export(args: argparse.Namespace, config: ScanConfig, run_id: str) -> None:
+def _export(args: argparse.Namespace, config: ScanConfig, run_id: str, *, quiet: bool = False) -> None:
     """``--sarif`` and ``--jsonl``: the committed night written out; a usage error when one cannot be."""
     if not (args.sarif or args.jsonl):
         return
     try:
         for path in export_night(_output(config), run_id, sarif=args.sarif, jsonl=args.jsonl):
-            print(f"{'SARIF' if path == args.sarif else 'JSON Lines'} written to {shown_url(path)}")
+            if not quiet:
+                print(f"{'SARIF' if path == args.sarif else 'JSON Lines'} written to {shown_url(path)}")
     except (GGUFAuditError, OSError, ValueError) as exc:
         raise UsageError(f"scan: the night was committed, but its export failed: {exc}") from exc
 

@@ -28,6 +28,7 @@ from gguf_audit.pipelines.nights.diff import MODEL_COLUMNS, alerts, diff_nights
 from gguf_audit.pipelines.nights.nightview import previous_night, row_llama_cpp
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.store.output import Output
+from gguf_audit.report.format import counted
 
 __all__ = ["Gate", "judge_gate"]
 
@@ -44,11 +45,6 @@ class Gate:
     def line(self) -> str:
         """The summary's last line."""
         return f"the run {'fails' if self.fails else 'passes'} --fail-on {self.fail_on}: {self.why}"
-
-
-def counted(n: int, one: str, many: str | None = None) -> str:
-    """``1 file``, ``2 files``: ``n`` with the word in the right number."""
-    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def judge_gate(result: ScanResult, fail_on: str, out: Output) -> Gate:
