@@ -62,12 +62,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_AUDIT_CONFIG",
+    "FILE_DEADLINE_SECONDS",
     "AuditConfig",
     "AuditResources",
     "AuditTarget",
     "FileAudit",
     "Status",
     "audit_file",
+    "audit_file_within",
 ]
 
 
@@ -153,6 +155,11 @@ class AuditResources:
 
 DEFAULT_AUDIT_RESOURCES: Final = AuditResources()
 
+FILE_DEADLINE_SECONDS: Final = 900.0
+"""Wall-clock seconds one file's audit may take, in a scan and in ``inspect`` (``--deadline``): a header
+read of at most two requests, a sampled budget of 32, the templates' 30 s render budget, all with their
+retries, fit in it many times over; a server sending two bytes a second would otherwise hold it for hours."""
+
 SIZE_VERDICTS = frozenset({Code.DATA_TRUNCATED, Code.DATA_TRAILING_BYTES, Code.HEADER_TRUNCATED})
 """Findings that rest on the file's size: never given on a size the store's answers disagree about."""
 
@@ -233,6 +240,54 @@ def audit_file(
     lent = DEFAULT_AUDIT_RESOURCES if resources is None else resources
     with lent.gate.held() if lent.gate is not None else nullcontext():
         return _audit_file(target, config, lent)
+
+
+def audit_file_within(
+    target: AuditTarget | str | os.PathLike[str],
+    *,
+    config: AuditConfig = DEFAULT_AUDIT_CONFIG,
+    resources: AuditResources | None = None,
+    deadline_s: float | None = None,
+) -> FileAudit:
+    """:func:`audit_file` within ``deadline_s`` seconds of wall clock, or a result whose one finding is
+    ``run.file_deadline`` (no header: the file was not judged); None is :data:`FILE_DEADLINE_SECONDS`.
+
+    A thread cannot be stopped from outside, so the audit runs on a daemon thread that is left running
+    past the deadline (its own read timeouts end it later; the process may exit before), as the scan's
+    batches leave theirs.
+    """
+    if not isinstance(target, AuditTarget):
+        target = AuditTarget(os.fspath(target))
+    done: list[FileAudit | BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(audit_file(target, config=config, resources=resources))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
+            done.append(exc)
+
+    deadline_s = FILE_DEADLINE_SECONDS if deadline_s is None else deadline_s
+    begun = time.perf_counter()
+    worker = threading.Thread(target=run, name="gguf-audit file audit", daemon=True)
+    worker.start()
+    worker.join(deadline_s)
+    if done:
+        if isinstance(done[0], BaseException):
+            raise done[0]
+        return done[0]
+    message = (
+        f"{target.shown}: the audit passed its deadline of {deadline_s:g} s of wall clock and was left running; "
+        "the store is slow, or the file or its server may be built to hold an auditor"
+    )
+    return FileAudit(
+        url=target.shown,
+        size=target.size,
+        header=None,
+        findings=[_redacted(finding(Code.RUN_FILE_DEADLINE, message), target.url, target.shown)],
+        io=IOStats(),
+        seconds=time.perf_counter() - begun,
+        etag=target.etag,
+    )
 
 
 def _audit_file(target: AuditTarget, config: AuditConfig, lent: AuditResources) -> FileAudit:

@@ -136,6 +136,8 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    if args.deadline is not None and not 0 < args.deadline < float("inf"):
+        raise _UsageError(f"--deadline must be a positive number of seconds. Got {args.deadline}.")
     options = _parse_storage_options(args.storage_options)
     # Most model files hold a chat template: its render child starts now, beside the imports and the read.
     from gguf_audit.templates.sandbox.runner import prestart
@@ -143,7 +145,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     prestart()
     url = _readable(args.url)
     early = _read_ahead(url, args, options)
-    from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, AuditResources, AuditTarget, audit_file
+    from gguf_audit.audit import DEFAULT_AUDIT_CONFIG, AuditConfig, AuditResources, AuditTarget, audit_file_within
 
     # --sample-requests is checked even without --samples (a bad value is a usage error either way).
     sample_config = _sample_config(args) if args.samples or args.sample_requests is not None else None
@@ -153,7 +155,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     # and checks without fsspec's and aiohttp's start-up. Sampled blocks keep fsspec's concurrent reads.
     resources = AuditResources(stdlib_reads=not args.samples)
     target = AuditTarget(url, storage_options=options, display_url=redact_url(url), source=early)
-    audit = audit_file(target, config=config, resources=resources)
+    audit = audit_file_within(target, config=config, resources=resources, deadline_s=args.deadline)
     fmt = "json" if args.json else args.format
     if fmt in ("json", "jsonl"):
         from gguf_audit.report.json import audit_to_json, dumps
@@ -169,7 +171,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         from gguf_audit.report.text import render_text
 
         print(render_text(audit, samples=args.samples))
-    if audit.header is None and any(f.code.startswith("io.") for f in audit.findings):
+    if audit.header is None and any(f.code.startswith(("io.", "run.")) for f in audit.findings):
         # The store, not the file: a gate must tell "store down" from "file bad". The report above still says why.
         return ExitStatus.USAGE
     # A file llama.cpp refuses fails the command even when its findings are
@@ -364,6 +366,9 @@ def _parser(
         "--upstream-auto",
         action="store_true",
         help="compare with the upstream found beside the file or in the repository its header names",
+    )
+    inspect.add_argument(
+        "--deadline", type=float, metavar="SECONDS", help="wall clock the whole audit may take (a scan's 900)"
     )
     inspect.set_defaults(func=_cmd_inspect)
 

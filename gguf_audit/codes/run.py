@@ -21,9 +21,9 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         Severity.ERROR,
         None,
         (
-            "The file's audit passed the scan's per-file deadline (15 minutes of wall clock from its start) and was "
-            "left running: the file got this row instead of holding its batch. A file may be built to exhaust an "
-            "auditor."
+            "The file's audit passed its deadline (15 minutes of wall clock from its start in a scan; inspect's "
+            "--deadline) and was left running: the file got this row instead of holding its batch or the command. "
+            "A file or its server may be built to exhaust an auditor."
         ),
     ),
 )

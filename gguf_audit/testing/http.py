@@ -77,6 +77,7 @@ class _Knobs:
     allow_head: bool
     truncate: bool
     lying_total: int | None
+    trickle_bytes_per_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,12 +205,29 @@ class _RangeHandler(BaseHTTPRequestHandler):
         # A cut body: the length promised, half of it sent, the connection closed.
         stop = start + (end - start) // 2 if knobs.truncate else end
         for chunk in resource.chunks(start, stop):
+            if knobs.trickle_bytes_per_s > 0:
+                trickled = self._trickle(chunk, knobs.trickle_bytes_per_s)
+                sent += trickled
+                if trickled < len(chunk):
+                    break  # the server is closing
+                continue
             # Counted before the write, so a client that has the bytes sees them counted.
             owner._add_bytes(len(chunk))
             self.wfile.write(chunk)
             sent += len(chunk)
         if sent != end - start:
             self.close_connection = True
+
+    def _trickle(self, chunk: bytes, rate: float) -> int:
+        """Send ``chunk`` a byte at a time, ``1 / rate`` seconds apart; the bytes sent (fewer on close)."""
+        owner = self.server.owner
+        for i in range(len(chunk)):
+            if owner._closing.wait(1.0 / rate):
+                return i
+            owner._add_bytes(1)
+            self.wfile.write(chunk[i : i + 1])
+            self.wfile.flush()
+        return len(chunk)
 
     def _send_simple(self, status: int, *, head: bool, extra: Mapping[str, str] | None = None) -> None:
         phrase = self.responses.get(status, ("Error",))[0]
@@ -265,7 +283,9 @@ class RangeHTTPServer(LoopbackServer):
     - ``allow_head``: when False, answer HEAD with 405;
     - ``authorize``: ``(path, query) -> bool``; a request it refuses gets 403 (a CDN's presigned URLs);
     - ``lie_next`` / ``lying_total``: the next N GET answers state ``lying_total`` as the file's size in
-      their ``Content-Range`` (and resolve the range against it), as a stale proxy or a CDN bug would.
+      their ``Content-Range`` (and resolve the range against it), as a stale proxy or a CDN bug would;
+    - ``trickle_bytes_per_s``: send every body a byte at a time at this rate (0: at once), as a server
+      built to hold a client would.
 
     :attr:`max_in_flight` records the most requests answered at once (a
     client's concurrency, as the server sees it).
@@ -285,6 +305,7 @@ class RangeHTTPServer(LoopbackServer):
         allow_head: bool = True,
         lie_next: int = 0,
         lying_total: int = 0,
+        trickle_bytes_per_s: float = 0.0,
     ) -> None:
         super().__init__()
         self._closing = threading.Event()
@@ -305,6 +326,7 @@ class RangeHTTPServer(LoopbackServer):
         self._lie_next = int(lie_next)
         self.authorize: Callable[[str, str], bool] | None = None
         self._lying_total = int(lying_total)
+        self.trickle_bytes_per_s = float(trickle_bytes_per_s)
         self._serve(_RangeServer(self))
 
     # -- addresses
@@ -501,6 +523,7 @@ class RangeHTTPServer(LoopbackServer):
                 self._allow_head,
                 truncate,
                 lying_total,
+                self.trickle_bytes_per_s,
             )
 
     def _end_request(self) -> None:

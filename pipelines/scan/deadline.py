@@ -12,14 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Final, TypeVar
+from typing import TypeVar
+
+from gguf_audit.audit import FILE_DEADLINE_SECONDS
 
 __all__ = ["FILE_DEADLINE_SECONDS", "deadline_message", "wait_for_files"]
 
-#: Wall-clock seconds one file may take from its submission: a header read of
-#: at most two requests, a sampled budget of 32, the templates' 30 s render
-#: budget, all with their retries, fit in it many times over.
-FILE_DEADLINE_SECONDS: Final = 900.0
 
 T = TypeVar("T")
 
