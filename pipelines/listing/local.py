@@ -10,7 +10,8 @@ entered once (each real directory is walked at most once, which also stops
 loops); a real file reached under two paths (two snapshots sharing a blob,
 hard links) is audited under the first path in walk order (depth first, a
 folder's files before its subfolders', names in order) and the others are
-named, a Hugging Face cache's snapshot path kept over its blob's. Broken
+named, a Hugging Face cache's snapshot path kept over its blob's (and the snapshot
+its ``refs/main`` names over an older one). Broken
 links, loops, aliases of a directory already walked, special files and
 unreadable directories are returned as :class:`Skipped` entries, so a run
 can count and name them instead of dropping them silently.
@@ -372,7 +373,9 @@ def _one_path_per_file(found: _Found, urls: pa.ChunkedArray, skipped: list[Skipp
             continue
         paths = np.sort(order[start:end])
         not_blobs = paths[blob[paths] == 0]
-        kept = int(not_blobs[0]) if len(not_blobs) else int(paths[0])
+        candidates = not_blobs if len(not_blobs) else paths
+        current = _on_refs_main([str(urls[int(i)].as_py()) for i in candidates])
+        kept = int(candidates[current or 0])
         kept_url = str(urls[kept].as_py())
         for other in paths.tolist():
             if other != kept:
@@ -456,6 +459,23 @@ def _shown(entry: Skipped) -> Skipped:
             return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
     return Skipped(shown(entry.url), shown(entry.reason), entry.code)
+
+
+def _on_refs_main(urls: list[str]) -> int | None:
+    """Which of a file's paths lies in the snapshot its Hugging Face cache's ``refs/main`` names (the revision
+    ``huggingface_hub`` serves today), when one does: a blob an old snapshot shares is recorded under the current."""
+    for i, url in enumerate(urls):
+        parts = url.removeprefix("file://").split("/")
+        at = next((j for j in range(1, len(parts) - 1) if parts[j] == "snapshots"), None)
+        if at is None or not parts[at - 1].startswith("models--"):
+            continue
+        try:
+            with open("/".join([*parts[:at], "refs", "main"]), encoding="utf-8") as ref:
+                if ref.read(128).strip() == parts[at + 1]:
+                    return i
+        except (OSError, UnicodeDecodeError):
+            continue
+    return None
 
 
 def _is_hf_blob(path: str) -> bool:

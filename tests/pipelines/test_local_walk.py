@@ -46,14 +46,27 @@ def test_hf_cache_scans_as_its_files_once_each(tmp_path: Path) -> None:
     repo = _hf_cache(tmp_path)
     listing = discover([str(tmp_path)])
     snap = f"file://{repo}/snapshots"
-    # Each blob once, under a snapshot path (never the blob's hash name), with the target's size.
+    # Each blob once, under the snapshot refs/main names (never the blob's hash name, nor the old sha1 that
+    # comes first in walk order), with the target's size.
     assert [(f.url, f.size) for f in listing.files] == [
-        (f"{snap}/sha1/m-Q4_K.gguf", len(b"q4 model bytes")),
         (f"{snap}/sha2/m-F16.gguf", len(b"f16 model bytes, longer")),
+        (f"{snap}/sha2/m-Q4_K.gguf", len(b"q4 model bytes")),
     ]
     assert all(f.mtime is not None for f in listing.files)
-    # The second snapshot's link to the same blob is named, not silently dropped.
-    assert [str(s) for s in listing.skipped] == [f"{snap}/sha2/m-Q4_K.gguf: same file as {snap}/sha1/m-Q4_K.gguf"]
+    # The old snapshot's link to the same blob is named, not silently dropped.
+    assert [str(s) for s in listing.skipped] == [f"{snap}/sha1/m-Q4_K.gguf: same file as {snap}/sha2/m-Q4_K.gguf"]
+
+
+def test_hf_cache_is_recorded_under_refs_main_by_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _hf_cache(tmp_path / "hub")
+    assert main(["scan", str(tmp_path / "hub"), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    shown = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  file://")]
+    assert shown == [f"file://{repo}/snapshots/sha2/m-F16.gguf", f"file://{repo}/snapshots/sha2/m-Q4_K.gguf"]
+    (repo / "refs" / "main").write_text("sha1\n")  # huggingface_hub moved main back: its snapshot wins
+    assert main(["scan", str(tmp_path / "hub"), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    assert f"file://{repo}/snapshots/sha1/m-Q4_K.gguf" in capsys.readouterr().out
 
 
 def test_links_loops_and_broken_links_are_named(tmp_path: Path) -> None:
@@ -170,7 +183,7 @@ def test_hf_cache_with_every_file_included_shows_snapshot_paths(tmp_path: Path) 
     repo = _hf_cache(tmp_path)
     listing = discover([str(tmp_path)], include=["*"])
     urls = [f.url.removeprefix(f"file://{repo}/") for f in listing.files]
-    assert "snapshots/sha1/m-Q4_K.gguf" in urls and "snapshots/sha2/m-F16.gguf" in urls
+    assert "snapshots/sha2/m-Q4_K.gguf" in urls and "snapshots/sha2/m-F16.gguf" in urls
     assert not any(u.startswith("blobs/") for u in urls)
     assert {s.url.removeprefix(f"file://{repo}/") for s in listing.skipped} >= {"blobs/aaa111", "blobs/bbb222"}
 
