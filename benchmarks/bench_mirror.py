@@ -14,6 +14,9 @@ and body bytes at each server:
   sampled blocks read with the scan's default plan (the copy's fingerprints
   are the scan's own ``files`` row: no extra read, its audit's cost is shown
   for reference);
+- ``--verify full``: the same HEAD, and the copy read whole and hashed
+  (8 MiB ranged GETs; the source's LFS sha256 came with its listing), once:
+  the hash is kept for the nights the copy stays unchanged;
 - the derivation check (``compare``) at the scan's default budget
   (:class:`~gguf_audit.compare.CompareBudget`: 8 tensors, 32 ranges and 1 MiB
   per file): each quantized corpus file against the F16 over the Hub.
@@ -42,7 +45,9 @@ from gguf_audit.compare import CompareBudget, compare_files
 from gguf_audit.io.source import ReadConfig
 from gguf_audit.pipelines.listing.discover import discover
 from gguf_audit.pipelines.scan.mirror import read_head, source_fingerprints
+from gguf_audit.pipelines.scan.mirror_verify import hash_whole
 from gguf_audit.plan import SampleConfig
+from gguf_audit.tables.listed import ListedFile
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.hub import LocalHub
 from gguf_audit.testing.s3 import MotoS3Server
@@ -129,12 +134,26 @@ def _per_file(
         len(cdn.requests) / n,
     )
     moto.reset_stats()
+    for name, data in models.items():
+        hashed = hash_whole(ListedFile(f"s3://{bucket}/models/llama/{name}", len(data)), {})
+        if hashed.sha256 is None:
+            raise RuntimeError(f"hashing {name} failed: {hashed.error}")
+    whole = Cost(
+        "mirror check, --verify full (the copy hashed once)",
+        n,
+        (heads + len(moto.requests)) / n,
+        (head_bytes + moto.bytes_sent) / n,
+        0,
+        0,
+        0,
+    )
+    moto.reset_stats()
     for name in models:
         audit_file(AuditTarget(f"s3://{bucket}/models/llama/{name}", size=len(models[name])), config=AUDIT)
     own = Cost(
         "(the scan's own audit of a copy, for reference)", n, len(moto.requests) / n, moto.bytes_sent / n, 0, 0, 0
     )
-    return [checksum, fingerprint, own]
+    return [checksum, fingerprint, whole, own]
 
 
 def _derivation(hub: LocalHub, cdn: RangeHTTPServer, models: dict[str, bytes]) -> Cost:
