@@ -182,9 +182,14 @@ class Comparison:
 
     def summary(self) -> dict[str, Any]:
         worst = self.worst
+        converted = [t for t in self.tensors if t.quant_type != t.reference_type]
         return {
             "derivation": str(self.derivation),
             "n_derived_tensors": sum(1 for t in self.tensors if t.derivation == Derivation.DERIVED),
+            # what a derivation rests on: of the converted tensors, the blocks read and those re-made bit for bit
+            "n_converted_tensors": len(converted),
+            "n_converted_blocks": sum(t.n_blocks for t in converted),
+            "n_derived_blocks": sum(t.n_derived_blocks for t in converted if t.derivation == Derivation.DERIVED),
             "n_compared": len(self.tensors),
             "n_skipped": len(self.skipped),
             "n_layout_suspect": self.n_suspect,

@@ -26,6 +26,7 @@ from gguf_audit.decode.requant import (
     reproducible,
     requantize,
 )
+from gguf_audit.report.text import render_comparison
 from gguf_audit.testing.oracle import find_oracle
 
 MODELS = corpus_dir() / "models"
@@ -98,6 +99,17 @@ def test_corpus_quants_against_their_sources(quant: str, reference: str, expecte
         decided = [t for t in converted if t.derivation == Derivation.DERIVED]
         assert decided and all(t.n_derived_blocks == t.n_blocks for t in decided)
     assert result.summary()["derivation"] == str(expected)
+    said = render_comparison(result)
+    if expected is Derivation.DERIVED:
+        summary = result.summary()
+        assert 0 < summary["n_derived_blocks"] <= summary["n_converted_blocks"]
+        assert (
+            f"derivation: derived (every compared block of a converted tensor is the reference's, re-quantized bit "
+            f"for bit): {summary['n_derived_blocks']} of the {summary['n_converted_blocks']} blocks read re-made"
+        ) in said
+        assert f"in {summary['n_derived_tensors']} of {summary['n_converted_tensors']} converted tensors" in said
+    else:
+        assert "blocks read re-made" not in said
 
 
 def test_one_changed_value_contradicts() -> None:

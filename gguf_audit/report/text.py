@@ -5,7 +5,7 @@ Every piece of text from a file goes through :func:`~gguf_audit.report.format.es
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -188,6 +188,17 @@ _DERIVATION_MEANS: Final = {
 }
 
 
+def _derivation_basis(summary: dict[str, Any]) -> str:
+    """What a ``derived`` verdict rests on: the blocks re-made of those read, in how many converted tensors."""
+    if summary["derivation"] != "derived":
+        return ""
+    return (
+        f": {summary['n_derived_blocks']} of the {summary['n_converted_blocks']} blocks read re-made bit for bit, "
+        f"in {summary['n_derived_tensors']} of {summary['n_converted_tensors']} converted tensors; "
+        "the blocks not read are not compared"
+    )
+
+
 def _derived_cell(derivation: str | None, derived: int, blocks: int) -> str:
     return "-" if derivation in (None, "unprovable") else f"{derived}/{blocks}"
 
@@ -226,7 +237,7 @@ def render_comparison(c: Comparison) -> str:
             else ""
         )
     )
-    lines.append(f"derivation: {c.derivation} ({_DERIVATION_MEANS[str(c.derivation)]})")
+    lines.append(f"derivation: {c.derivation} ({_DERIVATION_MEANS[str(c.derivation)]}){_derivation_basis(summary)}")
     for f in c.findings:
         lines.append(finding_line(f, code_width=MEASURE_CODE_WIDTH, place=False))
     lines.append(
