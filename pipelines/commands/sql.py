@@ -182,7 +182,7 @@ def add_sql_parser(sub: Any) -> argparse.ArgumentParser:
         "--format",
         choices=("table", "csv", "jsonl"),
         default="table",
-        help="table (default; strings escaped and cut), csv, or jsonl (one JSON object per row)",
+        help="table (default; strings escaped and cut), csv (strings escaped), or jsonl (one JSON object per row)",
     )
     parser.add_argument(
         "--views",
@@ -210,6 +210,15 @@ def _table(names: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> str:
     return "\n".join(lines)
 
 
+def _csv_cell(value: Any) -> Any:
+    """A CSV cell as standard output may show it: text with its control and bidi characters escaped, as the
+    table and JSON Lines formats escape them (a file name may hold ESC, OSC, BEL, CR, C1 controls or a
+    right-to-left override); numbers and NULL (an empty cell) as they are."""
+    if value is None or isinstance(value, bool | int | float | Decimal):
+        return value
+    return escape(str(value))
+
+
 def _json_value(value: Any) -> Any:
     if isinstance(value, datetime | date):
         return value.isoformat()
@@ -232,8 +241,8 @@ def _render(names: Sequence[str], rows: Sequence[tuple[Any, ...]], fmt: str) -> 
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(names)
-        writer.writerows(rows)
+        writer.writerow([escape(n) for n in names])
+        writer.writerows([_csv_cell(v) for v in row] for row in rows)
         return buffer.getvalue()
     return _table(names, rows) + "\n"
 
