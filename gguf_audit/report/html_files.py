@@ -199,10 +199,14 @@ def render_duplicates(groups: Sequence[DuplicateGroup] | None, files: Sequence[F
     if groups is None:
         return '<p class="empty">this night has no weights fingerprints (scans with sampling record them)</p>'
     if not groups:
-        return '<p class="empty">no two files hold the same weights</p>'
+        return '<p class="empty">no two files share a weights fingerprint</p>'
     by_url = {f.url: f for f in files}
     n_files = sum(len(g.files) for g in groups)
-    parts = [f'<p class="sub">{len(groups)} groups of the same weights, {n_files} files</p>']
+    parts = [
+        f'<p class="sub">{len(groups)} groups of the same weights fingerprint, {n_files} files. What a group '
+        "shares: the tensor table (names, types, shapes) and the bytes of each tensor's first block the scan "
+        "read; the blocks not fingerprinted are not compared (docs/checks.md)</p>"
+    ]
     for g in groups:
         differs = ", ".join(g.differs) or "nothing: the same inference metadata"
         rows = []

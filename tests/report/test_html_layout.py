@@ -106,6 +106,9 @@ def test_duplicates_name_how_the_metadata_differs_and_sections_plug_in() -> None
     dup = page[page.index('<section id="s-duplicates">') :]
     assert "2 files; metadata differs in: template" in dup
     assert "the group&#x27;s first (compared with)" in dup and "<td>template</td>" in dup
+    # What the grouping rests on, said where the groups are: not every byte.
+    assert "first block the scan read" in dup
+    assert "the blocks not fingerprinted are not compared" in dup
     assert page.index('id="s-duplicates"') < page.index('id="s-mirror"') < page.index('id="s-quantization"')
     assert '<a href="#s-mirror">Mirror against source</a>' in page
     report.duplicates = None
