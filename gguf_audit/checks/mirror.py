@@ -149,6 +149,37 @@ def _differs(path: str, mirror: MirrorSide, source: MirrorSide, evidence: Eviden
     return MirrorVerdict(path, MirrorStatus.CONTENT_DIFFERS, evidence, f"{path}: {what}", Code.MIRROR_CONTENT_DIFFERS)
 
 
+def _by_content(path: str, mirror: MirrorSide, source: MirrorSide) -> MirrorVerdict | None:
+    """Same size (or unknown): the whole-file hashes decide, else the fingerprints; None when neither can."""
+    if mirror.sha256 is not None and source.sha256 is not None:
+        origins = f"{_origin(mirror, 'the copy')}; {_origin(source, 'the source')}"
+        if mirror.sha256.lower() == source.sha256.lower():
+            return MirrorVerdict(
+                path,
+                MirrorStatus.FAITHFUL,
+                Evidence.SHA256,
+                f"{path}: sha256 {_short(source.sha256)} of the whole file on both sides ({origins})",
+            )
+        what = f"sha256 {_short(mirror.sha256)} against the source's {_short(source.sha256)} ({origins})"
+        return _differs(path, mirror, source, Evidence.SHA256, what)
+    fingerprints = (mirror.weights_fingerprint, mirror.metadata_fingerprint)
+    theirs = (source.weights_fingerprint, source.metadata_fingerprint)
+    if None not in fingerprints and None not in theirs:
+        if fingerprints == theirs:
+            return MirrorVerdict(
+                path,
+                MirrorStatus.SAMPLED_MATCH,
+                Evidence.FINGERPRINT,
+                f"{path}: the tensor table, inference metadata and sampled blocks agree (weights fingerprint "
+                f"{_short(mirror.weights_fingerprint)}); {_coverage(mirror, source)}, the rest is not compared "
+                "(--verify full hashes whole files)",
+            )
+        part = "weights" if fingerprints[0] != theirs[0] else "metadata"
+        what = f"the {part} fingerprints differ ({_short(fingerprints[0])} against {_short(theirs[0])})"
+        return _differs(path, mirror, source, Evidence.FINGERPRINT, what)
+    return None
+
+
 def judge_pair(path: str, mirror: MirrorSide | None, source: MirrorSide | None) -> MirrorVerdict:
     """The verdict on ``path`` (the source's path) from what each side said of it."""
     if mirror is None:
@@ -182,32 +213,9 @@ def judge_pair(path: str, mirror: MirrorSide | None, source: MirrorSide | None) 
         return _differs(
             path, mirror, source, Evidence.SIZE, f"the copy has {mirror.size} bytes, the source {source.size}"
         )
-    if mirror.sha256 is not None and source.sha256 is not None:
-        origins = f"{_origin(mirror, 'the copy')}; {_origin(source, 'the source')}"
-        if mirror.sha256.lower() == source.sha256.lower():
-            return MirrorVerdict(
-                path,
-                MirrorStatus.FAITHFUL,
-                Evidence.SHA256,
-                f"{path}: sha256 {_short(source.sha256)} of the whole file on both sides ({origins})",
-            )
-        what = f"sha256 {_short(mirror.sha256)} against the source's {_short(source.sha256)} ({origins})"
-        return _differs(path, mirror, source, Evidence.SHA256, what)
-    fingerprints = (mirror.weights_fingerprint, mirror.metadata_fingerprint)
-    theirs = (source.weights_fingerprint, source.metadata_fingerprint)
-    if None not in fingerprints and None not in theirs:
-        if fingerprints == theirs:
-            return MirrorVerdict(
-                path,
-                MirrorStatus.SAMPLED_MATCH,
-                Evidence.FINGERPRINT,
-                f"{path}: the tensor table, inference metadata and sampled blocks agree (weights fingerprint "
-                f"{_short(mirror.weights_fingerprint)}); {_coverage(mirror, source)}, the rest is not compared "
-                "(--verify full hashes whole files)",
-            )
-        part = "weights" if fingerprints[0] != theirs[0] else "metadata"
-        what = f"the {part} fingerprints differ ({_short(fingerprints[0])} against {_short(theirs[0])})"
-        return _differs(path, mirror, source, Evidence.FINGERPRINT, what)
+    decided = _by_content(path, mirror, source)
+    if decided is not None:
+        return decided
     reasons = []
     if mirror.sha256 is None:
         reasons.append(f"the mirror keeps no full-object sha256 ({mirror.no_sha256 or 'none given'})")

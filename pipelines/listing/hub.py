@@ -202,6 +202,14 @@ def _api(options: Mapping[str, Any]) -> Any:
     return HfApi(endpoint=hub_endpoint(options), token=token if token else False)
 
 
+def _known_files(known: KnownRepo | None, repo_id: str, sha: str, card: HubGGUF | None) -> list[ListedFile] | None:
+    """The files an earlier listing found at ``sha`` (the same commit, the same tree), with this night's card."""
+    cached = known(repo_id, sha) if known is not None else None
+    if cached is None:
+        return None
+    return [dataclasses.replace(f, hub_gguf=card if f.url.endswith(".gguf") else None) for f in cached]
+
+
 def _list_repo(
     api: Any,
     hub: HubURL,
@@ -221,10 +229,9 @@ def _list_repo(
             sha = str(info.sha)
             card = parse_hub_gguf(getattr(info, "gguf", None))
         pinned = sha
-        cached = known(repo_id, pinned) if known is not None and not sub else None
+        cached = _known_files(known, repo_id, pinned, card) if not sub else None
         if cached is not None:
-            # The same commit, the same tree; the card is this night's (the Hub may have re-read the files).
-            return [dataclasses.replace(f, hub_gguf=card if f.url.endswith(".gguf") else None) for f in cached]
+            return cached
         try:
             entries = _waiting_out_429(
                 lambda: list(api.list_repo_tree(repo_id, path_in_repo=sub or None, recursive=True, revision=pinned))
