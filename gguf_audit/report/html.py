@@ -31,7 +31,7 @@ from typing import Final
 from gguf_audit.codes import CODES, LLAMA_CPP_BUILD, SEVERITY_RANK
 from gguf_audit.findings import llama_cpp_label
 from gguf_audit.report.charts import COLORS, Bar, Box, Series, bar_chart, box_chart, line_chart, text
-from gguf_audit.report.format import fmt_bytes
+from gguf_audit.report.format import counted, fmt_bytes
 from gguf_audit.report.html_files import (
     MAX_ROWS,
     render_duplicates,
@@ -128,7 +128,8 @@ def _headline(n: NightSummary) -> str:
         (
             _share(n.n_loadable, n.n_files),
             "loadable",
-            f"{n.n_loadable} of {n.n_files} files; {n.n_aborts} abort llama.cpp {n.llama_cpp_build or LLAMA_CPP_BUILD}",
+            f"{n.n_loadable} of {counted(n.n_files, 'file')}; {n.n_aborts} abort{'s' if n.n_aborts == 1 else ''} "
+            f"llama.cpp {n.llama_cpp_build or LLAMA_CPP_BUILD}",
         ),
         (
             fmt_bytes(n.bytes_read),
@@ -136,7 +137,11 @@ def _headline(n: NightSummary) -> str:
             f"of {fmt_bytes(n.collection_bytes)} ({_share(n.bytes_read, n.collection_bytes)})",
         ),
         (f"{n.seconds:.1f} s", "wall time", f"finished {n.finished_at}"),
-        (str(n.n_errors), "errors", f"{n.n_warnings} warnings, {n.n_infos} info"),
+        (
+            str(n.n_errors),
+            "error" if n.n_errors == 1 else "errors",
+            f"{counted(n.n_warnings, 'warning')}, {n.n_infos} info",
+        ),
     ]
     html = ['<div class="cards" id="headline">']
     for value, label, note in cards:

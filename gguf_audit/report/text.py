@@ -16,7 +16,7 @@ from gguf_audit.findings import LLAMA_CPP_BUILD, llama_cpp_label
 from gguf_audit.format.model import KV, StringArray, ValueType, json_scalar
 from gguf_audit.redact import redact_value
 from gguf_audit.report.dump import float32_repr, parameter_count, parameter_label, scalar_repr, shard_hint
-from gguf_audit.report.format import MEASURE_CODE_WIDTH, escape, finding_line, fmt_bytes, fmt_stat
+from gguf_audit.report.format import MEASURE_CODE_WIDTH, counted, escape, finding_line, fmt_bytes, fmt_stat
 
 if TYPE_CHECKING:
     # Only named in annotations: a report of one file imports neither the comparison nor the sampled reads.
@@ -64,7 +64,8 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, max_keys: int = 200,
         arch = h.architecture
         lines.append(
             f"  GGUF v{h.version}, {h.byte_order}-endian, alignment {h.alignment}, "
-            f"{h.n_kv} keys, {h.n_tensors} tensors" + (f", architecture {escape(arch, 40)}" if arch else "")
+            f"{counted(h.n_kv, 'key')}, {counted(h.n_tensors, 'tensor')}"
+            + (f", architecture {escape(arch, 40)}" if arch else "")
         )
         lines.append(f"  header {fmt_bytes(h.header_bytes, exact=True)}, data section at {h.data_offset}")
         file_type = h.metadata.get("general.file_type")
@@ -111,7 +112,7 @@ def render_text(audit: FileAudit, *, max_tensors: int = 60, max_keys: int = 200,
     if audit.upstream_url is not None:
         lines.append(f"upstream: {audit.upstream_url}")
     lines.append(
-        f"io: {audit.io.requests} requests, {fmt_bytes(audit.io.bytes_read, exact=True)} read"
+        f"io: {counted(audit.io.requests, 'request')}, {fmt_bytes(audit.io.bytes_read, exact=True)} read"
         + (f" ({audit.io.bytes_read / audit.size:.2%} of the file)" if audit.size else "")
         + f", {audit.seconds * 1000:.0f} ms"
     )
@@ -128,7 +129,8 @@ def _sample_lines(audit: FileAudit, max_tensors: int) -> list[str]:
     strata = f"{bin(audit.sampled_strata or 0).count('1')} of 16 strata"
     lines = [
         "",
-        f"samples ({len(audit.samples)} blocks of {len(stats)} tensors, {strata}, fingerprint {audit.fingerprint}):",
+        f"samples ({counted(len(audit.samples), 'block')} of {counted(len(stats), 'tensor')}, {strata}, "
+        f"fingerprint {audit.fingerprint}):",
     ]
     if not stats:
         return lines
@@ -169,8 +171,8 @@ def render_file_samples(samples: FileSamples, *, max_values: int = 8) -> str:
     for f in samples.read.findings:
         lines.append(finding_line(f, code_width=MEASURE_CODE_WIDTH, place=False))
     lines.append(
-        f"io: {samples.io.requests} requests, {samples.io.bytes_read} B read for "
-        f"{samples.read.plan.block_bytes} B of sampled blocks in {len(samples.read.fetched)} ranges"
+        f"io: {counted(samples.io.requests, 'request')}, {samples.io.bytes_read} B read for "
+        f"{samples.read.plan.block_bytes} B of sampled blocks in {counted(len(samples.read.fetched), 'range')}"
         + (f"; fingerprint {samples.read.fingerprint}" if samples.read.fingerprint else "")
     )
     return "\n".join(lines)
@@ -224,7 +226,7 @@ def render_comparison(c: Comparison) -> str:
         lines.append(f"  skipped {escape(s.name, 64)}: {escape(s.reason, 200)}")
     summary = c.summary()
     lines.append(
-        f"summary: {summary['n_compared']} tensors compared, {summary['n_skipped']} skipped, "
+        f"summary: {counted(summary['n_compared'], 'tensor')} compared, {summary['n_skipped']} skipped, "
         f"{summary['n_layout_suspect']} layout suspect; relative RMSE {summary['relative_rmse']:.3g}"
         + (
             f" over {summary['n_blocks']} of {summary['n_planned_blocks']} planned blocks"
@@ -241,7 +243,7 @@ def render_comparison(c: Comparison) -> str:
     for f in c.findings:
         lines.append(finding_line(f, code_width=MEASURE_CODE_WIDTH, place=False))
     lines.append(
-        f"io: quant {c.quant_io.requests} requests, {c.quant_io.bytes_read} B; "
-        f"reference {c.reference_io.requests} requests, {c.reference_io.bytes_read} B"
+        f"io: quant {counted(c.quant_io.requests, 'request')}, {c.quant_io.bytes_read} B; "
+        f"reference {counted(c.reference_io.requests, 'request')}, {c.reference_io.bytes_read} B"
     )
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from gguf_audit.cli import ExitStatus
 from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.commands.scan import main as scan_main
 from gguf_audit.pipelines.commands.scan import needs_pipeline_extra
+from gguf_audit.report.format import counted
 from gguf_audit.testing.sample_collection import build_sample_collection
 
 __all__ = ["add_demo_parser", "run_demo"]
@@ -45,7 +46,7 @@ def run_demo(directory: str, out: str, *, workers: int | None = None, progress: 
     """Write the sample collection to ``directory``, scan it into ``out``; 0 when the scan committed."""
     needs_pipeline_extra("demo")
     urls = build_sample_collection(directory)
-    print(f"sample collection: {len(urls)} files under {directory}/")
+    print(f"sample collection: {counted(len(urls), 'file')} under {directory}/")
     argv = [directory, "--out", out]
     if workers is not None:
         argv += ["--workers", str(workers)]

@@ -32,6 +32,7 @@ from gguf_audit.pipelines.nights.diff import alerts, diff_nights
 from gguf_audit.pipelines.nights.nightview import nights
 from gguf_audit.pipelines.nights.picture import night_row
 from gguf_audit.pipelines.store.output import Output
+from gguf_audit.report.format import counted
 from gguf_audit.report.json import dumps
 from gguf_audit.report.nightly import diff_to_json, render_diff_text
 
@@ -89,18 +90,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write(dumps(payload) + "\n")
     else:
         print(render_diff_text(diff))
-        print(f"{_count(len(found.problems), 'new problem')} at or above {args.fail_on}")
+        print(f"{counted(len(found.problems), 'new problem')} at or above {args.fail_on}")
         if found.aborts:
             print(
-                f"{_count(len(found.aborts), 'file or model', 'files or models')} now abort llama.cpp {LLAMA_CPP_BUILD}"
+                f"{counted(len(found.aborts), 'file or model', 'files or models')} now "
+                f"abort{'s' if len(found.aborts) == 1 else ''} llama.cpp {LLAMA_CPP_BUILD}"
             )
         if found.mirror:
-            print(f"{_count(len(found.mirror), 'mirror copy', 'mirror copies')} stopped being faithful to their source")
+            print(
+                f"{counted(len(found.mirror), 'mirror copy', 'mirror copies')} stopped being faithful to their source"
+            )
     return ExitStatus.PROBLEMS if found else ExitStatus.OK
-
-
-def _count(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -219,7 +219,7 @@ class _Progress(ScanObserver):
 
     def comparing(self, requests: int, bytes_read: int) -> None:
         if self.bar is not None:
-            self.bar.set_postfix_str(f"{self.read}; compare: {requests} requests, {fmt_bytes(bytes_read)}")
+            self.bar.set_postfix_str(f"{self.read}; compare: {counted(requests, 'request')}, {fmt_bytes(bytes_read)}")
 
     def committing(self) -> None:
         self.close()
@@ -237,7 +237,11 @@ def _is_local(url: str) -> bool:
 def render_summary(result: ScanResult, gate: Gate) -> str:
     """The end-of-run summary; its last line is the ``--fail-on`` gate's outcome."""
     lines = []
-    base = f" (incremental on {result.base_run_id}: {result.n_reused} files reused)" if result.base_run_id else ""
+    base = (
+        f" (incremental on {result.base_run_id}: {counted(result.n_reused, 'file')} reused)"
+        if result.base_run_id
+        else ""
+    )
     lines.append(f"run {result.run_id} committed to {escape(result.out)}{base}")
     if result.reuse_note:
         lines.append(f"  ({result.reuse_note})")
@@ -248,7 +252,7 @@ def render_summary(result: ScanResult, gate: Gate) -> str:
     unloadable = (
         f"; {result.n_unloadable} llama.cpp {LLAMA_CPP_BUILD} would refuse{aborts}" if result.n_unloadable else ""
     )
-    lines.append(f"files: {result.n_files} ({by_status}{unloadable}) in {result.n_models} models")
+    lines.append(f"files: {result.n_files} ({by_status}{unloadable}) in {counted(result.n_models, 'model')}")
     if result.problem_codes:
         lines.append("most frequent problems:")
         ranked = sorted(result.problem_codes.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -256,7 +260,7 @@ def render_summary(result: ScanResult, gate: Gate) -> str:
         for code, n in ranked[:TOP_CODES]:
             lines.append(f"  {n:6d}  {code:{width}}  {result.code_severities.get(code, '?')}")
         if len(ranked) > TOP_CODES:
-            lines.append(f"  … {len(ranked) - TOP_CODES} more codes")
+            lines.append(f"  … {counted(len(ranked) - TOP_CODES, 'more code')}")
     else:
         lines.append("problems: none")
     if result.incomplete_models:
@@ -269,21 +273,27 @@ def render_summary(result: ScanResult, gate: Gate) -> str:
     share = f" ({result.bytes_read / result.collection_bytes:.2%})" if result.collection_bytes else ""
     lines.append(
         f"read {fmt_bytes(result.bytes_read)} of {fmt_bytes(result.collection_bytes)}{share} "
-        f"in {result.requests} requests"
+        f"in {counted(result.requests, 'request')}"
     )
-    listed = "" if result.listing_requests is None else f" ({result.listing_requests} requests)"
+    listed = "" if result.listing_requests is None else f" ({counted(result.listing_requests, 'request')})"
     if result.listing_wait_s:
         listed += f", {result.listing_wait_s:.1f} s of it waiting out the Hub's rate limit"
     lines.append(
-        f"{result.n_read} files read in {result.audit_seconds:.2f} s ({result.files_per_second:.1f} files/s); "
+        f"{counted(result.n_read, 'file')} read in {result.audit_seconds:.2f} s "
+        f"({result.files_per_second:.1f} files/s); "
         f"listing {result.listing_seconds:.2f} s{listed}, whole run {result.seconds:.2f} s"
     )
     dropped = (
-        f" ({result.duplicates_dropped} duplicate rows of rerun batches dropped)" if result.duplicates_dropped else ""
+        f" ({counted(result.duplicates_dropped, 'duplicate row')} of rerun batches dropped)"
+        if result.duplicates_dropped
+        else ""
     )
     lines.append(f"every listed file has exactly one row: {result.rows_checked} of {result.n_files}{dropped}")
     if result.skipped:
-        lines.append(f"skipped {len(result.skipped)} listed entries (no row; runs.skipped names them):")
+        lines.append(
+            f"skipped {counted(len(result.skipped), 'listed entry', 'listed entries')} "
+            "(no row; runs.skipped names them):"
+        )
         lines.extend(f"  {escape(s, 600)}" for s in result.skipped[:SHOWN_MODELS])
         if len(result.skipped) > SHOWN_MODELS:
             lines.append(f"  … {len(result.skipped) - SHOWN_MODELS} more")

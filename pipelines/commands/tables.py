@@ -27,6 +27,7 @@ from gguf_audit.pipelines.nights.picture import night_row, picture
 from gguf_audit.pipelines.store.output import COMMIT_ORDER, Output
 from gguf_audit.pipelines.store.parts import is_local_fs
 from gguf_audit.pipelines.store.retention import DEFAULT_MIN_AGE_HOURS, Retention, vacuum_nights
+from gguf_audit.report.format import counted
 from gguf_audit.report.format import shown_url as shown
 from gguf_audit.tables.schema import SCHEMAS, TABLE_NAMES
 
@@ -120,7 +121,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         raise UsageError(f"snapshot: {exc}") from exc
     print(f"night {night} of {shown(args.out)} written to {shown(args.to)}:")
     for table, n in counts.items():
-        print(f"  {table}.parquet  {n} rows")
+        print(f"  {table}.parquet  {counted(n, 'row')}")
     return ExitStatus.OK
 
 
@@ -128,7 +129,7 @@ def vacuum_lines(report: Retention) -> list[str]:
     """What ``tables --vacuum`` did: nights kept and dropped, per table what went and what the minimum age kept."""
     lines = [f"first {r.action} the interrupted run {r.run_id}" for r in report.recovered]
     dropped = f": {', '.join(report.dropped)}" if report.dropped else ""
-    lines.append(f"kept {len(report.kept)} nights, dropped {len(report.dropped)}{dropped}")
+    lines.append(f"kept {counted(len(report.kept), 'night')}, dropped {len(report.dropped)}{dropped}")
     for table in COMMIT_ORDER:
         young = report.files_kept_young.get(table, 0)
         kept = f", files kept (younger than {report.min_age_hours} h) {young}" if young else ""
@@ -138,7 +139,7 @@ def vacuum_lines(report: Retention) -> list[str]:
         )
     removed = sum(report.files_vacuumed.values())
     young = sum(report.files_kept_young.values())
-    line = f"removed {removed} data files no kept version names"
+    line = f"removed {counted(removed, 'data file')} no kept version names"
     if young:
         line += (
             f"; kept {young} more for being younger than --min-age-hours {report.min_age_hours} "
@@ -165,8 +166,11 @@ def cmd_tables(args: argparse.Namespace) -> int:
     if versions["runs"] is None:
         # fsspec's HTTP and some object stores answer "not there" for a host that cannot be reached: say both.
         raise UsageError(f"tables: no audit tables at {args.out!r} (no scan committed there, or it cannot be reached)")
-    print(f"{len(runs)} committed nights in {shown(args.out)}")
+    print(f"{counted(len(runs), 'committed night')} in {shown(args.out)}")
     for row in runs:
-        print(f"  {row['run_id']}  {row['n_files']} files, {row['n_read']} read, {row['n_problems']} problems")
+        print(
+            f"  {row['run_id']}  {counted(row['n_files'], 'file')}, {row['n_read']} read, "
+            f"{counted(row['n_problems'], 'problem')}"
+        )
     print("table versions: " + ", ".join(f"{t} {v}" for t, v in versions.items()))
     return ExitStatus.OK

@@ -65,7 +65,7 @@ def test_snapshot_and_vacuum(
     # The default minimum age keeps the files just made unreferenced, and says so (issue 19, item 8).
     assert main(["tables", str(out), "--vacuum", "--keep-nights", "1"]) == 0
     printed = capsys.readouterr().out
-    assert f"kept 1 nights, dropped 1: {first}" in printed and "1 committed nights" in printed
+    assert f"kept 1 night, dropped 1: {first}" in printed and "1 committed night in" in printed
     young = re.search(
         r"removed 0 data files no kept version names; kept (\d+) more for being younger than "
         r"--min-age-hours 24 \(--min-age-hours 0 removes them when no scan is running\)",
@@ -75,7 +75,7 @@ def test_snapshot_and_vacuum(
     assert "files kept (younger than 24 h)" in printed
     assert main(["tables", str(out), "--vacuum", "--keep-nights", "1", "--min-age-hours", "0"]) == 0
     printed = capsys.readouterr().out
-    assert "kept 1 nights, dropped 0" in printed and "younger than" not in printed
+    assert "kept 1 night, dropped 0" in printed and "younger than" not in printed
     removed = re.search(r"removed (\d+) data files no kept version names\n", printed)
     assert removed is not None and int(removed[1]) >= int(young[1]), printed
     assert output.last_committed_run() == second and output.committed_runs().num_rows == 1

@@ -74,5 +74,5 @@ def test_the_report_shows_aborts(aborting_night: tuple[Path, str, str], tmp_path
     assert main(["report", str(out), "--html", str(page)]) == 0
     html = page.read_text()
     assert "Now aborting llama.cpp (2)" in html
-    assert '<span class="error">(ABORTS)</span>' in html and "1 abort llama.cpp b11312" in html
+    assert '<span class="error">(ABORTS)</span>' in html and "1 aborts llama.cpp b11312" in html
     assert '<span class="error">(refuses)</span>' in html  # y: a row from before the column, judged by its codes
