@@ -1,6 +1,6 @@
 """``gguf-audit sql``: ask one night's audit tables a SQL question, through views that cannot be read wrong.
 
-    gguf-audit sql OUT "SELECT ..." [--run RUN] [--format table|csv|jsonl] [--storage-options JSON]
+    gguf-audit sql OUT "SELECT ..." [--run RUN] [--format table|csv|jsonl] [--full-values] [--storage-options JSON]
     gguf-audit sql OUT --views [--run RUN]
 
 DuckDB opens with the views ``runs``, ``files``, ``models``, ``tensors``,
@@ -41,7 +41,7 @@ from gguf_audit.pipelines.store.delta import table_uri
 from gguf_audit.pipelines.store.duck import connect, extension_path
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.redact import REDACTED, redact_text, redact_url
-from gguf_audit.report.format import escape
+from gguf_audit.report.format import counted, escape
 from gguf_audit.report.json import dumps
 from gguf_audit.tables.schema import SCHEMAS
 
@@ -185,6 +185,11 @@ def add_sql_parser(sub: Any) -> argparse.ArgumentParser:
         help="table (default; strings escaped and cut), csv (strings escaped), or jsonl (one JSON object per row)",
     )
     parser.add_argument(
+        "--full-values",
+        action="store_true",
+        help=f"--format table: show every value whole (by default a value over {CELL_WIDTH} characters is cut)",
+    )
+    parser.add_argument(
         "--views",
         action="store_true",
         help="print the statements that make the night's views (for DuckDB's shell) instead of running a query",
@@ -194,19 +199,24 @@ def add_sql_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, width: int | None) -> str:
     if value is None:
         return "NULL"
-    return escape(str(value), CELL_WIDTH)
+    return escape(str(value), width)
 
 
-def _table(names: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> str:
-    cells = [[_cell(v) for v in row] for row in rows]
+def _table(names: Sequence[str], rows: Sequence[tuple[Any, ...]], *, full_values: bool = False) -> str:
+    width = None if full_values else CELL_WIDTH
+    cells = [[_cell(v, width) for v in row] for row in rows]
+    n_cut = 0 if full_values else sum(v is not None and len(str(v)) > CELL_WIDTH for row in rows for v in row)
     widths = [max([len(n), *(len(r[i]) for r in cells)]) for i, n in enumerate(names)]
     lines = ["  ".join(f"{n:{w}}" for n, w in zip(names, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(f"{c:{w}}" for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.append(f"({len(rows)} rows)")
+    lines.append(f"({counted(len(rows), 'row')})")
+    if n_cut:
+        cut = counted(n_cut, "value")
+        lines.append(f"({cut} cut to {CELL_WIDTH} characters, each with its length; --full-values shows them whole)")
     return "\n".join(lines)
 
 
@@ -235,7 +245,7 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def _render(names: Sequence[str], rows: Sequence[tuple[Any, ...]], fmt: str) -> str:
+def _render(names: Sequence[str], rows: Sequence[tuple[Any, ...]], fmt: str, *, full_values: bool = False) -> str:
     if fmt == "jsonl":
         return "".join(dumps({n: _json_value(v) for n, v in zip(names, row, strict=True)}) + "\n" for row in rows)
     if fmt == "csv":
@@ -244,7 +254,7 @@ def _render(names: Sequence[str], rows: Sequence[tuple[Any, ...]], fmt: str) -> 
         writer.writerow([escape(n) for n in names])
         writer.writerows([_csv_cell(v) for v in row] for row in rows)
         return buffer.getvalue()
-    return _table(names, rows) + "\n"
+    return _table(names, rows, full_values=full_values) + "\n"
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -274,5 +284,5 @@ def cmd_sql(args: argparse.Namespace) -> int:
     finally:
         con.close()
     if names:
-        sys.stdout.write(_render(names, rows, args.format))
+        sys.stdout.write(_render(names, rows, args.format, full_values=args.full_values))
     return ExitStatus.OK

@@ -183,7 +183,15 @@ def test_formats_views_and_usage_errors(
     assert [json.loads(line) for line in lines] == [{"url": "e", "code": "test.p0"}, {"url": "e", "code": "test.p1"}]
     assert main(["sql", out.url, "SELECT 'a\x1b[31m' AS s, NULL AS n"]) == 0
     table = capsys.readouterr().out
-    assert "\x1b" not in table and "NULL" in table and "(1 rows)" in table
+    assert "\x1b" not in table and "NULL" in table and "(1 row)" in table and "cut" not in table
+    long = "x" * 100
+    assert main(["sql", out.url, f"SELECT '{long}' AS s, 'short' AS t UNION ALL SELECT 'a', '{long}'"]) == 0
+    table = capsys.readouterr().out
+    assert long not in table and "… (100 characters)" in table and "(2 rows)" in table
+    assert "(2 values cut to 60 characters, each with its length; --full-values shows them whole)" in table
+    assert main(["sql", out.url, f"SELECT '{long}' AS s", "--full-values"]) == 0
+    table = capsys.readouterr().out
+    assert long in table and "cut" not in table
     assert main(["sql", out.url, "--views", "--run", runs[1]]) == 0
     views = capsys.readouterr().out
     assert views.startswith(f"-- night {runs[1]}\n") and "LOAD '" in views and "INSTALL" not in views
