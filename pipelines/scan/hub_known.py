@@ -23,7 +23,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gguf_audit.io.hub import parse_hf_url
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.hub import KnownRepo
 from gguf_audit.pipelines.store.output import Output
@@ -34,6 +36,8 @@ __all__ = ["known_hub_repos"]
 _SAME_LISTING: Final = ("roots", "manifests", "include", "exclude")
 """Settings the base night must share for its rows to stand for a repository's listing."""
 _COLUMNS: Final = ["url", "size", "etag", "version_id", "sha256", "revision"]
+_HF_URL: Final = r"^hf://(?:models/)?(?P<repo>[^/@]+/[^/@]+)(?:@[^/]*)?(?P<path>/.*)?$"
+"""An ``hf://`` URL's repository and the path in it (empty when the URL names the repository itself)."""
 
 
 def _takes_safetensors(include: tuple[str, ...]) -> bool:
@@ -47,41 +51,51 @@ def _same_listing(out: Output, base_run_id: str, config: ScanConfig) -> bool:
     return all(recorded.get(k) == public.get(k) for k in _SAME_LISTING)
 
 
+def _repo_ids(urls: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Each ``hf://`` URL's repository (null for another URL) and whether it names a file in it."""
+    parts = pc.extract_regex(urls, _HF_URL)
+    repo = pc.struct_field(parts, "repo")
+    path = pc.struct_field(parts, "path")
+    return repo, pc.fill_null(pc.greater(pc.utf8_length(path), 0), False)
+
+
 def known_hub_repos(out: Output, base_run_id: str | None, config: ScanConfig) -> KnownRepo | None:
     """``(repo_id, sha) -> files`` from the base night's ``files`` rows; None when they cannot stand for a
-    listing (no base night, no ``hf://`` root, other roots or globs, globs that take safetensors)."""
+    listing (no base night, no ``hf://`` root, other roots or globs, globs that take safetensors).
+
+    The rows stay Arrow columns; a repository's files are made into :class:`ListedFile` values only when
+    the listing asks for it (a repository at a commit the rows know)."""
     if base_run_id is None or not any(r.startswith("hf://") for r in config.scan.roots):
         return None
     if _takes_safetensors(config.scan.include) or not _same_listing(out, base_run_id, config):
         return None
-    by_repo: dict[tuple[str, str], list[ListedFile]] = {}
-    spoilt: set[str] = set()
-    for row in out.read("files", [base_run_id], columns=_COLUMNS).to_pylist():
-        url = str(row["url"])
-        if not url.startswith("hf://"):
-            continue
-        try:
-            hub = parse_hf_url(url)
-        except ValueError:
-            continue
-        repo_id = hub.repo_id
-        if repo_id is None:
-            continue
-        if row["size"] is None or not hub.path or not row["revision"]:
-            spoilt.add(repo_id)  # the repository's listing failed, or a file of it has no commit: list it again
-            continue
-        listed = ListedFile(
-            url,
-            row["size"],
-            etag=row["etag"],
-            version_id=row["version_id"],
-            sha256=row["sha256"],
-            revision=str(row["revision"]),
-        )
-        by_repo.setdefault((repo_id, str(row["revision"])), []).append(listed)
-    known = {key: sorted(files, key=lambda f: f.url) for key, files in by_repo.items() if key[0] not in spoilt}
+    rows = out.read("files", [base_run_id], columns=_COLUMNS)
+    repo, names_file = _repo_ids(rows.column("url").combine_chunks())
+    usable = pc.and_(names_file, pc.and_(pc.is_valid(rows.column("size")), pc.is_valid(rows.column("revision"))))
+    # A repository with a row that is not a listed file (its listing failed) is listed again.
+    spoilt = set(pc.unique(pc.filter(repo, pc.and_(pc.is_valid(repo), pc.invert(usable)))).to_pylist())
+    by_repo: dict[tuple[str, str], list[int]] = {}
+    revisions = rows.column("revision").to_pylist()
+    for i, (repo_id, ok) in enumerate(zip(repo.to_pylist(), usable.to_pylist(), strict=True)):
+        if repo_id is not None and ok and repo_id not in spoilt:
+            by_repo.setdefault((repo_id, str(revisions[i])), []).append(i)
+    del revisions
 
     def lookup(repo_id: str, sha: str) -> list[ListedFile] | None:
-        return known.get((repo_id, sha))
+        found = by_repo.get((repo_id, sha))
+        if found is None:
+            return None
+        listed = [
+            ListedFile(
+                str(r["url"]),
+                r["size"],
+                etag=r["etag"],
+                version_id=r["version_id"],
+                sha256=r["sha256"],
+                revision=str(r["revision"]),
+            )
+            for r in rows.take(found).to_pylist()
+        ]
+        return sorted(listed, key=lambda f: f.url)
 
     return lookup
