@@ -440,7 +440,8 @@ def _sides(
         )
     sside = None
     if s is not None:
-        sha256, origin = s.sha256, "the Hub's LFS sha256"
+        listed_as = "the Hub's LFS sha256" if s.url.startswith("hf://") else "the source listing's sha256"
+        sha256, origin = s.sha256, listed_as
         if sha256 is None and (sha256 := stored_sha256(s, prev, "source")) is not None:
             origin = "hashed on an earlier night, unchanged since"
         sside = MirrorSide(s.url, s.size, sha256, s.revision, sha256_from=origin)
