@@ -63,9 +63,10 @@ def decode_samples(
 ) -> list[DecodedBlock]:
     """Decode sampled blocks, in the order given.
 
-    Blocks of one tensor are decoded in one call (a call costs far more than
-    a block), and their scales checked block by block only when the batch
-    holds a bad one.
+    Blocks of one type and size are decoded in one call, whichever tensors they
+    belong to (a call costs far more than a block: a header may list thousands
+    of one-block tensors), and their scales checked block by block only when
+    the batch holds a bad one.
     """
     out: list[DecodedBlock | None] = [None] * len(items)
     batches: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -83,7 +84,7 @@ def decode_samples(
             note = f"no decoder for {order}{ggml_type_name(type_id)} blocks"
             out[i] = DecodedBlock(block, SampleStatus.NO_DECODER, note=note)
         else:
-            batches[(block.tensor_index, block.n_bytes)].append(i)
+            batches[(type_id, block.n_bytes)].append(i)
     # Values of every batch, grouped by values per block: one row_stats call per width, not per tensor.
     by_width: dict[int, list[tuple[list[int], F32Array, list[ScaleProblems]]]] = defaultdict(list)
     for indices in batches.values():
