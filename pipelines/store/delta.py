@@ -136,7 +136,7 @@ def _add_action(part: PartFile) -> AddAction:
 
 
 class DeltaTables:
-    """The eight Delta tables under one output URL."""
+    """The nine Delta tables under one output URL."""
 
     def __init__(self, out_url: str, storage_options: Mapping[str, str] | None = None) -> None:
         self.out_url = out_url

@@ -1,4 +1,4 @@
-"""The output of a scan: its eight Delta tables, the preflight, committing a run, recovering a killed one.
+"""The output of a scan: its nine Delta tables, the preflight, committing a run, recovering a killed one.
 
 Layout: ``OUT/<table>/`` is a Delta table (``_delta_log/`` and the data files
 under ``run_id=<run>/``) for each of ``runs``, ``files``, ``models``,
