@@ -183,15 +183,15 @@ _SIGNING: Final = frozenset(
 # to its end (quadratic in the text); bounded, the cost is linear whatever the text holds.
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s'\"<>`]+")
 _SECRET_NAMES: Final = "|".join(re.escape(n) for n in sorted(_SECRET, key=len, reverse=True))
-# A parameter outside any URL (a query string logged alone, a header-like "token=..."): any name, its value in
-# a value read only after a secret's name (so each character is read at most twice). Whether the name is a secret's is
-# a set lookup (:func:`_redact_loose`): an alternation of every name, tried case-insensitively at each word,
-# took seconds on a long query string.
+# A parameter outside any URL (a query string logged alone, a header-like "token=..."): any name, then a set
+# lookup (:func:`_redact_loose`), the value read only after a secret's name. An alternation of every name,
+# tried case-insensitively at each word, took seconds on a long query string.
 _LOOSE: Final = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z][A-Za-z0-9_\-]{0,39})=")
 _LOOSE_VALUE: Final = re.compile(r"[^&;,\s'\"<>`]*")
+_AFTER_REDACTED: Final = frozenset("&;,/#'\"<>` \t\n\r\f\v")
+"""What may follow a value already redacted: the end of the value, or of a path segment or query."""
 # The same inside a URL's path (matrix parameters, a ``/sig=.../`` segment): the value ends at the segment.
 _PATH_LOOSE: Final = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(" + _SECRET_NAMES + r")=(?!\*\*\*(?:[/;&]|$))[^/;&]+")
-
 _PATH_LOOSE_VALUE: Final = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(" + _SECRET_NAMES + r")=([^/;&?#\s'\"<>`]+)")
 
 # Token shapes, each with the length and alphabet its issuer uses. Every one starts where no letter or digit
@@ -202,7 +202,7 @@ _SHAPES: Final = re.compile(
     r"|github_pat_[A-Za-z0-9_]{40,255}"  # GitHub fine-grained tokens
     r"|hf_[A-Za-z0-9]{30,40}(?![A-Za-z0-9])"  # Hugging Face (34 letters after hf_)
     r"|AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"  # Google API keys (39 characters)
-    r"|eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWTs: header.payload.signature
+    r"|(?<![_\-])eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWTs: header.payload.signature
     r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA)[A-Z0-9]{16}(?![A-Za-z0-9])"  # AWS access key ids
     r"|xox[abposre]-[0-9]{6,32}-[A-Za-z0-9\-]{6,255}"  # Slack tokens: a team id's digits come first
     r"|sk-(?:[A-Za-z0-9]{48}(?![A-Za-z0-9_\-])|(?:proj|ant-[a-z0-9]{2,8})-[A-Za-z0-9_\-]{40,255})"  # OpenAI, Anthropic
@@ -272,10 +272,14 @@ def _redact_loose(text: str) -> str:
     for match in _LOOSE.finditer(text):
         if match.start() < done or match.group(1).lower() not in _SECRET:
             continue
+        # Redacted already: told from the next four characters, never by reading the value (a text of
+        # many "sig=***/" would be read again from each).
+        after = text[match.end() : match.end() + len(REDACTED) + 1]
+        if after.startswith(REDACTED) and (after == REDACTED or after[-1] in _AFTER_REDACTED):
+            continue
         value = _LOOSE_VALUE.match(text, match.end())
         end = value.end() if value is not None else match.end()
-        shown = text[match.end() : end]
-        if not shown or shown == REDACTED or shown.startswith((REDACTED + "/", REDACTED + "#")):
+        if end == match.end():
             continue
         out += [text[done : match.end()], REDACTED]
         done = end
@@ -299,6 +303,9 @@ def _redact_segment(segment: str) -> str:
 def _redact_path(path: str) -> str:
     if "%" not in path and "=" not in path:  # the common path: one pass, no segment holds a parameter
         return _redact_shapes(path)
+    plain = unquote(path)
+    if "=" not in plain and not _has_token(plain):  # percent-encoded, holding nothing: each segment as it was
+        return path
     return "/".join(_redact_segment(s) for s in path.split("/"))
 
 
@@ -307,9 +314,10 @@ def redact_url(url: str) -> str:
     parameters'), and tokens in its path or fragment.
 
     Stable (two signatures of one object give one result), idempotent, and the
-    identity on a URL that holds no secret. Parameter names are matched
-    case-insensitively and after percent-decoding; the rest of the URL is kept
-    byte for byte.
+    identity on a URL with no userinfo, no token and no query value but those of
+    :data:`HARMLESS_PARAMETERS`. Parameter names are matched case-insensitively
+    and after percent-decoding; the rest of the URL is kept byte for byte (a
+    percent-encoded path segment that held a token is shown re-encoded).
     """
     scheme, sep, rest = url.partition("://")
     if not sep:
@@ -338,8 +346,19 @@ def redact_url(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """``text`` with every URL in it redacted (:func:`redact_url`), any loose ``secret=value`` and any token."""
-    if "://" in text:  # the URL pattern is only tried where a URL can be
-        text = _URL.sub(_redact_match, text)
+    if "://" not in text:
+        return _redact_plain(text)
+    out: list[str] = []
+    done = 0
+    for match in _URL.finditer(text):  # a URL is redacted whole; only the text between URLs is read again
+        out += [_redact_plain(text[done : match.start()]), _redact_match(match)]
+        done = match.end()
+    out.append(_redact_plain(text[done:]))
+    return "".join(out)
+
+
+def _redact_plain(text: str) -> str:
+    """Text outside any URL: a userinfo whose ``//`` was cut, loose ``secret=value``, tokens."""
     if "@" in text:
         text = _USERINFO.sub(REDACTED + "@", text)
     if "=" in text:
