@@ -163,23 +163,37 @@ def line_chart(
             parts.append(
                 f'<text x="{x(i):.1f}" y="{top_pad + plot_h + 16}" text-anchor="middle">{text(label, 20)}</text>'
             )
-    for s in series:
+    hidden = _same_as_earlier(series)
+    for k, s in enumerate(series):
         points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(s.values))
-        parts.append(f'<polyline points="{points}" fill="none" stroke="{s.color}" stroke-width="2"/>')
+        # A line on top of an earlier, identical one is dashed, so the one below shows through its gaps.
+        dash = f' stroke-dasharray="{DASH} {DASH * len(hidden[k])}"' if hidden[k] else ""
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{s.color}" stroke-width="2"{dash}/>')
+        radius = 3.5 / (1 + len(hidden[k]))  # and its dots smaller, inside the earlier line's
         for i, v in enumerate(s.values):
             parts.append(
-                f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3.5" fill="{s.color}">'
+                f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="{radius:.2f}" fill="{s.color}">'
                 f"<title>{text(s.label)} {text(labels[i])}: {v:g}</title></circle>"
             )
     lx = left
-    for s in series:
+    for k, s in enumerate(series):
+        label = s.label + (f" (= {series[hidden[k][-1]].label})" if hidden[k] else "")
         parts.append(
             f'<rect x="{lx}" y="{height - 18}" width="12" height="12" fill="{s.color}"/>'
-            f'<text x="{lx + 16}" y="{height - 8}">{text(s.label)}</text>'
+            f'<text x="{lx + 16}" y="{height - 8}">{text(label)}</text>'
         )
-        lx += 24 + 8 * len(s.label)
+        lx += 24 + 8 * len(label)
     parts.append("</svg>")
     return "".join(parts)
+
+
+DASH: Final = 6
+"""Dash length of a line drawn over an identical earlier one."""
+
+
+def _same_as_earlier(series: Sequence[Series]) -> list[list[int]]:
+    """For each series, the earlier series with the very same values (whose line it would hide)."""
+    return [[j for j in range(k) if list(series[j].values) == list(s.values)] for k, s in enumerate(series)]
 
 
 def box_chart(boxes: Sequence[Box], *, width: int = 760, label_width: int = 120, row: int = 26) -> str:

@@ -237,6 +237,8 @@ def _url_list(urls: Sequence[str]) -> str:
 def _changes(diff: NightDiff | None) -> str:
     if diff is None:
         return '<p class="empty">the first night: nothing to compare with</p>'
+    if diff.empty:  # a quiet night: one line, not a heading per kind of change with nothing under it
+        return f'<p class="empty" id="nothing-changed">nothing changed since night {text(diff.before)}</p>'
     parts = [f'<p class="sub">since night {text(diff.before)}</p>']
     if diff.new_aborts:
         aborts = "".join(
