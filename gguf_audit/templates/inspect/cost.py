@@ -7,8 +7,11 @@ conversation an attacker sends. So the loops are counted without rendering:
 
 - ``{% for %}`` over ``range(...)`` of constants (folded through ``+ - * // % **``,
   negation and names ``set`` to constants) or over a literal list runs that many
-  times; over anything else (messages, tools, a string) it is counted once: its
-  length is the caller's, not the template's;
+  times; over the conversation itself (``messages``, ``tools``, ``documents``, a
+  name ``set`` from them, ``range(messages|length)``) :data:`CONVERSATION_ITEMS`
+  times, since the caller chooses its length; over a part of an enclosing loop's
+  item (``message.tool_calls``) or anything else once: its length is already paid
+  for by the loop that holds it;
 - nested loops multiply; of the branches of an ``{% if %}`` the costliest counts
   (the gate is ignored: it may open); a macro costs its body at each call;
 - a string or list repeated by a constant (``x * 100000 * 100000``) costs the
@@ -30,12 +33,18 @@ from typing import Final
 
 from jinja2 import nodes
 
-__all__ = ["MAX_ITERATIONS", "template_cost_reasons"]
+__all__ = ["CONVERSATION_ITEMS", "MAX_ITERATIONS", "template_cost_reasons"]
 
 MAX_ITERATIONS: Final = 10_000_000
 """Loop iterations (or repeated items) a template may ask for. The render child runs a few million simple
 Jinja iterations per second, so this is past its 2-second CPU budget; real chat templates loop over the
 messages and tools they are given, a few hundred iterations."""
+CONVERSATION_ITEMS: Final = 1_000
+"""Items a loop over the whole conversation is counted as: a long chat holds hundreds of turns, and the
+caller sends as many as it likes. One loop or two nested (10^6) pass; three nested over the conversation
+(10^9: cubic in what an attacker sends) do not."""
+ROOTS: Final = frozenset({"messages", "tools", "documents"})
+"""The render context's collections whose length the caller chooses."""
 _CAP: Final = 10**30
 _MAX_EXPONENT: Final = 128
 
@@ -52,6 +61,12 @@ class _Counter:
     recursive: list[tuple[str, int]] = field(default_factory=list)
     worst: tuple[int, int] = (0, 0)
     """(trip count, line) of the largest single loop or repetition seen."""
+    roots: set[str] = field(default_factory=lambda: set(ROOTS))
+    """Names bound to the conversation: the context's own and those ``set`` from them."""
+    enclosing: list[frozenset[str]] = field(default_factory=list)
+    """The names each enclosing loop binds (its targets and ``loop``)."""
+    over_conversation: bool = False
+    """Whether a loop was counted as the conversation's length."""
 
     # --- constants
 
@@ -111,14 +126,25 @@ class _Counter:
             return self.trips(iterable.node)  # |batch, |list, |reverse keep (or shrink) the count
         if isinstance(iterable, nodes.Mul):
             return max(1, self.repeat(iterable))
-        return 1
+        return self._data_trips(iterable)
+
+    def _data_trips(self, e: nodes.Node) -> int:
+        """:data:`CONVERSATION_ITEMS` for the conversation itself, 1 for a part of an enclosing loop's item."""
+        if not self._from_conversation(e):
+            return 1
+        self.over_conversation = True
+        return CONVERSATION_ITEMS
+
+    def _from_conversation(self, e: nodes.Node) -> bool:
+        """Whether ``e`` reads the conversation, not through an enclosing loop's item."""
+        names = {n.name for n in _walk(e) if isinstance(n, nodes.Name)}
+        return bool(names & self.roots) and not any(names & bound for bound in self.enclosing)
 
     def _range_length(self, call: nodes.Call) -> int:
         bounds = [self.fold(a) for a in call.args]
         if not bounds or any(b is None for b in bounds) or len(bounds) > 3:
-            # range(messages|length * 100000): the unknown factor counts as 1
-            known = [self.repeat(a) for a in call.args]
-            return max([1, *known])
+            # range(messages|length * 100000): the conversation's length counts as CONVERSATION_ITEMS
+            return max([1, *(self.repeat(a) for a in call.args), *(self._data_trips(a) for a in call.args)])
         ints = [b for b in bounds if b is not None]
         start, stop, step = (0, ints[0], 1) if len(ints) == 1 else (ints[0], ints[1], ints[2] if len(ints) > 2 else 1)
         if step == 0:
@@ -168,7 +194,12 @@ class _Counter:
         if isinstance(s, nodes.For):
             n = self.trips(s.iter)
             self.note(n, s)
-            inner = self.body_cost(s.body)
+            bound = frozenset({"loop", *(t.name for t in _walk(s.target) if isinstance(t, nodes.Name))})
+            self.enclosing.append(bound)
+            try:
+                inner = self.body_cost(s.body)
+            finally:
+                self.enclosing.pop()
             extra = self.expr_cost(s.iter) if not _is_range_call(s.iter) else 0
             return _cap(n * max(1, inner) + self.body_cost(s.else_) + extra)
         if isinstance(s, nodes.If):
@@ -176,6 +207,8 @@ class _Counter:
             branches += [self.stmt_cost(branch) for branch in s.elif_]
             return _cap(self.expr_cost(s.test) + max(branches))
         if isinstance(s, nodes.Assign) and isinstance(s.target, nodes.Name):
+            if self._from_conversation(s.node):
+                self.roots.add(s.target.name)  # {% set loop_messages = messages[1:] %}
             value = self.fold(s.node)
             if value is not None:
                 self.constants[s.target.name] = max(value, self.constants.get(s.target.name, value))
@@ -234,8 +267,13 @@ def template_cost_reasons(tree: nodes.Template) -> list[str]:
     if total > MAX_ITERATIONS:
         shown = f"{total:.1e}" if total < _CAP else f"more than {_CAP:.0e}"
         largest, line = counter.worst
+        assumed = (
+            f", a loop over the conversation counted as {CONVERSATION_ITEMS:,} items"
+            if counter.over_conversation
+            else ""
+        )
         reasons.append(
-            f"its loops can run {shown} iterations (the largest {largest:.1e}, line {line}), past the "
+            f"its loops can run {shown} iterations (the largest {largest:.1e}, line {line}{assumed}), past the "
             f"{MAX_ITERATIONS:.0e} a render may: found without rendering, whatever condition gates them"
         )
     return reasons

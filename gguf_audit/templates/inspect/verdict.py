@@ -21,6 +21,7 @@ from typing import TypedDict
 
 from jinja2 import TemplateSyntaxError
 
+from gguf_audit.templates.inspect.clock import date_gate_reasons
 from gguf_audit.templates.inspect.cost import template_cost_reasons
 from gguf_audit.templates.inspect.inspector import (
     TemplateInspectionError,
@@ -45,7 +46,7 @@ def static_verdict(source: str) -> StaticVerdict:
     """Parse and inspect ``source``, never render it. Pure; only a limit of the process interrupts it."""
     try:
         tree = parse_template_source(source)
-        unsafe = inspect_template_source(source, tree)
+        unsafe = inspect_template_source(source, tree) + date_gate_reasons(tree)
         costs = template_cost_reasons(tree)
     except TemplateSyntaxError as exc:
         return {"syntax": f"line {exc.lineno}: {exc.message}"}
