@@ -35,7 +35,7 @@ from gguf_audit.errors import (
 from gguf_audit.findings import CODES, LLAMA_CPP_BUILD, CodeInfo, Severity, llama_cpp_label
 from gguf_audit.io.options import StorageOptionsError, parse_storage_options
 from gguf_audit.redact import install_log_redaction, redact_known, redact_text, redact_url, secrets_in
-from gguf_audit.shell import SHELLS, add_verbosity_flags, completion_script, verbosity
+from gguf_audit.shell import SHELLS, add_verbosity_flags, completion_script, parse_command_line, verbosity
 
 if TYPE_CHECKING:
     from gguf_audit.audit import AuditConfig
@@ -568,7 +568,7 @@ def _run(argv: Sequence[str] | None) -> int:
     _argv_secrets = secrets_in(argv)
     parser = _parser(_plugged_in_for(argv), given=_command_of(argv), summaries=_asks_help(argv))
     try:
-        args = parser.parse_args(argv)
+        args = parse_command_line(parser, argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
     install_log_redaction()  # the loggers imported so far; run_scan adds its own

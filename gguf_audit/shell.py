@@ -19,7 +19,7 @@ from typing import Final
 
 from gguf_audit.redact import RedactFilter
 
-__all__ = ["SHELLS", "add_verbosity_flags", "completion_script", "verbosity"]
+__all__ = ["SHELLS", "add_verbosity_flags", "completion_script", "parse_command_line", "verbosity"]
 
 SHELLS: Final = ("bash", "zsh", "fish")
 LIBRARY_LOGGER: Final = "gguf_audit"
@@ -40,6 +40,26 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
     return {}
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, where a command's optional positional may also follow its options:
+    ``sql OUT --run R "SQL"`` as ``sql OUT "SQL" --run R``. (argparse gives an optional positional nothing
+    when the words before the first option end, and then refuses the word after the options.)"""
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    command = next((a for a in argv if not a.startswith("-")), None)
+    sub = _subcommands(parser).get(command or "")
+    late = [
+        a for a in (sub._actions if sub is not None else [])
+        if not a.option_strings and a.nargs == "?" and getattr(args, a.dest, None) is None
+    ]  # fmt: skip
+    if len(extra) > len(late) or any(word.startswith("-") for word in extra):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    for action, word in zip(late, extra, strict=False):
+        setattr(args, action.dest, word)
+    return args
 
 
 def add_verbosity_flags(parser: argparse.ArgumentParser) -> None:

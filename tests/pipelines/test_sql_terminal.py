@@ -60,3 +60,11 @@ def test_csv_cells_are_the_escaped_names(odd_names: str, capsys: pytest.CaptureF
     assert main(["sql", odd_names, "SELECT url FROM files ORDER BY url", "--format", "jsonl"]) == 0
     # JSON Lines keeps the names exact: its escapes decode to the same characters.
     assert [json.loads(line)["url"] for line in capsys.readouterr().out.splitlines()] == sorted(NAMES)
+
+
+def test_the_query_may_follow_the_options(odd_names: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run = "20260101T000000000Z-00000001"
+    assert main(["sql", odd_names, "--run", run, "--format", "csv", "SELECT count(*) AS n FROM files"]) == 0
+    assert capsys.readouterr().out == f"n\n{len(NAMES)}\n"
+    assert main(["sql", odd_names, "--run", run, "SELECT 1 AS one", "SELECT 2"]) == 2
+    assert "unrecognized arguments: SELECT 1 AS one SELECT 2" in capsys.readouterr().err
