@@ -138,19 +138,42 @@ def _semantics(
         yield from isolated("packed multimodal tensors", lambda: check_packed_multimodal(header))
     if f.continuation or not f.model:
         return
-    yield from isolated("architecture", lambda: check_architecture(f))
-    yield from isolated("tokenizer keys", lambda: check_tokenizer_keys(f))
-    yield from isolated("key types", lambda: check_key_types(f))
-    yield from isolated("required keys", lambda: check_required_keys(f))
-    yield from isolated("hyperparameters", lambda: check_hparams(f))
-    if f.spec is not None and not f.vocab_only:
-        yield from isolated("tensors", lambda: check_tensors(f))
-    yield from isolated("tokenizer", lambda: check_tokenizer(f))
-    yield from isolated("vocabulary", lambda: check_vocab(f))
+    yield from _loader_steps(f)
     renders = template_renders() if callable(template_renders) else template_renders
     if renders:
         yield from isolated("template tokens", lambda: check_template_tokens(f, renders))
     yield from isolated("file type", lambda: check_file_type(f, url))
+
+
+def _loader_steps(f: HeaderFacts) -> Iterator[Finding]:
+    """The checks of what ``llama_model_load`` reads after the header: keys, hyperparameters, tensors and the
+    vocabulary. llama.cpp loads the vocabulary before the tensors, so an assert of an architecture's
+    ``load_tensors`` (``hparams.loader_asserts``) is reached only when nothing before it refused: it waits for
+    the vocabulary's findings. (A required tensor missing before the assert is the loader's own refusal, and
+    ``check_loader`` then reports no stop.)"""
+    refused = False
+    held: list[Finding] = []
+    steps: list[tuple[str, Callable[[], Iterable[Finding]]]] = [
+        ("architecture", lambda: check_architecture(f)),
+        ("tokenizer keys", lambda: check_tokenizer_keys(f)),
+        ("key types", lambda: check_key_types(f)),
+        ("required keys", lambda: check_required_keys(f)),
+        ("hyperparameters", lambda: check_hparams(f)),
+    ]
+    if f.spec is not None and not f.vocab_only:
+        steps.append(("tensors", lambda: check_tensors(f)))
+    steps += [("tokenizer", lambda: check_tokenizer(f)), ("vocabulary", lambda: check_vocab(f))]
+    for step, run in steps:
+        for found in isolated(step, run):
+            if found.code == Code.HPARAMS_LOADER_ASSERTS:
+                held.append(found)
+                continue
+            # The tensors' own refusals (after load_tensors: "wrong number of tensors") do not come first: the
+            # loader orders those before its stop (checks/loader.py).
+            refused = refused or (step != "tensors" and bool(found.refused))
+            yield found
+    if not refused:
+        yield from held
 
 
 def isolated(step: str, run: Callable[[], Iterable[Finding]]) -> list[Finding]:

@@ -11,11 +11,13 @@ turns what it found into the refusals llama.cpp makes:
 - a tensor the loader does not create for this file: ``done_getting_tensors``'s "wrong
   number of tensors; expected N, got M" (``tensor.unexpected``).
 
-Nothing is judged when the architecture is unmodelled, a value the program needs
-cannot be derived (a key of the wrong type, a per-layer array of the wrong length),
-the loader would stop first (a ``throw`` or assert of its own), or the file is a shard
-or vocabulary-only. Problems other checks report are left to them: a block past the
-block count, a name no model of the architecture has, a vocabulary row count.
+Where the loader stops on its own (a ``throw``: ``hparams.loader_throws``; a failed
+assert: ``hparams.loader_asserts``) before any tensor is missing, that stop is the
+finding, and no tensor after it is judged. Nothing is judged when the architecture is
+unmodelled, a value the program needs cannot be derived (a key of the wrong type, a
+per-layer array of the wrong length), or the file is a shard or vocabulary-only.
+Problems other checks report are left to them: a block past the block count, a name
+no model of the architecture has, a vocabulary row count.
 """
 
 from __future__ import annotations
@@ -63,8 +65,6 @@ def loader_outcome(f: HeaderFacts) -> LoaderView | None:
         outcome = simulate(spec["program"], programs.helpers, env, present)
     except (Unmodelled, RecursionError):
         return None
-    if outcome.stopped is not None:
-        return None
     return LoaderView(outcome, n_layer)
 
 
@@ -76,7 +76,24 @@ def check_loader(f: HeaderFacts, view: LoaderView, *, empty_blocks_reported: boo
     blocks = {b for b in (block_index(n) for n in names) if b is not None}
     yield from _missing(arch, view.outcome.missing, blocks if empty_blocks_reported else None)
     yield from _wrong_shapes(f, view.outcome.wrong_shape)
-    yield from _uncreated(f, view, names)
+    if view.outcome.stopped is None:
+        yield from _uncreated(f, view, names)
+    elif not (view.outcome.missing or view.outcome.wrong_shape):  # no tensor stopped the loader before
+        yield _stop(arch, view.outcome.stopped)
+
+
+def _stop(arch: str, said: str) -> Finding:
+    """The loader's own ``throw`` (refuses) or failed assert (aborts), as the translation kept its words."""
+    if said.startswith("throw: "):
+        message = said.removeprefix("throw: ").replace("{arch}", arch)
+        return finding(
+            Code.HPARAMS_LOADER_THROWS,
+            f"llama.cpp's {quote(arch)} loader throws for this file's hyperparameters: {quote(message)}",
+        )
+    return finding(
+        Code.HPARAMS_LOADER_ASSERTS,
+        f"llama.cpp's {quote(arch)} loader asserts on this file's hyperparameters and aborts: {quote(said)}",
+    )
 
 
 def _missing(arch: str, missing: Sequence[str], blocks: set[int] | None) -> Iterator[Finding]:

@@ -82,6 +82,8 @@ class Code(StrEnum):
     HPARAMS_BAD_N_ROT = "hparams.bad_n_rot"
     HPARAMS_TENSOR_EXTRA = "hparams.tensor_extra"
     HPARAMS_NEXTN_BLOCKS_NOT_LOADED = "hparams.nextn_blocks_not_loaded"
+    HPARAMS_LOADER_THROWS = "hparams.loader_throws"
+    HPARAMS_LOADER_ASSERTS = "hparams.loader_asserts"
     # tokenizer
     TOKENIZER_VOCAB_MISMATCH = "tokenizer.vocab_mismatch"
     TOKENIZER_ARRAY_LENGTH_MISMATCH = "tokenizer.array_length_mismatch"

@@ -98,4 +98,22 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
             "no tensors, yet the file has tensors there: llama.cpp ends on 'wrong number of tensors'."
         ),
     ),
+    CodeInfo(
+        Code.HPARAMS_LOADER_THROWS,
+        Severity.ERROR,
+        LlamaCpp.REFUSES,
+        (
+            "The architecture's load_tensors throws for this file's hyperparameters before any tensor is missing "
+            "(grok or olmoe without experts): llama.cpp refuses it with the loader's own message."
+        ),
+    ),
+    CodeInfo(
+        Code.HPARAMS_LOADER_ASSERTS,
+        Severity.ERROR,
+        LlamaCpp.ABORTS,
+        (
+            "An assert of the architecture's load_tensors fails for this file's hyperparameters (smallthinker or "
+            "llada-moe without experts): llama.cpp aborts the process that loads it."
+        ),
+    ),
 )

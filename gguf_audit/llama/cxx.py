@@ -58,6 +58,17 @@ def strip_comments(text: str) -> str:
     return re.sub(r"^\s*#[^\n]*", "", text, flags=re.M)
 
 
+def _said(tokens: list[str]) -> str:
+    """What a ``throw``'s message says: its string literals joined, ``arch_name()`` as ``{arch}``."""
+    parts = []
+    for tok in tokens:
+        if tok.startswith('"'):
+            parts.append(tok[1:-1].replace('\\"', '"'))
+        elif tok == "arch_name":
+            parts.append("{arch}")
+    return "".join(parts).strip() or "an error"
+
+
 def _tokens(text: str) -> list[str]:
     out: list[str] = []
     pos = 0
@@ -121,9 +132,10 @@ class _Parser:
             self.take()
             return [["ret"]]
         if tok == "throw":
+            start = self.i
             while self.take() != ";":
                 pass
-            return [["stop", "throw"]]
+            return [["stop", "throw: " + _said(self.t[start + 1 : self.i - 1])]]
         if tok == "GGML_UNUSED":
             self.take()
             self.arguments()
@@ -137,10 +149,12 @@ class _Parser:
         if tok in ("GGML_ASSERT", "GGML_ABORT"):
             self.take()
             self.take("(")
+            start = self.i
             cond = self.expr() if tok == "GGML_ASSERT" else 0
+            said = f"{tok}({' '.join(self.t[start : self.i])}) failed"
             self.take(")")
             self.take(";")
-            return [["if", ["!", cond], [["stop", tok]], []]]
+            return [["if", ["!", cond], [["stop", said]], []]]
         if tok in _TYPES:
             return self.declaration()
         return [self.simple()]

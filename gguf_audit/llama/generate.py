@@ -226,7 +226,37 @@ def _required_reads(body: str, fields: dict[str, str], kv: dict[str, str]) -> di
         elif fn == "get_key_or_arr" and gtype != "?":
             gtype += "|array"
         out[kv[parts[0]].replace("%s", "{arch}")] = gtype
+    out.update(_throwing_reads(body, kv))
     return out
+
+
+_READ_OR_THROW: Final = re.compile(
+    r"if\s*\(\s*!\s*ml\.(get_arr|get_key|get_key_or_arr)\(([^;{}]*?)\)\s*\)\s*\{?\s*throw\b"
+)
+
+
+def _throwing_reads(body: str, kv: dict[str, str]) -> dict[str, str]:
+    """The optional reads a function body makes required by throwing when they find nothing, always run
+    (``if (!ml.get_arr(LLM_KV_TARGET_LAYERS, ids, false)) { throw ... }``: dflash's target layers)."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", body, flags=re.S)
+    end = _block_end(text)
+    out: dict[str, str] = {}
+    for m in _READ_OR_THROW.finditer(text, 0, end):
+        depth = text.count("{", 0, m.start()) - text.count("}", 0, m.start())
+        parts = _split_args(m.group(2))
+        if depth == 1 and parts and parts[0] in kv:
+            out[kv[parts[0]].replace("%s", "{arch}")] = "array" if m.group(1) == "get_arr" else "?"
+    return out
+
+
+def _block_end(text: str) -> int:
+    """Where the block opening ``text`` ends."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth == 0 and ch == "}":
+            return i
+    return len(text)
 
 
 def _arch_required_keys(src: Path, hparams_h: str, kv: dict[str, str]) -> dict[str, dict[str, str]]:

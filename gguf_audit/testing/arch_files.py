@@ -11,7 +11,7 @@ oracle whether such a file loads, then drop, add and reshape its tensors.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gguf_audit.format import Header, ValueType, parse_header
 from gguf_audit.llama import llama_tables, tensor_programs
@@ -20,7 +20,16 @@ from gguf_audit.llama.loader_sim import Unmodelled, simulate
 from gguf_audit.testing.builder import KV, Tensor, build_gguf, kv_array, kv_bool, kv_f32, kv_str, kv_u32
 from gguf_audit.testing.vocab import vocab_kvs
 
-__all__ = ["Case", "complete_model", "env_of", "model_kvs", "semantic_cases", "variant_cases"]
+__all__ = [
+    "RETAG_SOURCES",
+    "Case",
+    "complete_model",
+    "env_of",
+    "model_kvs",
+    "retag_cases",
+    "semantic_cases",
+    "variant_cases",
+]
 
 _F32 = 0
 
@@ -220,3 +229,36 @@ def variant_cases(arch: str) -> list[Case]:
             label = f"{arch}-{'moe' if moe else 'dense'} {what}"
             cases.append(Case(label, edited[0], base[1], "loaded" if same else "refused"))
     return cases
+
+
+RETAG_SOURCES: tuple[str, ...] = ("llama", "qwen3moe", "gemma3")
+"""Complete models retagged to every other architecture (:func:`retag_cases`): a dense model with tied
+embeddings, a MoE model, and one with per-head norms and sliding-window keys."""
+
+
+def retag_cases(sources: Sequence[str] = RETAG_SOURCES) -> list[Case]:
+    """Each source's complete model under every other architecture's name, twice: ``general.architecture``
+    alone changed (its keys keep the source's prefix), and the keys renamed with it, as a converter that
+    mislabels a model writes it. What llama.cpp does with each is the oracle's to say (``expect`` is ``?``)."""
+    cases: list[Case] = []
+    for src in sources:
+        made = complete_model(src) or complete_model(src, moe=True)
+        if made is None:
+            continue
+        kvs, tensors = made
+        for dst in sorted(llama_tables().architectures):
+            if dst == src:
+                continue
+            for renamed in (False, True):
+                edited = [_retagged(kv, src, dst, renamed) for kv in kvs]
+                label = f"{src} as {dst}{' (keys renamed)' if renamed else ''}"
+                cases.append(Case(label, edited, tensors, "?"))
+    return cases
+
+
+def _retagged(kv: KV, src: str, dst: str, renamed: bool) -> KV:
+    if kv.key == "general.architecture":
+        return replace(kv, value=dst)
+    if renamed and isinstance(kv.key, str) and kv.key.startswith(src + "."):
+        return replace(kv, key=dst + kv.key[len(src) :])
+    return kv
