@@ -399,14 +399,17 @@ def _parser(
     compare.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for both files")
     compare.set_defaults(func=_cmd_compare)
 
-    completion = sub.add_parser("completion", help="print a shell completion script", epilog=EXIT_STATUSES)
-    completion.add_argument("shell", choices=SHELLS, help="eval it, or save it where the shell loads completions")
-    completion.set_defaults(func=lambda args: print(completion_script(args.shell, _parser()), end="") or EXIT_OK)
-
+    _add_completion(sub)
     if given not in sub.choices:
         _add_plugged_in_commands(sub, plugged_in or (lambda name: True), with_summaries=summaries)
     add_verbosity_flags(parser)  # -q and -v on every command, built in and plugged in
     return parser
+
+
+def _add_completion(sub: Any) -> None:
+    completion = sub.add_parser("completion", help="print a shell completion script", epilog=EXIT_STATUSES)
+    completion.add_argument("shell", choices=SHELLS, help="eval it, or save it where the shell loads completions")
+    completion.set_defaults(func=lambda args: print(completion_script(args.shell, _parser()), end="") or EXIT_OK)
 
 
 def _add_plugged_in_commands(sub: Any, wanted: Callable[[str], bool], *, with_summaries: bool = False) -> None:

@@ -175,7 +175,14 @@ def line_chart(
                 f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="{radius:.2f}" fill="{s.color}">'
                 f"<title>{text(s.label)} {text(labels[i])}: {v:g}</title></circle>"
             )
-    lx = left
+    parts += _legend(series, hidden, left, height)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _legend(series: Sequence[Series], hidden: Sequence[Sequence[int]], left: int, height: int) -> list[str]:
+    """A swatch and a label per series along the bottom; a series with an earlier twin names it (``= errors``)."""
+    parts, lx = [], left
     for k, s in enumerate(series):
         label = s.label + (f" (= {series[hidden[k][-1]].label})" if hidden[k] else "")
         parts.append(
@@ -183,8 +190,7 @@ def line_chart(
             f'<text x="{lx + 16}" y="{height - 8}">{text(label)}</text>'
         )
         lx += 24 + 8 * len(label)
-    parts.append("</svg>")
-    return "".join(parts)
+    return parts
 
 
 DASH: Final = 6

@@ -64,6 +64,11 @@ def add_scan_parser(sub: Any) -> argparse.ArgumentParser:
         "cannot take it (nothing committed); 130/143 interrupted",
     )
     _add_arguments(scan)
+    scan.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the collection and say which files a night would read and about what it would cost; read nothing",
+    )
     scan.set_defaults(func=cmd_scan)
     return scan
 
@@ -135,11 +140,6 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
     scan.add_argument("--sarif", metavar="FILE", help="also write the night's problems as SARIF 2.1.0 (one run)")
     scan.add_argument("--jsonl", metavar="FILE", help="also write the night's files as JSON Lines (one per line)")
     scan.add_argument("--no-progress", action="store_true", help="no progress bar")
-    scan.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="list the collection and say which files a night would read and about what it would cost; read nothing",
-    )
     scan.add_argument("--no-dashboard", action="store_true", help="start the local cluster without its dashboard")
 
 
@@ -275,14 +275,7 @@ def render_summary(result: ScanResult, gate: Gate) -> str:
         f"read {fmt_bytes(result.bytes_read)} of {fmt_bytes(result.collection_bytes)}{share} "
         f"in {counted(result.requests, 'request')}"
     )
-    listed = "" if result.listing_requests is None else f" ({counted(result.listing_requests, 'request')})"
-    if result.listing_wait_s:
-        listed += f", {result.listing_wait_s:.1f} s of it waiting out the Hub's rate limit"
-    lines.append(
-        f"{counted(result.n_read, 'file')} read in {result.audit_seconds:.2f} s "
-        f"({result.files_per_second:.1f} files/s); "
-        f"listing {result.listing_seconds:.2f} s{listed}, whole run {result.seconds:.2f} s"
-    )
+    lines.append(_timing_line(result))
     dropped = (
         f" ({counted(result.duplicates_dropped, 'duplicate row')} of rerun batches dropped)"
         if result.duplicates_dropped
@@ -302,6 +295,18 @@ def render_summary(result: ScanResult, gate: Gate) -> str:
         lines.append(f"mirror against its source: {counts} (the mirror table names each path)")
     lines.append(gate.line())
     return "\n".join(lines)
+
+
+def _timing_line(result: ScanResult) -> str:
+    """Files read and how fast; the listing's time, requests and waits; the whole run's time."""
+    listed = "" if result.listing_requests is None else f" ({counted(result.listing_requests, 'request')})"
+    if result.listing_wait_s:
+        listed += f", {result.listing_wait_s:.1f} s of it waiting out the Hub's rate limit"
+    return (
+        f"{counted(result.n_read, 'file')} read in {result.audit_seconds:.2f} s "
+        f"({result.files_per_second:.1f} files/s); "
+        f"listing {result.listing_seconds:.2f} s{listed}, whole run {result.seconds:.2f} s"
+    )
 
 
 def _duckdb_block(result: ScanResult, out_options: Mapping[str, Any]) -> str:
