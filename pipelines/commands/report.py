@@ -29,6 +29,7 @@ from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
 from gguf_audit.pipelines.nights.diff import diff_nights
 from gguf_audit.pipelines.nights.duplicates import DUPLICATE_COLUMNS, duplicate_groups
+from gguf_audit.pipelines.nights.export import check_writable
 from gguf_audit.pipelines.nights.mirror import night_mirror
 from gguf_audit.pipelines.nights.nightview import (
     compare_stats,
@@ -119,6 +120,7 @@ def write_report(out: Output, path: str, run_id: str | None = None, *, trend_nig
 def cmd_report(args: argparse.Namespace) -> int:
     if args.nights < 1:
         raise UsageError(f"report: --nights must be at least 1. Got {args.nights}.")
+    check_writable(args.html)  # a page that cannot be written is refused before the night is read
     try:
         options: dict[str, Any] = parse_storage_options_flag(args.storage_options) if args.storage_options else {}
         out = Output(args.out, options)

@@ -85,6 +85,20 @@ def test_a_failed_scan_removes_the_empty_out_it_made(tmp_path: Path, capsys: pyt
     assert kept.is_dir()  # a folder the user made stays
 
 
+def test_output_files_are_checked_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--sarif, --jsonl (scan) and --html (report) under a parent that is a file: one line, exit 2, nothing read."""
+    (tmp_path / "a-file").write_text("not a directory")
+    bad = str(tmp_path / "a-file" / "x")
+    missing = str(tmp_path / "no-collection")  # listing it would fail: the output paths are refused first
+    for flag in ("--sarif", "--jsonl"):
+        status, _, err = _scan(capsys, missing, "--out", str(tmp_path / "o"), flag, bad)
+        assert status == 2 and err.count("\n") == 1 and "is a file, not a directory" in err, err
+    assert not (tmp_path / "o").exists()
+    assert main(["report", str(tmp_path / "no-output"), "--html", bad]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a file, not a directory" in err and "no-output" not in err, err
+
+
 def test_quiet_and_verbose(
     client: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], local_collection: Path
 ) -> None:
