@@ -377,6 +377,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
             result = run_scan(config, observer=progress)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through gguf_audit.cli (Terminated)
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        progress.close()  # the bar ends its line first: the message is a line of its own
         print(f"gguf-audit scan: {signal.Signals(signum).name} received; nothing was committed", file=sys.stderr)
         return 128 + signum
     except (OutputError, LeaseError) as exc:

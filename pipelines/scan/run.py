@@ -24,10 +24,12 @@ incremental night keeps pointing at the rows of unchanged files
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import importlib
 import importlib.util
+import io
 import itertools
 import logging
 import os
@@ -183,6 +185,9 @@ def _started_cluster(config: ScanConfig) -> Iterator[tuple[Any, str, str | None,
         )
     except (OSError, RuntimeError, TimeoutError) as exc:
         raise RunError(f"cannot start a local dask cluster: {exc}") from exc
+    except BaseException:
+        _drop_half_started_clusters(distributed)  # Ctrl-C or SIGTERM while it started
+        raise
     with cluster, Client(cluster) as owned:
         # The dashboard's pages need bokeh; without it the address serves nothing worth showing.
         shown = config.cluster.dashboard and importlib.util.find_spec("bokeh") is not None
@@ -191,6 +196,28 @@ def _started_cluster(config: ScanConfig) -> Iterator[tuple[Any, str, str | None,
 
 SPILL_WARNING_FILES: Final = 50_000
 """Files from which a night warns that its spill files would be memory (a tmpfs ``TMPDIR``): about 5 MB."""
+
+
+def _drop_half_started_clusters(distributed: Any) -> None:
+    """Close, quietly and now, a cluster interrupted while it started, and drop distributed's exit hook for it.
+
+    That hook (``close_clusters``) would close it again at exit, where a worker still starting fails an
+    assertion: 30 to 120 lines of traceback after the one line that says the scan was interrupted. The
+    ``asyncio`` logger stays silenced: the process is on its way out.
+    """
+    close = distributed.deploy.spec.close_clusters
+    # Its workers' start tasks, abandoned, are logged by asyncio when collected, up to the process's exit:
+    # "Task exception was never retrieved" and a traceback. The run is ending; none of that is news.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)  # its own handler would print the closing's INFO lines
+    try:
+        with contextlib.suppress(Exception), contextlib.redirect_stderr(io.StringIO()):
+            close()
+    finally:
+        logger.setLevel(level)
+    atexit.unregister(close)
 
 
 def _distributed() -> Any:
