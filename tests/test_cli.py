@@ -128,6 +128,10 @@ def test_demo_scans_the_sample_collection(tmp_path: Path, capsys: pytest.Capture
         assert code in out
     assert "every listed file has exactly one row: 10 of 10" in out
     assert "query this night (views" in out and "unreadable" in out
+    quiet = ["demo", str(tmp_path / "c2"), "--out", str(tmp_path / "out2"), "--workers", "1", "-q"]
+    assert main(quiet) == 0
+    lines = capsys.readouterr().out.splitlines()  # the collection, the committed night and its gate
+    assert len(lines) == 3 and "committed to" in lines[1] and lines[2].startswith("the run passes"), lines
 
 
 def test_pipeline_commands_plug_in(capsys: pytest.CaptureFixture[str]) -> None:

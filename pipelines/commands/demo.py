@@ -39,10 +39,14 @@ def add_demo_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    return run_demo(args.dir, args.out, workers=args.workers, progress=not args.no_progress)
+    return run_demo(
+        args.dir, args.out, workers=args.workers, progress=not args.no_progress, quiet=getattr(args, "quiet", False)
+    )
 
 
-def run_demo(directory: str, out: str, *, workers: int | None = None, progress: bool = True) -> int:
+def run_demo(
+    directory: str, out: str, *, workers: int | None = None, progress: bool = True, quiet: bool = False
+) -> int:
     """Write the sample collection to ``directory``, scan it into ``out``; 0 when the scan committed."""
     needs_pipeline_extra("demo")
     urls = build_sample_collection(directory)
@@ -52,6 +56,8 @@ def run_demo(directory: str, out: str, *, workers: int | None = None, progress: 
         argv += ["--workers", str(workers)]
     if not progress:
         argv.append("--no-progress")
+    if quiet:
+        argv.append("--quiet")
     status = scan_main(argv)
     if status == ExitStatus.PROBLEMS:
         print("(exit status 0: the demo's collection has these problems on purpose)")
