@@ -1,12 +1,14 @@
 """gguf-audit alone over seeded header mutants: no crash, no internal error, bounded time and memory.
 
-Run as ``python benchmarks/bench_fuzz.py [--mutants 100000] [--seed 22] [--templates]``. Each mutant of the
-corpus models (:mod:`gguf_audit.testing.mutate`: byte flips, NULs in keys and names, inflated counts,
+Run as ``python benchmarks/bench_fuzz.py [--mutants 100000] [--seed 22] [--templates] [--samples] [--bulk]``.
+Each mutant of the corpus models (:mod:`gguf_audit.testing.mutate`: byte flips, NULs in keys and names, inflated counts,
 lengths and dims, type ids, alignments, duplicates, truncation points, MiB-long names, retyped values) is
 written to one scratch file (a header over a sparse hole), audited with :func:`gguf_audit.audit.audit_file`
 (parse and every header check; chat templates only with ``--templates``, as their renders are cached per
 template and benchmarked by ``bench_templates.py``) and rendered in every format ``inspect`` has: text,
-JSON and SARIF. No oracle is asked. It prints:
+JSON and SARIF. ``--samples`` reads sampled blocks too; ``--bulk`` draws mutants of another kind
+(:mod:`gguf_audit.testing.mutate_bulk`: 10^5 to 10^6 tiny entries, spliced headers, duplicated sections,
+lengths equal to the bytes left). No oracle is asked. It prints:
 
 - mutants, uncaught exceptions (any exception out of the audit or a renderer; must be 0), and files
   with an ``internal.*`` finding (must be 0), with the first few named;
@@ -33,7 +35,9 @@ from gguf_audit.audit import AuditConfig, audit_file
 from gguf_audit.report.json import audit_to_json, dumps
 from gguf_audit.report.sarif import results_of_findings, sarif_json, sarif_log, sarif_run
 from gguf_audit.report.text import render_text
+from gguf_audit.samples import SampleConfig
 from gguf_audit.testing.mutate import Mutant, Seed, encode, mutants, read_seed
+from gguf_audit.testing.mutate_bulk import bulk_mutants
 
 SHOWN = 5
 SLOWEST = 10
@@ -76,9 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutants", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--templates", action="store_true", help="audit chat templates too (rendered, cached)")
+    parser.add_argument("--samples", action="store_true", help="read and decode sampled blocks too")
+    parser.add_argument("--bulk", action="store_true", help="whole-header shapes (mutate_bulk), not field edits")
     args = parser.parse_args(argv)
-    config = AuditConfig(templates=args.templates)
+    config = AuditConfig(templates=args.templates, samples=SampleConfig() if args.samples else None)
     seeds = [read_seed(p) for p in corpus_models()]
+    stream = bulk_mutants if args.bulk else mutants
     start_rss = peak_rss_bytes()
     crashes: list[tuple[str, str]] = []
     internal: list[tuple[str, list[str]]] = []
@@ -88,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     with TemporaryDirectory(prefix="bench-fuzz-") as tmp:
         folder = Path(tmp)
         base = seed_times(seeds, folder, config)
-        for m in mutants(seeds, args.mutants, seed=args.seed):
+        for m in stream(seeds, args.mutants, seed=args.seed):
             kinds[m.kind] += 1
             path = m.write(folder)
             try:
