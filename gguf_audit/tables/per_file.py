@@ -23,7 +23,7 @@ from gguf_audit.findings import CODES, Finding, Severity
 from gguf_audit.format.model import Header, ValueType
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.gguf_constants import LlamaFileType
-from gguf_audit.redact import redact_text
+from gguf_audit.redact import redact_text, redact_value
 from gguf_audit.tables.cells import arrow_text, digest, fits_int64, i64, value_cells
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.provenance import lineage_cells
@@ -273,13 +273,19 @@ def metadata_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
             cols["key"].append(arrow_text(clip(kv.key)))
             cols["type"].append(kv.type_name)
             cols["length"].append(cells.length)
-            cols["value"].append(cells.value)
-            cols["value_text"].append(cells.value_text)
+            # A file's own text may carry a credential (a source URL with its token): shown redacted, as inspect
+            # shows it; value_sha256 stays the raw value's.
+            cols["value"].append(_shown(cells.value))
+            cols["value_text"].append(_shown(cells.value_text))
             cols["truncated"].append(cells.truncated)
             cols["value_sha256"].append(cells.sha256)
             cols["offset"].append(i64(kv.offset))
             cols["source_run_id"].append(run_id)
     return pa.Table.from_pydict(cols, schema=stored_schema("metadata"))
+
+
+def _shown(value: Any) -> Any:
+    return redact_value(value) if isinstance(value, str) else value
 
 
 def samples_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:

@@ -170,3 +170,21 @@ def test_a_hostile_quantize_key_is_cut_and_counted_once() -> None:
     [row] = _tables(_audit("/t/hostile.gguf", build_gguf(kvs, tensors)))["files"]
     assert len(row["quantize_keys"]) == 32 and len(row["quantize_keys"][0]) < 260
     assert len(row["quantized_by"]) <= 1100 and row["made_with_imatrix"] is False
+
+
+def test_a_metadata_value_holding_a_credential_is_stored_redacted() -> None:
+    """A file's own text (a source URL with its token, a token pasted into a description) reaches the
+    ``metadata`` table redacted, as ``inspect`` shows it; its digest stays the raw value's."""
+    token = "hf_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv"
+    source = f"https://user:hunter22@example.org/m.gguf?token={token}"
+    kvs = [
+        kv_str("general.architecture", "llama"),
+        kv_str("general.source.url", source),
+        kv_str("general.description", f"made with {token}"),
+    ]
+    rows = _tables(_audit("/t/secret.gguf", build_gguf(kvs, [Tensor("a", (32,), 0)])))
+    meta = {m["key"]: m for m in rows["metadata"]}
+    stored = json.dumps(rows["metadata"], default=str)
+    assert token not in stored and "hunter22" not in stored
+    assert "***" in str(meta["general.source.url"]["value"]) and "***" in str(meta["general.description"]["value"])
+    assert meta["general.source.url"]["value_sha256"] == hashlib.sha256(source.encode()).hexdigest()
