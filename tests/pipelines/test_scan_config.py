@@ -47,7 +47,10 @@ def test_shipped_configs_parse() -> None:
     [
         ({"scan": {"rootz": []}}, r"unknown key 'rootz' in \[scan\] .* Got 'rootz'\."),
         ({"scna": {}}, r"unknown table \[scna\] .* Got 'scna'\."),
-        ({"scan": {"fail_on": "info"}}, r"config: scan\.fail_on must be one of none, error, warning, new-error, aborts\. Got 'info'\."),
+        (
+            {"scan": {"fail_on": "info"}},
+            r"config: scan\.fail_on must be one of none, error, warning, new-error, aborts\. Got 'info'\.",
+        ),
         ({"io": {"threads": 0}}, r"io\.threads must be an int >= 1\. Got 0\."),
         (
             {"io": {"timeout_s": "fast"}},
