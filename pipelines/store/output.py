@@ -189,11 +189,15 @@ class Output:
         if not bucket:
             raise OutputError(f"--out names no bucket. Got {self.url!r}.")
         try:
-            exists = bool(self.fs.exists(bucket))
+            self.fs.info(bucket)  # not exists(): s3fs answers False for a store it cannot reach
+        except FileNotFoundError:
+            raise OutputError(
+                f"the bucket {bucket!r} does not exist (gguf-audit never creates one). Got {self.url!r}."
+            ) from None
         except PermissionError:
-            exists = True  # may not list buckets, may still write: the probe says
-        if not exists:
-            raise OutputError(f"the bucket {bucket!r} does not exist (gguf-audit never creates one). Got {self.url!r}.")
+            pass  # may not look at the bucket, may still write: the probe says
+        except Exception as exc:  # the client's own errors (botocore's are no OSError), said once
+            raise OutputError(f"cannot reach the store of {self.url}: {one_line(str(exc))}") from exc
 
     # -- reading committed runs
 

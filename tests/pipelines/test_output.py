@@ -32,6 +32,16 @@ def test_preflight_refuses_what_cannot_take_a_run(tmp_path: Path) -> None:
         Output(str(old)).preflight()
 
 
+def test_an_unreachable_store_is_named_as_one_not_as_a_missing_bucket(aws_env: None) -> None:
+    """s3fs's exists() answers False for a store it cannot reach: the preflight said 'the bucket does not exist'
+    after 23 s. It names the connection error now."""
+    closed = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:1", "region_name": "us-east-1"},
+              "config_kwargs": {"proxies": {}, "connect_timeout": 1, "retries": {"max_attempts": 1}}}  # fmt: skip
+    with pytest.raises(OutputError, match=r"cannot reach the store of s3://bucket/audit: Could not connect") as err:
+        Output("s3://bucket/audit", closed).preflight()
+    assert "does not exist" not in str(err.value)
+
+
 def test_preflight_on_s3_never_creates_a_bucket(moto: MotoS3Server) -> None:
     missing = f"missing-{uuid.uuid4().hex[:10]}"
     with pytest.raises(OutputError, match=rf"the bucket '{missing}' does not exist \(gguf-audit never creates one\)"):
