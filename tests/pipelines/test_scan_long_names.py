@@ -34,7 +34,7 @@ def test_a_16_mib_name_gives_small_scan_outputs(
     _with_first_name(root / "plain.gguf", "blk.0.attn_q.weight")
     out, jsonl, sarif, html = tmp_path / "out", tmp_path / "n.jsonl", tmp_path / "n.sarif", tmp_path / "n.html"
     argv = ["scan", str(root), "--out", str(out), "--scheduler", str(client.scheduler.address), "--no-progress"]
-    assert main([*argv, "--jsonl", str(jsonl), "--sarif", str(sarif)]) == 1
+    assert main([*argv, "--jsonl", str(jsonl), "--sarif", str(sarif), "--fail-on", "error"]) == 1
     assert main(["report", str(out), "--html", str(html)]) == 0
     capsys.readouterr()
     # The whole of each output is smaller than the name alone by three orders of magnitude.
