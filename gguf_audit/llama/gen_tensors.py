@@ -29,6 +29,7 @@ from typing import Any
 from gguf_audit.llama.cxx import Untranslatable, parse_body, strip_comments
 from gguf_audit.llama.generate import GenerateError, _block, _model_classes, _pairs, _tensor_template
 from gguf_audit.llama.hparams_env import KNOWN_NAMES, RECURRENT_WITHOUT_KV_HEADS
+from gguf_audit.llama.loader_sim import set_names
 
 __all__ = ["generate_tensors", "main"]
 
@@ -90,19 +91,6 @@ def _names(node: Any, into: set[str]) -> set[str]:
         else:
             for part in node[1:]:
                 _names(part, into)
-    return into
-
-
-def _set_names(node: Any, into: set[str]) -> set[str]:
-    """Every name a program sets: its locals, loop variables and tensor variables."""
-    if isinstance(node, list) and node:
-        if node[0] == "t" and node[7]:
-            into.add(node[7])
-        elif node[0] in ("let", "for"):
-            into.add(node[1])
-        for part in node:
-            if isinstance(part, list):
-                _set_names(part, into)
     return into
 
 
@@ -183,9 +171,9 @@ def _translate(
         program = _with_arch(parse_body(body, ids), *arch)
     except Untranslatable as e:
         return None, str(e)
-    sets = _set_names(program, set()) | {"i"}
+    sets = set_names(program, set()) | {"i"}
     for spec in helpers.values():
-        sets |= set(spec["params"]) | _set_names(spec["body"], set())
+        sets |= set(spec["params"]) | set_names(spec["body"], set())
     unknown = sorted(_names(program, set()) - sets - KNOWN_NAMES - {f"hparams.{f}" for f in fields})
     if unknown:
         return None, f"needs {', '.join(unknown[:4])}"

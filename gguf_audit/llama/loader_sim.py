@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["FLAGS", "Outcome", "Unmodelled", "render", "simulate"]
+__all__ = ["FLAGS", "Outcome", "Unmodelled", "render", "set_names", "simulate"]
 
 FLAGS: Final = {
     "TENSOR_NOT_REQUIRED": 1,
@@ -359,7 +359,8 @@ def _same_shape(expected: tuple[int, ...], got: tuple[int, ...], *, reshape: boo
     return expected + (1,) * (4 - len(expected)) == got + (1,) * (4 - len(got))
 
 
-def _set_names(node: Any, into: set[str]) -> set[str]:
+def set_names(node: Any, into: set[str]) -> set[str]:
+    """Every name a program sets: its locals, loop variables and tensor variables."""
     if isinstance(node, list) and node:
         if node[0] == "t" and node[7]:
             into.add(node[7])
@@ -367,7 +368,7 @@ def _set_names(node: Any, into: set[str]) -> set[str]:
             into.add(node[1])
         for part in node:
             if isinstance(part, list):
-                _set_names(part, into)
+                set_names(part, into)
     return into
 
 
@@ -380,9 +381,9 @@ def _compiled(program: Sequence[Any], helpers: Mapping[str, Any]) -> _Stmt:
     hit = _COMPILED.get(key)
     if hit is not None and hit[0] is program:
         return hit[1]
-    local = _set_names(list(program), set())
+    local = set_names(list(program), set())
     for spec in helpers.values():
-        local |= set(spec["params"]) | _set_names(spec["body"], set())
+        local |= set(spec["params"]) | set_names(spec["body"], set())
     compiled = _Compiler(helpers, local).block(program)
     _COMPILED[key] = (program, compiled)
     return compiled
