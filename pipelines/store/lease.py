@@ -352,8 +352,12 @@ class Lease:
                 f"process paused?) and {lost.describe()} took it; nothing was recorded"
             )
 
-    def release(self) -> None:
-        """Stop heartbeating and give the lease back (a lost lease is left to its new holder)."""
+    def release(self, *, failing: bool = False) -> None:
+        """Stop heartbeating and give the lease back (a lost lease is left to its new holder).
+
+        ``failing``: the holder is stopping on an error that it reports itself (a full disk, a lost store), so a
+        lease that cannot be given back for the same cause is not a second message (it expires by itself).
+        """
         self._stop.set()
         self._thread.join(timeout=max(5.0, self.interval_s * 2))
         with self._lock:
@@ -363,7 +367,7 @@ class Lease:
             try:
                 self._store.overwrite(self.state.generation, self.state.to_json())
             except OSError as exc:  # the lease then expires by itself
-                log.warning("could not release the output's lease: %s", exc)
+                log.log(logging.DEBUG if failing else logging.WARNING, "could not release the output's lease: %s", exc)
                 return
         for g in self._store.generations():
             if g < self.state.generation:
@@ -373,8 +377,8 @@ class Lease:
     def __enter__(self) -> Lease:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.release(failing=kind is not None)
 
 
 def _with(state: LeaseState, **changes: Any) -> LeaseState:

@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import secrets
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -275,9 +276,10 @@ class Output:
         return self.lease
 
     def release(self) -> None:
-        """Give the lease back, if held."""
+        """Give the lease back, if held. Called while an error propagates (a ``finally``), a lease that cannot
+        be given back for the same cause says so only in the debug log: the error is the night's one line."""
         if self.lease is not None:
-            self.lease.release()
+            self.lease.release(failing=sys.exc_info()[0] is not None)
             self.lease = None
 
     def _fence(self) -> None:
