@@ -12,9 +12,8 @@ import hashlib
 import struct
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 
@@ -38,9 +37,11 @@ class SampleStatus(StrEnum):
     UNREAD = "unread"
 
 
-@dataclass(frozen=True, slots=True)
-class DecodedBlock:
-    """One sampled block: its bytes' fate, values and scale checks."""
+class DecodedBlock(NamedTuple):
+    """One sampled block: its bytes' fate, values and scale checks.
+
+    A NamedTuple, as :class:`~gguf_audit.plan.PlannedBlock`: one per sampled block.
+    """
 
     block: PlannedBlock
     status: SampleStatus

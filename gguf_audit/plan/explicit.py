@@ -9,6 +9,8 @@ capped: they serve one-off commands on one file, not a collection.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from operator import attrgetter
+from typing import Final
 
 from gguf_audit.format.model import Header
 from gguf_audit.plan.model import (
@@ -25,17 +27,18 @@ from gguf_audit.plan.ranges import merge_ranges
 __all__ = ["plan_blocks", "plan_spread", "spread_indices", "without_overlaps"]
 
 _DEFAULT_GAP_BYTES = 4 << 10
+_ORDER: Final = attrgetter("offset", "tensor_index", "block_index")
 
 
 def without_overlaps(blocks: list[PlannedBlock]) -> list[PlannedBlock]:
     """Blocks sorted by offset, dropping any that overlaps an earlier one (tensors whose regions overlap)."""
-    blocks = sorted(blocks, key=lambda b: (b.offset, b.tensor_index, b.block_index))
+    blocks = sorted(blocks, key=_ORDER)
     out: list[PlannedBlock] = []
     end = -1
     for block in blocks:
         if block.offset >= end:
             out.append(block)
-            end = block.end_offset
+            end = block.offset + block.n_bytes
     return out
 
 

@@ -112,9 +112,12 @@ class BlockGeometry:
     n_elements: int
 
 
-@dataclass(frozen=True, slots=True)
-class PlannedBlock:
-    """One sampling block to read."""
+class PlannedBlock(NamedTuple):
+    """One sampling block to read.
+
+    A NamedTuple rather than a frozen dataclass: a plan holds one per sampled
+    block (about 2,000 a file), and a tuple is built in a fraction of the time.
+    """
 
     tensor_index: int
     """Position of the tensor in the header's tensor list."""
@@ -255,14 +258,27 @@ def strata_mask(ranges: Iterable[tuple[int, int]], data_start: int, data_end: in
     sixteen equal slices, the mask at most ``0xFFFF``. Bytes outside the span count for none.
     """
     size = data_end - data_start
-    mask = 0
     if size <= 0:
         return 0
+    mask = 0
+    # Touching ranges (a window's blocks, back to back) are joined first: one division per run, not per block.
+    run_lo = run_hi = -1
     for start, end in ranges:
         lo, hi = max(start, data_start), min(end, data_end)
         if hi <= lo:
             continue
-        first = (lo - data_start) * STRATA // size
-        last = (hi - 1 - data_start) * STRATA // size
-        mask |= ((1 << (last - first + 1)) - 1) << first
+        if lo == run_hi:
+            run_hi = hi
+            continue
+        if run_hi > run_lo:
+            mask |= _strata_bits(run_lo, run_hi, data_start, size)
+        run_lo, run_hi = lo, hi
+    if run_hi > run_lo:
+        mask |= _strata_bits(run_lo, run_hi, data_start, size)
     return mask
+
+
+def _strata_bits(lo: int, hi: int, data_start: int, size: int) -> int:
+    first = (lo - data_start) * STRATA // size
+    last = (hi - 1 - data_start) * STRATA // size
+    return ((1 << (last - first + 1)) - 1) << first
