@@ -3,12 +3,18 @@
 Run as ``python benchmarks/bench_decode.py``. For every type with a decoder it
 builds about 1 MiB of random blocks whose scales are small finite numbers (so
 no NaN/Inf path is timed), decodes them a few times and prints the best run
-as input MB/s and output Melem/s. It writes nothing but that table to stdout.
+as input MB/s and output Melem/s. Where ggml has a ``to_float`` for the type and
+the oracle's ``libggml-base`` is there (:mod:`gguf_audit.testing.ggml_decode`),
+ggml's decoder is timed the same way, alternating with ours, and the table adds
+its MB/s and our speed as a fraction of it (``ratio``); it also checks the two
+agree bit for bit on those blocks. It writes nothing but that table to stdout.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +22,7 @@ import numpy.typing as npt
 from gguf_audit.decode.kernels import decode_blocks, has_decoder
 from gguf_audit.decode.scales import block_scale_problems
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, ggml_type_info
+from gguf_audit.testing.ggml_decode import ggml_to_float
 
 TARGET_BYTES = 1 << 20
 REPEATS = 5
@@ -82,6 +89,9 @@ def valid_blocks(name: str, block_bytes: int, n_blocks: int, rng: np.random.Gene
         blocks[:, 0:4] = small_floats(rng, n_blocks).astype("<f4").view(np.uint8).reshape(n_blocks, 4)
     elif name == "MXFP4":
         blocks[:, 0] = rng.integers(110, 130, n_blocks, dtype=np.uint8)
+    elif name == "NVFP4":
+        # d[4]: one UE4M3 scale byte per 16 values; 0x7F and 0xFF are NaN in the NVFP4 spec.
+        blocks[:, 0:4] = rng.integers(0x20, 0x50, (n_blocks, 4), dtype=np.uint8)
     elif name == "IQ1_M":
         # Its fp16 scale is the top nibble of each uint16 word of scales[8] (bytes 48..56).
         scale = fp16_bytes(rng, n_blocks).view("<u2").reshape(-1)
@@ -92,9 +102,20 @@ def valid_blocks(name: str, block_bytes: int, n_blocks: int, rng: np.random.Gene
     return blocks.tobytes()
 
 
+def _best(runs: list[Callable[[], object]]) -> list[float]:
+    """The best time of each callable over REPEATS rounds, the callables alternating within a round."""
+    best = [float("inf")] * len(runs)
+    for _ in range(REPEATS):
+        for i, run in enumerate(runs):
+            start = time.perf_counter()
+            run()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
-    print(f"{'type':<8} {'id':>3} {'block':>6} {'MiB':>6} {'MB/s':>9} {'Melem/s':>9}")
+    print(f"{'type':<8} {'id':>3} {'block':>6} {'MiB':>6} {'MB/s':>9} {'Melem/s':>9} {'ggml MB/s':>10} {'ratio':>6}")
     for type_id in range(GGML_TYPE_COUNT):
         if not has_decoder(type_id):
             continue
@@ -105,15 +126,20 @@ def main() -> None:
         problems = block_scale_problems(raw, type_id)
         if problems.nonfinite_scale_blocks or problems.bad_exponent_blocks:
             raise SystemExit(f"benchmark bug: {info.name} blocks have bad scales: {problems}")
-        decode_blocks(raw, type_id)  # warm-up: gguf-py builds its IQ grids on first use
-        best = float("inf")
-        for _ in range(REPEATS):
-            start = time.perf_counter()
-            decode_blocks(raw, type_id)
-            best = min(best, time.perf_counter() - start)
+        ours = decode_blocks(raw, type_id)  # warm-up: gguf-py builds its IQ grids on first use
+        runs: list[Callable[[], object]] = [partial(decode_blocks, raw, type_id)]
+        ggml = ggml_to_float(type_id)
+        if ggml is not None:
+            theirs = ggml(raw)
+            if not np.array_equal(ours.view(np.uint32), theirs.view(np.uint32)):
+                raise SystemExit(f"{info.name}: gguf-audit and ggml decode these blocks differently")
+            runs.append(partial(ggml, raw))
+        best = _best(runs)
+        mb_s = len(raw) / best[0] / 1e6
+        versus = f"{len(raw) / best[1] / 1e6:>10.1f} {best[1] / best[0]:>6.2f}" if ggml is not None else ""
         print(
             f"{info.name:<8} {type_id:>3} {info.block_bytes:>6} {len(raw) / (1 << 20):>6.2f} "
-            f"{len(raw) / best / 1e6:>9.1f} {n_elems / best / 1e6:>9.1f}"
+            f"{mb_s:>9.1f} {n_elems / best[0] / 1e6:>9.1f} {versus}".rstrip()
         )
 
 

@@ -1,0 +1,82 @@
+"""gguf_audit.decode.dequant: the NumPy dequantizers, bit for bit ggml's ``to_float`` and gguf-py's.
+
+ggml's own decoder comes from the oracle's ``libggml-base`` (ctypes); gguf-py's
+``dequantize`` is the second reference (it matches ggml on these types). Blocks
+are random bytes (so NaN, Inf and subnormal scales occur), blocks with tame
+scales, and the all-zero and all-0xFF blocks.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from gguf.constants import GGMLQuantizationType
+from gguf.quants import dequantize as gguf_dequantize
+
+from gguf_audit.decode.kernels import decode_blocks
+from gguf_audit.format.ggml_types import ggml_type_info
+from gguf_audit.testing.ggml_decode import GgmlDecode, ggml_to_float
+
+Q = GGMLQuantizationType
+FAST_TYPES = [Q.Q4_0, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K]
+
+# Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
+FP16_FIELDS: dict[int, tuple[int, ...]] = {Q.Q4_0: (0,), Q.Q8_0: (0,), Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,)}
+
+
+def _blocks(type_id: int, seed: int) -> bytes:
+    info = ggml_type_info(type_id)
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, (600, info.block_bytes), dtype=np.uint8)
+    for offset in FP16_FIELDS[type_id]:
+        blocks[:300, offset : offset + 2] = rng.uniform(-2.0, 2.0, 300).astype("<f2").view(np.uint8).reshape(300, 2)
+    blocks[300] = 0
+    blocks[301] = 0xFF
+    return blocks.tobytes()
+
+
+def _ggml(type_id: int) -> GgmlDecode:
+    decode = ggml_to_float(type_id)
+    if decode is None:
+        if os.environ.get("GGUF_AUDIT_REQUIRE_ORACLE") == "1":
+            pytest.fail("llama.cpp's libggml-base is missing (../shared/llama.cpp)")
+        pytest.skip("llama.cpp's libggml-base is missing (../shared/llama.cpp or GGUF_AUDIT_LLAMA_CPP)")
+    return decode
+
+
+def _assert_same_bits(got: npt.NDArray[np.float32], want: npt.NDArray[np.float32], what: str) -> None:
+    assert got.shape == want.shape
+    differ = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
+    assert differ.size == 0, (
+        f"{differ.size} values differ from {what}, first at {differ[0]}: {got[differ[0]]!r} != {want[differ[0]]!r}"
+    )
+
+
+@pytest.mark.parametrize("type_id", FAST_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_decodes_like_ggml(type_id: int, seed: int) -> None:
+    raw = _blocks(type_id, seed)
+    _assert_same_bits(decode_blocks(raw, type_id), _ggml(type_id)(raw), "ggml's to_float")
+
+
+@pytest.mark.parametrize("type_id", FAST_TYPES, ids=lambda t: t.name)
+def test_decodes_like_gguf_py(type_id: Q) -> None:
+    raw = _blocks(type_id, 2)
+    with np.errstate(all="ignore"):
+        want = np.asarray(gguf_dequantize(np.frombuffer(raw, dtype=np.uint8), type_id), dtype=np.float32)
+    _assert_same_bits(decode_blocks(raw, type_id), want.reshape(-1), "gguf-py's dequantize")
+
+
+@pytest.mark.parametrize("type_id", FAST_TYPES, ids=lambda t: t.name)
+def test_a_block_decodes_the_same_alone_and_in_a_batch(type_id: int) -> None:
+    raw = _blocks(type_id, 3)
+    size = ggml_type_info(type_id).block_bytes
+    together = decode_blocks(raw, type_id)
+    elems = together.size // (len(raw) // size)
+    for i in (0, 299, 300, 301, 599):
+        _assert_same_bits(
+            decode_blocks(raw[i * size : (i + 1) * size], type_id), together[i * elems : (i + 1) * elems], "the batch"
+        )
