@@ -38,6 +38,7 @@ class _CdnUrls:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._urls: dict[str, tuple[str, float]] = {}
+        self._direct: dict[str, None] = {}
         self._resolving: dict[tuple[int, str], asyncio.Lock] = {}
 
     def lock_for(self, resolve: str) -> asyncio.Lock:
@@ -55,8 +56,21 @@ class _CdnUrls:
         with self._lock:
             return self._urls.get(resolve)
 
+    def serves_itself(self, resolve: str) -> bool:
+        """Whether ``resolve`` answered a range itself, without a redirect (a small non-LFS file, or a Hub
+        without a CDN): its ranges need no shared resolve and go out together."""
+        with self._lock:
+            return resolve in self._direct
+
+    def note_serves_itself(self, resolve: str) -> None:
+        with self._lock:
+            if len(self._direct) >= _MAX_CACHED:
+                self._direct.pop(next(iter(self._direct)))
+            self._direct[resolve] = None
+
     def put(self, resolve: str, cdn: str, expires: float) -> None:
         with self._lock:
+            self._direct.pop(resolve, None)
             if len(self._urls) >= _MAX_CACHED:
                 self._urls.pop(next(iter(self._urls)))  # the oldest: the cache only saves requests
             self._urls[resolve] = (cdn, expires)

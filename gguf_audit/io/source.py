@@ -378,18 +378,25 @@ class HubSource(HTTPSource):
         if end <= start:
             return b""
         fresh = False
-        if not self._cdn_usable():
+        if not self._cdn_usable() and not CDN_URLS.serves_itself(self.url):
             # Every reader of this file in the process (its ranges, the compare phase's sources): one resolves,
             # the others then take its CDN URL.
             async with CDN_URLS.lock_for(self.url):
                 known = CDN_URLS.get(self.url)
                 if not self._cdn_usable() and known is not None:
                     self.cdn_url, self.cdn_expires = known
-                if not self._cdn_usable():
+                if not self._cdn_usable() and not CDN_URLS.serves_itself(self.url):
                     answered, body = await self._resolve(start, end, host)
                     if answered:
                         return body
                     fresh = True
+        if not self._cdn_usable():
+            # The resolve URL serves the bytes itself (no CDN redirect): nothing to share, so the ranges go
+            # out together, each its own resolve request.
+            answered, body = await self._resolve(start, end, host)
+            if answered:
+                return body
+            fresh = True
         return await self._from_cdn(start, end, host, fresh)
 
     async def _resolve(self, start: int, end: int, host: str) -> tuple[bool, bytes | None]:
@@ -405,7 +412,10 @@ class HubSource(HTTPSource):
         async with session.get(fs.encode_url(self.url), headers=headers, allow_redirects=False, **kw) as resp:
             location = resp.headers.get("Location") if resp.status in REDIRECTS else None
             if location is None:
-                return True, await self._ranged_answer(resp, start, end, host)
+                body = await self._ranged_answer(resp, start, end, host)
+                if resp.status in (200, 206):
+                    CDN_URLS.note_serves_itself(self.url)
+                return True, body
             self._note_rate_limit(resp.headers, resp.status, host)
         now = time.time()
         self.cdn_url = urllib.parse.urljoin(self.url, location)

@@ -319,8 +319,6 @@ class RangeHTTPServer(LoopbackServer):
         self._fail_next = int(fail_next)
         self._fail_status = int(fail_status)
         self._truncate_next = int(truncate_next)
-        self._in_flight = 0
-        self._max_in_flight = 0
         self._no_content_length = no_content_length
         self._allow_head = allow_head
         self._lie_next = int(lie_next)
@@ -483,26 +481,9 @@ class RangeHTTPServer(LoopbackServer):
         """
         return super().bytes_sent
 
-    @property
-    def max_in_flight(self) -> int:
-        """The most requests waiting for their answer at once since the start (or :meth:`reset_stats`).
-
-        A request counts from its arrival until its answer starts, so with
-        ``latency_s`` set this is the client's concurrency as the server sees it.
-        """
-        with self._lock:
-            return self._max_in_flight
-
-    def reset_stats(self) -> None:
-        super().reset_stats()
-        with self._lock:
-            self._max_in_flight = self._in_flight
-
     def _begin_request(self, record: RequestRecord) -> _Knobs:
-        self._record(record)
+        self._arrived(record)
         with self._lock:
-            self._in_flight += 1
-            self._max_in_flight = max(self._max_in_flight, self._in_flight)
             fail_status: int | None = None
             if self._fail_next > 0:
                 self._fail_next -= 1
@@ -525,10 +506,6 @@ class RangeHTTPServer(LoopbackServer):
                 lying_total,
                 self.trickle_bytes_per_s,
             )
-
-    def _end_request(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
 
     # -- lifecycle
 

@@ -164,6 +164,7 @@ class _HubHandler(BaseHTTPRequestHandler):
         latency_s, gate = hub._begin(RequestRecord(self.command, shown, self.headers.get("Range")), resource)
         if latency_s > 0:
             hub._closing.wait(latency_s)
+        hub._end_request()
         try:
             if gate.status == 429:
                 raise _HubError(429, "You have been rate-limited; retry later.", None, gate.headers)
@@ -390,7 +391,7 @@ class LocalHub(LoopbackServer):
 
     def _begin(self, record: RequestRecord, resource: Resource) -> tuple[float, _Reply]:
         """Log the request; its latency and either a 429 or the RateLimit headers to add (as a _Reply)."""
-        self._record(record)
+        self._arrived(record)
         with self._lock:
             headers: dict[str, str] = {}
             window = self._windows.get(resource)

@@ -108,6 +108,8 @@ class LoopbackServer:
         self._requests: list[RequestRecord] = []
         self._bytes_sent = 0
         self._connections = 0
+        self._in_flight = 0
+        self._max_in_flight = 0
         self._closed = False
         self._latency_s = 0.0
         self._server: ConnectionTracking | None = None
@@ -163,15 +165,39 @@ class LoopbackServer:
         with self._lock:
             return self._connections
 
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests waiting for their answer at once since the start (or :meth:`reset_stats`), for
+        servers that count them (:meth:`_arrived`, :meth:`_end_request`).
+
+        A request counts from its arrival until its answer starts, so with
+        ``latency_s`` set this is the client's concurrency as the server sees it.
+        """
+        with self._lock:
+            return self._max_in_flight
+
     def reset_stats(self) -> None:
         with self._lock:
             self._requests.clear()
             self._bytes_sent = 0
             self._connections = 0
+            self._max_in_flight = self._in_flight
 
     def _record(self, record: RequestRecord) -> None:
         with self._lock:
             self._requests.append(record)
+
+    def _arrived(self, record: RequestRecord) -> None:
+        """:meth:`_record` a request and count it in flight until :meth:`_end_request`."""
+        with self._lock:
+            self._requests.append(record)
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+
+    def _end_request(self) -> None:
+        """The answer to a request counted by :meth:`_arrived` starts."""
+        with self._lock:
+            self._in_flight -= 1
 
     def _add_bytes(self, n_bytes: int) -> None:
         with self._lock:

@@ -261,3 +261,23 @@ def test_inspect_an_hf_file(capsys: pytest.CaptureFixture[str]) -> None:
         secret = json.dumps({"endpoint": hub.endpoint, "token": "hf_secret"})
         assert main(["inspect", "hf://org/m/m.gguf", "--storage-options", secret]) == 2
         assert "hf_secret" not in capsys.readouterr().err
+
+
+def test_without_a_cdn_a_files_ranges_go_out_together() -> None:
+    """A Hub whose resolve serves the bytes itself (no redirect): the sampled ranges of one file are in flight
+    at once, as they are from a CDN, not one after another behind the file's resolve lock."""
+    with LocalHub() as hub:
+        hub.add_org("org")
+        hub.create_repo("org/m")
+        sha = hub.add_files("org/m", {"m.gguf": _model("tiny-llama-Q4_K_M.gguf")})
+        hub.latency_s = 0.1  # every range still waiting when the next is sent
+        hub.reset_stats()
+        audit = audit_file(
+            AuditTarget("hf://org/m/m.gguf", storage_options={"endpoint": hub.endpoint, "token": False}, revision=sha),
+            config=HUB_SAMPLED,
+        )
+        assert audit.header is not None and len(audit.samples) > 2
+        assert not any(f.code.startswith("io.") for f in audit.findings)
+        assert hub.resolve_requests == audit.io.resolve_requests == audit.io.requests > 2
+        assert hub.resolve_bytes_sent == audit.io.bytes_read
+        assert hub.max_in_flight > 2
