@@ -53,22 +53,25 @@ def estimate_header_bytes(
     # From the last whole record on: what is known is re-estimated, so the
     # requirement of the record in progress is not counted twice.
     pos = cp.pos
-    rest = 0
     if len(kvs) < n_kv:
-        rest += _estimate_rest_of_kvs(r, kvs, n_kv, cp.pos, needed)
+        current, rest = _estimate_rest_of_kvs(r, kvs, n_kv, cp.pos, needed)
         tensor_bytes = _TYPICAL_TENSOR_INFO
+        rest += (n_tensors - len(tensors)) * tensor_bytes
     else:
         tensor_bytes = (cp.pos - tensors[0].info_offset) // len(tensors) if tensors else _TYPICAL_TENSOR_INFO
-    rest += (n_tensors - len(tensors)) * tensor_bytes
-    # A record longer than guessed (a long key or string: its length is known
-    # once read) is asked for whole, with the rest of the header after it, so
-    # the next round does not stop a few bytes later, re-reading that record.
-    estimate = max(pos, needed) + rest
+        left = n_tensors - len(tensors)
+        current, rest = (tensor_bytes, (left - 1) * tensor_bytes) if left > 0 else (0, 0)
+    # The record in progress ends where it was guessed to or where the parser
+    # needs it to, whichever is further: a record longer than guessed (a long
+    # key or string, its length known once read) is asked for whole with the
+    # rest of the header after it, and an array in progress is counted once.
+    estimate = max(pos + current, needed) + rest
     return max(needed, int(estimate * _MARGIN) + _MARGIN_BYTES)
 
 
-def _estimate_rest_of_kvs(r: Reader, kvs: list[KV], n_kv: int, kv_pos: int, needed: int) -> int:
-    """Bytes of the key-value records not parsed yet, tokenizer-aware.
+def _estimate_rest_of_kvs(r: Reader, kvs: list[KV], n_kv: int, kv_pos: int, needed: int) -> tuple[int, int]:
+    """Bytes of the key-value records not parsed yet, tokenizer-aware: the array in progress (0 when the
+    buffer stopped elsewhere) and the records after it.
 
     Vocabulary arrays dominate big headers. Once the token list's length is
     known the arrays that usually follow it can be sized: scores and token
@@ -77,7 +80,8 @@ def _estimate_rest_of_kvs(r: Reader, kvs: list[KV], n_kv: int, kv_pos: int, need
     """
     seen = {kv.key: kv for kv in kvs}
     partial = _partial_array(r, kv_pos, needed)
-    rest = partial.record_bytes if partial is not None else 0
+    current = partial.record_bytes if partial is not None else 0
+    rest = 0
     partial_key = partial.key if partial is not None else None
     n_tokens = _vocab_size(seen, partial)
     remaining_keys = n_kv - len(kvs) - (1 if partial is not None else 0)
@@ -88,7 +92,7 @@ def _estimate_rest_of_kvs(r: Reader, kvs: list[KV], n_kv: int, kv_pos: int, need
         kind = model.value if model is not None else None
         expected.append(("tokenizer.ggml.token_type", 4 * n_tokens + 64))
         if kind == "gpt2":
-            expected.append(("tokenizer.ggml.merges", n_tokens * (token_bytes + 1) + 64))
+            expected.append(("tokenizer.ggml.merges", int(n_tokens * (token_bytes + 1)) + 64))
         elif kind in ("llama", "t5", None):
             expected.append(("tokenizer.ggml.scores", 4 * n_tokens + 64))
     for key, nbytes in expected:
@@ -96,7 +100,7 @@ def _estimate_rest_of_kvs(r: Reader, kvs: list[KV], n_kv: int, kv_pos: int, need
             rest += nbytes
             remaining_keys -= 1
     rest += max(remaining_keys, 0) * _TYPICAL_KV
-    return rest
+    return current, rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,10 +176,12 @@ def _vocab_size(seen: dict[str, KV], partial: _PartialArray | None) -> int:
     return 0
 
 
-def _mean_token_bytes(tokens: KV | None, r: Reader, partial: _PartialArray | None) -> int:
+def _mean_token_bytes(tokens: KV | None, r: Reader, partial: _PartialArray | None) -> float:
     """Mean bytes of a token item, prefix included."""
     if tokens is not None and isinstance(tokens.value, StringArray) and len(tokens.value):
-        return int(tokens.value.lengths().mean()) + r.count_bytes
-    if partial is not None and partial.key == "tokenizer.ggml.tokens":
-        return partial.item_bytes
+        return float(tokens.value.lengths().mean()) + r.count_bytes
+    if partial is not None and partial.key == "tokenizer.ggml.tokens" and partial.n_items:
+        # The whole list's mean as estimated (the held items and the rest at the recent mean), not the
+        # recent mean alone: merges spell tokens of every rank.
+        return partial.record_bytes / partial.n_items
     return 8 + r.count_bytes
