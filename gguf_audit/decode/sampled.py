@@ -13,6 +13,8 @@ import struct
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
+from functools import partial
+from itertools import repeat
 from typing import Final, NamedTuple
 
 import numpy as np
@@ -52,6 +54,10 @@ class DecodedBlock(NamedTuple):
     """Why there are no values (the decoder's or the read's message)."""
     raw: bytes | None = None
     """The block's bytes as read (decoded blocks only): what a re-quantization is compared with."""
+
+
+_as_decoded = partial(tuple.__new__, DecodedBlock)
+"""A DecodedBlock from a tuple of its fields, without a Python-level call (one per sampled block)."""
 
 
 def decode_sample(block: PlannedBlock, raw: bytes | None, *, big_endian: bool = False) -> DecodedBlock:
@@ -109,9 +115,18 @@ def decode_samples(
         # In slices that stay in cache: one call over thousands of rows is slower than a few.
         stats = iter([s for k in range(0, len(every), _STATS_ROWS) for s in row_stats(every[k : k + _STATS_ROWS])])
         for indices, values, per_block in group:
-            for i, v, sc in zip(indices, values, per_block, strict=True):
-                # Positional, a block each.
-                out[i] = DecodedBlock(items[i][0], SampleStatus.OK, v, next(stats), sc, None, items[i][1])
+            blocks = [items[i] for i in indices]
+            fields = zip(
+                (block for block, _ in blocks),
+                repeat(SampleStatus.OK),
+                values,
+                stats,
+                per_block,
+                repeat(None),
+                (raw for _, raw in blocks),
+            )
+            for i, decoded in zip(indices, map(_as_decoded, fields), strict=True):
+                out[i] = decoded
     return [d for d in out if d is not None]
 
 
