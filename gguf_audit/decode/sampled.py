@@ -132,36 +132,35 @@ def decode_samples(
 
 def sample_rows(decoded: Iterable[DecodedBlock]) -> list[SampleRow]:
     """A row per decoded block (blocks without values get none)."""
-    rows = []
-    names: dict[int, str] = {}
-    for d in decoded:
-        s = d.stats
-        if s is None:
-            continue
-        b = d.block
-        name = names.get(b.type_id)
-        if name is None:
-            name = names[b.type_id] = ggml_type_name(b.type_id)
-        # Positional, in SampleRow's field order (a row per block: keyword matching costs more than the row).
-        rows.append(
-            SampleRow(
-                clip(b.tensor),
-                b.block_index,
-                b.offset,
-                b.n_bytes,
-                name,
-                s.count,
-                s.min,
-                s.max,
-                s.mean,
-                s.std,
-                s.max_abs,
-                s.n_nan,
-                s.n_inf,
-                s.zero_fraction,
-            )
-        )
-    return rows
+    done = [(d.block, d.stats) for d in decoded if d.stats is not None]
+    if not done:
+        return []
+    # Columns by transposing the tuples (in C), not a row built field by field: ~2,000 rows a file.
+    blocks, stats = zip(*done, strict=True)
+    _, tensor, type_id, block_index, _, _, offset, n_bytes = zip(*blocks, strict=True)
+    count, lo, hi, mean, std, max_abs, n_nan, n_inf, _ = zip(*stats, strict=True)
+    names = {t: ggml_type_name(t) for t in set(type_id)}
+    fields = zip(
+        map(clip, tensor),
+        block_index,
+        offset,
+        n_bytes,
+        map(names.__getitem__, type_id),
+        count,
+        lo,
+        hi,
+        mean,
+        std,
+        max_abs,
+        n_nan,
+        n_inf,
+        (s.zero_fraction for s in stats),
+        strict=True,
+    )
+    return list(map(_as_row, fields))
+
+
+_as_row = partial(tuple.__new__, SampleRow)
 
 
 _FINGERPRINT_TAG: Final = b"gguf-audit sampled-data fingerprint v1\0"
@@ -176,11 +175,17 @@ def sample_fingerprint(blocks: Iterable[tuple[PlannedBlock, bytes]]) -> str | No
     sample the same blocks). Blocks are hashed in offset order as
     ``u64 offset, u64 length, bytes``.
     """
-    items = sorted(blocks, key=lambda item: item[0].offset)
+    items = sorted(blocks, key=_by_offset)
     if not items:
         return None
     h = hashlib.sha256(_FINGERPRINT_TAG)
-    for block, raw in items:
-        h.update(struct.pack("<QQ", block.offset, len(raw)))
-        h.update(raw)
+    # One update over the joined stream hashes the same bytes as an update per piece.
+    h.update(b"".join(piece for block, raw in items for piece in (_OFFSET_LENGTH.pack(block.offset, len(raw)), raw)))
     return h.hexdigest()
+
+
+_OFFSET_LENGTH: Final = struct.Struct("<QQ")
+
+
+def _by_offset(item: tuple[PlannedBlock, bytes]) -> int:
+    return item[0].offset
