@@ -10,7 +10,7 @@ server that loads the file. The bounds come from the pinned build's tables
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 import numpy as np
@@ -22,6 +22,7 @@ from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import ValueType
 from gguf_audit.gguf_constants import Keys
 from gguf_audit.llama import llama_tables
+from gguf_audit.llama.arch_stops import ArchStop, first_arch_stop
 
 __all__ = ["check_hparams", "refused_in_load_hparams"]
 
@@ -125,17 +126,23 @@ def refused_in_load_hparams(f: HeaderFacts) -> bool:
     n_layer = _u32(f, Keys.LLM.BLOCK_COUNT)
     if f.arch in _N_ROT_IS_HEAD_SIZE and n_layer and any(_check_n_rot(f, n_layer)):
         return True
-    return any(
-        t.format(arch=f.arch) not in f.header.metadata for t in llama_tables().arch_required_keys.get(f.arch, {})
-    )
+    if any(t.format(arch=f.arch) not in f.header.metadata for t in llama_tables().arch_required_keys.get(f.arch, {})):
+        return True
+    stop = _arch_stop(f)
+    return stop is not None and stop.throws
 
 
 def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
     """The ``load_hparams`` asserts and throws a header decides; an assert only when the keys read
     before it are readable (else llama.cpp throws first: ``meta.missing_key`` or ``meta.wrong_type``)."""
-    if f.arch is None or f.spec is None or f.vocab_only or not f.model:
+    if f.arch is None or f.vocab_only or not f.model:
         return
     tables = llama_tables()
+    if f.spec is None:
+        # An architecture the hand-kept specs do not know: only its own load_arch_hparams' stops.
+        if f.arch in tables.arch_tensors:
+            yield from _check_arch_stop(f)
+        return
     if not _reached(f, "block_count"):
         yield from _check_tensor_extra(f)
         return
@@ -177,6 +184,53 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
             f"{rope.key} is {rope.value!r}{read}, not one of {', '.join(sorted(tables.rope_scaling_types))}: "
             f"llama.cpp {tables.build} aborts",
             offset=rope.offset,
+        )
+    yield from _check_arch_stop(f)
+
+
+def _arch_stop(f: HeaderFacts) -> ArchStop | None:
+    """The first stop of the architecture's own ``load_arch_hparams`` the file reaches: after the base
+    ``load_hparams`` (its keys readable, none of its asserts failing, ``n_rot`` right)."""
+    if f.arch is None or not _reached(f, *_READS_BEFORE):
+        return None
+    tables = llama_tables()
+    n_layer = _u32(f, Keys.LLM.BLOCK_COUNT)
+    if n_layer is None or not 0 < n_layer <= tables.max_layers:
+        return None
+    n_nextn = _u32(f, Keys.LLM.NEXTN_PREDICT_LAYERS) or 0
+    rope = f.header.metadata.get(f.key(Keys.Rope.SCALING_TYPE))
+    scaling = f.c_str(rope.key) if rope is not None else "linear"
+    if n_nextn > n_layer or any(_check_experts(f, n_layer)) or scaling not in tables.rope_scaling_types:
+        return None
+    if f.arch in _N_ROT_IS_HEAD_SIZE and any(_check_n_rot(f, n_layer)):
+        return None
+    own = tables.arch_required_keys.get(f.arch, {})
+
+    def reached(after: Sequence[str]) -> bool:
+        for template in after:
+            kv = f.header.metadata.get(f.key(template))
+            expected = _GGUF_TYPES.get(own.get(template, ""))
+            if kv is None or (expected is not None and kv.type is not expected):
+                return False
+        return True
+
+    return first_arch_stop(f.header, f.arch, reached)
+
+
+def _check_arch_stop(f: HeaderFacts) -> Iterator[Finding]:
+    stop = _arch_stop(f)
+    if stop is None:
+        return
+    build = llama_tables().build
+    if stop.throws:
+        yield finding(
+            Code.HPARAMS_ARCH_THROWS,
+            f"llama.cpp {build}'s {f.arch!r} load_arch_hparams throws on this file's keys: {stop.said!r}",
+        )
+    else:
+        yield finding(
+            Code.HPARAMS_ARCH_ASSERTS,
+            f"llama.cpp {build}'s {f.arch!r} load_arch_hparams aborts on this file's keys: {stop.said}",
         )
 
 

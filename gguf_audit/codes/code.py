@@ -84,6 +84,8 @@ class Code(StrEnum):
     HPARAMS_NEXTN_BLOCKS_NOT_LOADED = "hparams.nextn_blocks_not_loaded"
     HPARAMS_LOADER_THROWS = "hparams.loader_throws"
     HPARAMS_LOADER_ASSERTS = "hparams.loader_asserts"
+    HPARAMS_ARCH_THROWS = "hparams.arch_throws"
+    HPARAMS_ARCH_ASSERTS = "hparams.arch_asserts"
     # tokenizer
     TOKENIZER_VOCAB_MISMATCH = "tokenizer.vocab_mismatch"
     TOKENIZER_ARRAY_LENGTH_MISMATCH = "tokenizer.array_length_mismatch"

@@ -116,4 +116,23 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
             "llada-moe without experts): llama.cpp aborts the process that loads it."
         ),
     ),
+    CodeInfo(
+        Code.HPARAMS_ARCH_THROWS,
+        Severity.ERROR,
+        LlamaCpp.REFUSES,
+        (
+            "The architecture's own load_arch_hparams throws on this file's key values (a check the pinned "
+            "source makes, translated from it): llama.cpp refuses the file with that message."
+        ),
+    ),
+    CodeInfo(
+        Code.HPARAMS_ARCH_ASSERTS,
+        Severity.ERROR,
+        LlamaCpp.ABORTS,
+        (
+            "A GGML_ASSERT of the architecture's own load_arch_hparams fails on this file's key values (minimax-m3 "
+            "with indexer.block_size 0, gemma-embedding's dense_2_feat_in not the embedding length): llama.cpp "
+            "aborts the process that loads it."
+        ),
+    ),
 )

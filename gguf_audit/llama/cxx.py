@@ -318,6 +318,8 @@ class _Parser:
             return ["s", tok[1:-1]]  # a tensor name being built, or an assert's message (true)
         if re.fullmatch(r"\d+[uUlL]*", tok):
             return int(re.sub(r"[uUlL]+$", "", tok))
+        if re.fullmatch(r"\d+\.\d+[fF]?", tok):
+            return float(tok.rstrip("fF"))
         if not re.fullmatch(r"[A-Za-z_][\w.:>-]*", tok) or "->" in tok:
             raise Untranslatable(f"an expression {tok!r}")
         if tok in ("static_cast", "std::max", "std::min") and self.peek() == "<":

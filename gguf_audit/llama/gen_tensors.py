@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from gguf_audit.llama.cxx import Untranslatable, parse_body, strip_comments
-from gguf_audit.llama.generate import GenerateError, _block, _model_classes, _pairs, _tensor_template
+from gguf_audit.llama.gen_stops import field_defaults, hparams_stops
+from gguf_audit.llama.generate import (
+    GenerateError,
+    _block,
+    _hparams_field_types,
+    _model_classes,
+    _pairs,
+    _required_reads,
+    _tensor_template,
+)
 from gguf_audit.llama.hparams_env import KNOWN_NAMES, RECURRENT_WITHOUT_KV_HEADS
 from gguf_audit.llama.loader_sim import set_names
 
@@ -193,6 +202,9 @@ def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
     tensor_bodies, hparams_bodies, bases = _class_bodies(src)
     programs: dict[str, Any] = {}
     unmodelled: dict[str, str] = {}
+    stops: dict[str, Any] = {}
+    hparams_h = (src / "src" / "llama-hparams.h").read_text()
+    field_types, typed = _hparams_field_types(hparams_h), field_defaults(hparams_h)
     numbers = {a: n for n, a in enumerate(sorted(arch_ids))}
     for arch_id, arch in sorted(arch_ids.items(), key=lambda p: p[1]):
         cls = classes.get(arch_id)
@@ -202,7 +214,15 @@ def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
         if body is None:
             unmodelled[arch] = "no load_arch_tensors"
             continue
-        fields, computed = _fields(_inherited(cls, hparams_bodies, bases) or "", kv)
+        hparams_body = _inherited(cls, hparams_bodies, bases) or ""
+        fields, computed = _fields(hparams_body, kv)
+        found, reads = hparams_stops(
+            hparams_body, fields, computed, lambda prefix: _required_reads(prefix, field_types, kv)
+        )
+        if found:
+            read = sorted(r.removeprefix("hparams.") for r in reads)
+            types = {f: typed[f] for f in read if f in typed and f in fields}
+            stops[arch] = {"fields": fields, "computed": computed, "types": types, "stops": found}
         program, why = _translate(body, ids, helpers, fields, (numbers, arch_id))
         reads = _names(program, set()) if program is not None else set()
         if "hparams.is_recr" in reads and fields.get("is_recr_impl") != RECURRENT_WITHOUT_KV_HEADS:
@@ -225,6 +245,7 @@ def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
         "defaults": _defaults((src / "src" / "llama-hparams.h").read_text()),
         "architectures": programs,
         "unmodelled": unmodelled,
+        "hparams_stops": stops,
     }
 
 

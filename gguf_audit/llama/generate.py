@@ -195,7 +195,8 @@ def _statement_calls(flat: str) -> list[tuple[str, str]]:
     calls: list[tuple[str, str]] = []
     for m in re.finditer(r"ml\.(get_key_or_arr|get_key|get_arr)\(", flat):
         before = flat[: m.start()].rstrip()
-        if before and before[-1] not in ";":
+        # After a block _depth_one cut out, a statement follows its header's ')'.
+        if before and before[-1] not in ";)":
             continue
         depth, i = 1, m.end()
         while i < len(flat) and depth:

@@ -118,6 +118,10 @@ class TensorPrograms:
     ``load_arch_hparams``), ``computed`` (hparams it sets otherwise)."""
     unmodelled: Mapping[str, str]
     """The architectures whose loader was not translated, each with the first reason."""
+    hparams_stops: Mapping[str, Mapping[str, Any]]
+    """Per architecture whose ``load_arch_hparams`` can stop on a key's value: ``stops`` (in order, each
+    ``said``, ``after`` and a ``program`` or the ``why`` it has none), ``fields``, ``computed`` and ``types``
+    (the GGUF type and initial value of each field the programs read); :mod:`gguf_audit.llama.arch_stops`."""
 
 
 @cache
@@ -131,4 +135,5 @@ def tensor_programs() -> TensorPrograms:
         defaults=MappingProxyType({str(k): int(v) for k, v in doc["defaults"].items()}),
         architectures=MappingProxyType(doc["architectures"]),
         unmodelled=MappingProxyType(dict(doc["unmodelled"])),
+        hparams_stops=MappingProxyType(doc.get("hparams_stops", {})),
     )

@@ -10,11 +10,15 @@ oracle whether such a file loads, then drop, add and reshape its tensors.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+import json
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gguf_audit.format import Header, ValueType, parse_header
 from gguf_audit.llama import llama_tables, tensor_programs
+from gguf_audit.llama.arch_stops import first_arch_stop
 from gguf_audit.llama.hparams_env import HeaderEnv
 from gguf_audit.llama.loader_sim import Unmodelled, simulate
 from gguf_audit.testing.builder import KV, Tensor, build_gguf, kv_array, kv_bool, kv_f32, kv_str, kv_u32
@@ -23,6 +27,7 @@ from gguf_audit.testing.vocab import vocab_kvs
 __all__ = [
     "RETAG_SOURCES",
     "Case",
+    "arch_stop_cases",
     "complete_model",
     "env_of",
     "model_kvs",
@@ -262,3 +267,104 @@ def _retagged(kv: KV, src: str, dst: str, renamed: bool) -> KV:
     if renamed and isinstance(kv.key, str) and kv.key.startswith(src + "."):
         return replace(kv, key=dst + kv.key[len(src) :])
     return kv
+
+
+_STOP_CANDIDATES: Mapping[str, tuple[object, ...]] = {
+    "uint32": (0, 1, 2, 3, 4, 64),
+    "int32": (0, 1, 2, 3, 4, 64),
+    "float32": (-5.0, 0.0, 1.0),
+    "bool": (False, True),
+}
+
+
+def _typed_kv(key: str, type_name: str, value: object) -> KV:
+    if type_name == "float32":
+        return kv_f32(key, float(str(value)))
+    if type_name == "bool":
+        return kv_bool(key, bool(value))
+    return kv_u32(key, int(str(value)))
+
+
+def arch_stop_cases() -> list[Case]:
+    """For every translated stop of an architecture's ``load_arch_hparams`` (``hparams_stops``): the small
+    model with the keys that stop reads set so that it is the first to fire (``aborted`` for an assert,
+    ``refused`` for a throw); then, the keys of every stop set so that none fires though they differ from
+    the model's (``loaded`` with the complete model of a modelled architecture, else ``?``: its tensors are
+    the oracle's to judge). The values are found by trying small ones against the translation; the oracle
+    decides."""
+    cases: list[Case] = []
+    for arch, spec in sorted(tensor_programs().hparams_stops.items()):
+        made = complete_model(arch) or complete_model(arch, moe=True)
+        kvs, tensors = made if made is not None else (model_kvs(arch), _embedding_only(arch))
+        shown: list[str] = []
+        for stop in spec["stops"]:
+            if "program" not in stop:
+                break  # the runner judges nothing past a stop it cannot run
+            said = _program_said(stop["program"])
+            fired, through = _stop_values(arch, spec, stop, kvs)
+            if fired is not None:
+                expect = "refused" if said.startswith("throw: ") else "aborted"
+                cases.append(Case(f"{arch} fires: {said[:70]} with {fired[1]}", fired[0], tensors, expect))
+            if through is None:
+                break
+            kvs = through[0]
+            shown.append(through[1])
+        if shown and _first_stop(arch, kvs) is None:
+            expect = "loaded" if made is not None else "?"
+            cases.append(Case(f"{arch} passes with {'; '.join(shown)}", kvs, tensors, expect))
+    return cases
+
+
+def _embedding_only(arch: str) -> list[Tensor]:
+    """The token embedding of ``arch``'s small model alone: a model file (not vocabulary-only) whose loader
+    is unmodelled; llama.cpp stops on its hyperparameters before it asks for a tensor."""
+    header = parse_header(build_gguf(model_kvs(arch), []), file_size=None)
+    assert isinstance(header, Header)
+    tokens = header.metadata["tokenizer.ggml.tokens"].value
+    assert isinstance(tokens, Sized)
+    return [Tensor("token_embd.weight", (_BASE["embedding_length"], len(tokens)), _F32)]
+
+
+def _first_stop(arch: str, kvs: list[KV]) -> str | None:
+    header = parse_header(build_gguf(kvs, []), file_size=None)
+    assert isinstance(header, Header)
+    got = first_arch_stop(header, arch, lambda after: True)
+    return None if got is None else ("throw: " if got.throws else "") + got.said
+
+
+def _stop_values(
+    arch: str, spec: Mapping[str, Any], stop: Mapping[str, Any], kvs: list[KV]
+) -> tuple[tuple[list[KV], str] | None, tuple[list[KV], str] | None]:
+    """Keys (and their values, shown) making ``stop`` the first to fire, and keys of other values than
+    ``kvs``' with which it does not fire (a later stop may)."""
+    fields = sorted(f for f in spec["types"] if f"hparams.{f}" in json.dumps(stop["program"]))
+    said = _program_said(stop["program"])
+    fired = through = None
+    base = {kv.key: kv for kv in kvs}
+    keys = [spec["fields"][f].format(arch=arch) for f in fields]
+    for values in itertools.product(*(_STOP_CANDIDATES[spec["types"][f][0]] for f in fields)):
+        edits = [_typed_kv(k, spec["types"][f][0], v) for k, f, v in zip(keys, fields, values, strict=True)]
+        if all(k in base and base[k].value == e.value for k, e in zip(keys, edits, strict=True)):
+            continue
+        edited = [kv for kv in kvs if kv.key not in keys] + edits
+        got = _first_stop(arch, edited)
+        text = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+        if got == said and fired is None:
+            fired = (edited, text)
+        elif got != said and through is None and values != tuple(spec["types"][f][1] for f in fields):
+            through = (edited, text)
+        if fired is not None and through is not None:
+            break
+    return fired, through
+
+
+def _program_said(node: Any) -> str:
+    """The message of the one ``stop`` statement in a stop's program."""
+    if isinstance(node, list) and node:
+        if node[0] == "stop":
+            return str(node[1])
+        for part in node:
+            said = _program_said(part)
+            if said:
+                return said
+    return ""
