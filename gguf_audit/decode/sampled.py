@@ -21,7 +21,7 @@ import numpy as np
 
 from gguf_audit.bounded import clip
 from gguf_audit.decode.kernels import F32Array, NoDecoder, decode_blocks, has_decoder
-from gguf_audit.decode.scales import ScaleProblems, block_scale_problems
+from gguf_audit.decode.scales import ScaleProblems, block_scale_problems, part_scale_problems
 from gguf_audit.decode.stats import BlockStats, SampleRow, row_stats
 from gguf_audit.format.ggml_types import ggml_type_name
 from gguf_audit.plan import PlannedBlock
@@ -104,7 +104,7 @@ def decode_samples(
                 clean = ScaleProblems(1, 0, 0, None, scales.type_rejected)
                 per_block = [clean] * len(indices)
             else:
-                per_block = [block_scale_problems(items[i][1] or b"", type_id, big_endian=big_endian) for i in indices]
+                per_block = part_scale_problems(raw, type_id, len(indices), big_endian=big_endian)
         except NoDecoder as exc:
             for i in indices:
                 out[i] = DecodedBlock(items[i][0], SampleStatus.NO_DECODER, note=exc.message)

@@ -8,9 +8,13 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
+import pytest
 from gguf.constants import GGMLQuantizationType
 
-from gguf_audit.decode.scales import ScaleProblems, block_scale_problems
+from gguf_audit.decode.kernels import has_decoder
+from gguf_audit.decode.scales import ScaleProblems, block_scale_problems, part_scale_problems
+from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, ggml_type_info
 
 Q = GGMLQuantizationType
 
@@ -106,3 +110,22 @@ def test_q8_k_checks_its_float32_scale() -> None:
 def test_integer_types_have_nothing_to_check() -> None:
     raw = struct.pack("<4I", 0x7F800000, 0x7FC00000, 0xFFFFFFFF, 0)
     assert block_scale_problems(raw, Q.I32) == ScaleProblems(4, 0, 0, None)
+
+
+@pytest.mark.parametrize(
+    "type_id", [t for t in range(GGML_TYPE_COUNT) if has_decoder(t)], ids=lambda t: ggml_type_info(t).name
+)
+def test_part_scale_problems_are_each_parts_own(type_id: int) -> None:
+    # The vectorised per-part counts against block_scale_problems of each part alone, on random
+    # bytes (NaN and Inf scales, MXFP4 exponents 0xFF) and on tame all-zero parts.
+    info = ggml_type_info(type_id)
+    per_part = 32 if info.block_elems == 1 else 1
+    rng = np.random.default_rng(type_id)
+    parts = rng.integers(0, 256, (400, per_part * info.block_bytes), dtype=np.uint8)
+    parts[::3] = 0
+    if type_id == Q.MXFP4:
+        parts[1::4, 0] = 0xFF
+    raw = parts.tobytes()
+    got = part_scale_problems(raw, type_id, len(parts))
+    assert got == [block_scale_problems(part.tobytes(), type_id) for part in parts]
+    assert any(not p.ok for p in got) or type_id in (Q.I8, Q.I16, Q.I32, Q.I64)
