@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cache
+from functools import cache, lru_cache
 from typing import Final
 
 from gguf_audit.gguf_constants import MODEL_ARCH_NAMES, MODEL_TENSORS, TENSOR_NAMES, Keys
@@ -181,8 +181,10 @@ def arch_key(template: str, arch: str) -> str:
 _BLOCK: Final = re.compile(r"blk\.(\d+)\.")
 
 
+@lru_cache(maxsize=1 << 16)
 def block_index(name: str) -> int | None:
-    """N for a tensor named ``blk.N.<...>``, else None."""
+    """N for a tensor named ``blk.N.<...>``, else None (kept per name: every file of an architecture
+    repeats the same names, and several checks ask of each)."""
     m = _BLOCK.match(name)
     return int(m.group(1)) if m else None
 
@@ -218,6 +220,7 @@ def _name_pattern(arch: str) -> re.Pattern[str] | None:
     return re.compile(rf"(?:{alternatives})\.(?:{suffixes})|(?:{bare_alternatives})")
 
 
+@lru_cache(maxsize=1 << 16)
 def is_known_tensor_name(arch: str, name: str) -> bool | None:
     """Whether ``name`` is one of ``arch``'s tensors; None when ``arch`` is unknown."""
     pattern = _name_pattern(arch)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from functools import cache
+from functools import cache, lru_cache
 from typing import Final
 
 from gguf_audit.checks.arch import block_index
@@ -141,15 +141,19 @@ def file_name_quantization(url: str) -> tuple[str, frozenset[str]] | None:
     return None
 
 
+@lru_cache(maxsize=1 << 16)
+def _block_weight(name: str) -> bool:
+    """Whether ``name`` is ``blk.N.<base>.weight`` with a base llama-quantize quantizes (kept per name)."""
+    b = block_index(name)
+    return b is not None and name.endswith(".weight") and name[len(f"blk.{b}.") : -len(".weight")] in _WEIGHT_BASES
+
+
 def _weights(tensors: Iterable[TensorInfo], allowed: frozenset[int]) -> list[TensorInfo]:
     """The matrices that llama-quantize would have given one of ``allowed`` (not too narrow for its blocks)."""
     blocks = [_block_elems(t) for t in allowed]
     out = []
     for t in tensors:
-        b = block_index(t.name)
-        if b is None or not t.name.endswith(".weight"):
-            continue
-        if t.name[len(f"blk.{b}.") : -len(".weight")] not in _WEIGHT_BASES:
+        if not _block_weight(t.name):
             continue
         if len(t.shape) < 2 or t.shape[0] <= 0 or any(t.shape[0] % n for n in blocks):
             continue
@@ -160,12 +164,7 @@ def _weights(tensors: Iterable[TensorInfo], allowed: frozenset[int]) -> list[Ten
 def _matrices(tensors: Iterable[TensorInfo]) -> list[TensorInfo]:
     """The 2-D (or wider) weights llama-quantize quantizes: the blocks' matrices, else any matrix."""
     tensors = list(tensors)
-    in_blocks = []
-    for t in tensors:
-        b = block_index(t.name)
-        matrix = b is not None and t.name.endswith(".weight") and len(t.shape) >= 2
-        if matrix and t.name[len(f"blk.{b}.") : -len(".weight")] in _WEIGHT_BASES:
-            in_blocks.append(t)
+    in_blocks = [t for t in tensors if len(t.shape) >= 2 and _block_weight(t.name)]
     return in_blocks or [t for t in tensors if t.name.endswith(".weight") and len(t.shape) >= 2]
 
 

@@ -69,7 +69,7 @@ def reference_rank(file_type_name: str | None) -> int:
 
 
 def _tensor_hash(name: str, shape: Sequence[int]) -> int:
-    text = f"{name}\x00{'x'.join(str(d) for d in shape)}".encode("utf-8", "surrogatepass")
+    text = f"{name}\x00{'x'.join(map(str, shape))}".encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.sha256(text).digest()[:16], "little")
 
 

@@ -145,7 +145,8 @@ def check_tokenizer(f: HeaderFacts) -> Iterator[Finding]:
             )
 
 
-_BYTE_TOKEN: Final = re.compile(r"<0x[0-9A-Fa-f]{2}>\Z")
+# Matched on the undecoded bytes: a text decodes to '<0xNN>' exactly when its bytes are those six.
+_BYTE_TOKEN: Final = re.compile(rb"<0x[0-9A-Fa-f]{2}>\Z")
 
 
 def _check_byte_tokens(f: HeaderFacts) -> Iterator[Finding]:
@@ -155,7 +156,7 @@ def _check_byte_tokens(f: HeaderFacts) -> Iterator[Finding]:
     if tt is None or not len(tt) or not isinstance(tokens, StringArray):
         return
     byte_ids = np.flatnonzero(np.asarray(tt) == int(TokenType.BYTE))
-    bad = [int(i) for i in byte_ids.tolist() if i < len(tokens) and not _BYTE_TOKEN.match(tokens[int(i)])]
+    bad = [int(i) for i in byte_ids.tolist() if i < len(tokens) and not _BYTE_TOKEN.match(tokens.raw(i))]
     if not bad:
         return
     plamo2 = f.tokenizer_model == "plamo2"

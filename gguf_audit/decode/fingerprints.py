@@ -144,9 +144,10 @@ def metadata_parts(header: Header) -> dict[str, str]:
     return {group: h.hexdigest() for group, h in hashers.items()}
 
 
-def metadata_fingerprint(header: Header) -> str:
-    """SHA-256 over :func:`metadata_parts`, in :data:`METADATA_GROUPS` order."""
+def metadata_fingerprint(header: Header, parts: dict[str, str] | None = None) -> str:
+    """SHA-256 over :func:`metadata_parts`, in :data:`METADATA_GROUPS` order (``parts``: those of
+    ``header`` when the caller has them already)."""
     h = hashlib.sha256(_METADATA_TAG)
-    for group, part in metadata_parts(header).items():
+    for group, part in (metadata_parts(header) if parts is None else parts).items():
         h.update(group.encode() + b"=" + part.encode() + b"\n")
     return h.hexdigest()

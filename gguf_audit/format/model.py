@@ -109,20 +109,54 @@ class ValueType(IntEnum):
         return self.name.lower()
 
 
+def _join(buf: bytes | memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> bytes:
+    """The bytes ``buf[starts[i]:ends[i]]`` of every item, concatenated, with numpy passes only."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
+        return b""
+    data = np.frombuffer(buf, dtype=np.uint8)
+    if bool(np.all(starts[1:] >= ends[:-1])):
+        # Items in order and apart, as a parser lays them out: mark where each begins and ends within
+        # their span and keep the bytes inside one (a running sum of the marks is 1 there, 0 between).
+        first = int(starts[0])
+        marks = np.zeros(int(ends[-1]) - first + 1, dtype=np.int8)
+        marks[starts - first] += 1
+        marks[ends - first] -= 1
+        inside = np.cumsum(marks[:-1], dtype=np.int8).view(np.bool_)
+        return data[first : int(ends[-1])][inside].tobytes()
+    # Any other order: the position of every wanted byte, each item's start repeated over its length
+    # plus the byte's index within the item.
+    lengths = ends - starts
+    firsts = np.cumsum(lengths) - lengths
+    positions = np.repeat(starts - firsts, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+    return data[positions].tobytes()
+
+
 class StringArray(Sequence[str]):
     """A GGUF array of strings, decoded on access.
 
     Holds the header buffer and the start and end of every item, so a 256k
     token vocabulary costs two int64 arrays instead of a quarter million
-    Python strings until someone asks for them.
+    Python strings until someone asks for them. The items' bytes joined
+    (:meth:`joined_bytes`) and the items cut at their first NUL
+    (:meth:`up_to_nul`) are made once, on first use, and kept: the checks,
+    the fingerprints and the table cells of a file all walk the vocabulary
+    through them, so it is gathered once per file.
     """
 
-    __slots__ = ("_buf", "_ends", "_starts")
+    __slots__ = ("_buf", "_cut", "_ends", "_joined", "_starts")
 
     def __init__(self, buf: bytes | memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> None:
         self._buf = buf
         self._starts = starts
         self._ends = ends
+        self._joined: bytes | None = None
+        self._cut: StringArray | None = None
+
+    def __reduce__(self) -> tuple[type[StringArray], tuple[bytes | memoryview, Any, Any]]:
+        # The kept join and cut are derived: a copy rebuilds them when asked.
+        return (StringArray, (self._buf, self._starts, self._ends))
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -154,28 +188,30 @@ class StringArray(Sequence[str]):
     def up_to_nul(self) -> StringArray:
         """The items as a C reader sees them: each cut at its first NUL byte (llama.cpp builds its token
         texts with ``gguf_get_arr_str``, a ``const char *``). The same array when no item holds a NUL."""
-        if not len(self):
+        if self._cut is None:
+            self._cut = self._cut_at_nul()
+        return self._cut
+
+    def _cut_at_nul(self) -> StringArray:
+        joined = self.joined_bytes()
+        if b"\0" not in joined:
             return self
-        first, last = int(self._starts.min()), int(self._ends.max())
-        nuls = np.flatnonzero(np.frombuffer(self._buf, dtype=np.uint8)[first:last] == 0) + first
-        if not len(nuls):
-            return self
-        # The first NUL at or after each item's start (past the end: the item holds none).
-        at = np.searchsorted(nuls, self._starts)
-        first_nul = np.append(nuls, last)[at]
-        return StringArray(self._buf, self._starts, np.minimum(self._ends, first_nul))
+        lengths = self.lengths()
+        firsts = np.cumsum(lengths) - lengths
+        # Each NUL's item (the last item starting at or before it), then the first NUL of each item.
+        nuls = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 0)
+        owner = np.searchsorted(firsts, nuls, side="right") - 1
+        # An empty item shares its first position with the next one: the NUL is the later item's.
+        items, first_of_each = np.unique(owner, return_index=True)
+        ends = self._ends.copy()
+        ends[items] = self._starts[items] + (nuls[first_of_each] - firsts[items])
+        return StringArray(self._buf, self._starts, ends)
 
     def joined_bytes(self) -> bytes:
-        """Every item's undecoded bytes, concatenated in order (one numpy gather, no per-item loop)."""
-        lengths = self.lengths()
-        total = int(lengths.sum())
-        if total == 0:
-            return b""
-        # Position of every wanted byte: each item's start, repeated over its length,
-        # plus the byte's index within the item.
-        firsts = np.cumsum(lengths) - lengths
-        positions = np.repeat(self._starts - firsts, lengths) + np.arange(total, dtype=np.int64)
-        return np.frombuffer(self._buf, dtype=np.uint8)[positions].tobytes()
+        """Every item's undecoded bytes, concatenated in order (gathered once, then kept)."""
+        if self._joined is None:
+            self._joined = _join(self._buf, self._starts, self._ends)
+        return self._joined
 
     def edge_words(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
         """Every item's first and last 8 bytes as little-endian integers (an item shorter than 8 bytes:

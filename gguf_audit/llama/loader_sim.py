@@ -84,7 +84,9 @@ class _Frame:
     out: Outcome
     make: dict[str, tuple[int, ...]] | None
     vars: dict[str, int] = field(default_factory=dict)
-    labels: list[Mapping[str, Any]] = field(default_factory=lambda: [{}])
+    labels: list[Callable[[], Mapping[str, Any]]] = field(default_factory=lambda: [dict])
+    """Per helper call, what its parameters stand for in the caller's words (for messages): made only
+    when a message needs them."""
     steps: int = 0
     known: dict[str, int] = field(default_factory=dict)
 
@@ -130,6 +132,11 @@ class _Compiler:
         if op == "fn":
             return self.call_expr(e[1], [self.expr(a) for a in e[2]])
         operands = [self.expr(a) for a in e[1:]]
+        binary = _BINARY.get(op)
+        if binary is not None and op not in ("/", "%") and len(operands) == 2:
+            # The common case bound at compile time; anything else goes through _apply, which also raises.
+            x, y = operands
+            return lambda fr: binary(x(fr), y(fr))
         return lambda fr: _apply(op, [a(fr) for a in operands])
 
     def call_expr(self, fname: str, args: list[_Expr]) -> _Expr:
@@ -223,8 +230,7 @@ class _Compiler:
             values = [a(fr) for a in args]
             saved = {p: fr.vars[p] for p in params if p in fr.vars}
             fr.vars.update(zip(params, values, strict=True))
-            outer = fr.labels[-1]
-            fr.labels.append({p: _substituted(e, outer) for p, e in zip(params, exprs, strict=True)})
+            fr.labels.append(_labels(params, exprs, fr.labels[-1]))
             try:
                 body(fr)
             except _Return:
@@ -262,7 +268,7 @@ class _Compiler:
             if got is not None:
                 ne = tuple([d(fr) for d in dims])
                 if not _same_shape(ne, got, reshape=bool(flags & _ALLOW_RESHAPE)):
-                    fr.out.wrong_shape.append((name, ne, _why(dims_e, ne, fr.labels[-1])))
+                    fr.out.wrong_shape.append((name, ne, _why(dims_e, ne, fr.labels[-1]())))
                 if not flags & _DUPLICATED:
                     fr.out.created.add(name)
             if var is not None:
@@ -270,6 +276,21 @@ class _Compiler:
                 fr.vars[var] = int(got is not None and not flags & _SKIP)
 
         return run
+
+
+def _labels(
+    params: Sequence[str], exprs: Sequence[Any], outer: Callable[[], Mapping[str, Any]]
+) -> Callable[[], Mapping[str, Any]]:
+    """A helper call's parameters as the caller's expressions, worked out on first use and kept."""
+    made: list[Mapping[str, Any]] = []
+
+    def labels() -> Mapping[str, Any]:
+        if not made:
+            base = outer()
+            made.append({p: _substituted(e, base) for p, e in zip(params, exprs, strict=True)})
+        return made[0]
+
+    return labels
 
 
 def _why(dims: Sequence[Any], ne: tuple[int, ...], labels: Mapping[str, Any]) -> str:
@@ -316,6 +337,25 @@ def _substituted(e: Any, names: Mapping[str, Any]) -> Any:
     return e
 
 
+_BINARY: Final[dict[str, Callable[[int, int], int]]] = {
+    "+": lambda p, q: p + q,
+    "-": lambda p, q: p - q,
+    "*": lambda p, q: p * q,
+    "/": lambda p, q: int(p / q),
+    "%": lambda p, q: p - q * int(p / q),
+    "==": lambda p, q: int(p == q),
+    "!=": lambda p, q: int(p != q),
+    "<": lambda p, q: int(p < q),
+    "<=": lambda p, q: int(p <= q),
+    ">": lambda p, q: int(p > q),
+    ">=": lambda p, q: int(p >= q),
+    "|": lambda p, q: p | q,
+    "&": lambda p, q: p & q,
+    "<<": lambda p, q: p << q,
+    ">>": lambda p, q: p >> q,
+}
+
+
 def _apply(op: str, a: list[int]) -> int:
     if op == "!":
         return int(not a[0])
@@ -324,26 +364,9 @@ def _apply(op: str, a: list[int]) -> int:
     x, y = a
     if op in ("/", "%") and y == 0:
         raise Unmodelled("a division by zero")
-    ops: dict[str, Callable[[int, int], int]] = {
-        "+": lambda p, q: p + q,
-        "-": lambda p, q: p - q,
-        "*": lambda p, q: p * q,
-        "/": lambda p, q: int(p / q),
-        "%": lambda p, q: p - q * int(p / q),
-        "==": lambda p, q: int(p == q),
-        "!=": lambda p, q: int(p != q),
-        "<": lambda p, q: int(p < q),
-        "<=": lambda p, q: int(p <= q),
-        ">": lambda p, q: int(p > q),
-        ">=": lambda p, q: int(p >= q),
-        "|": lambda p, q: p | q,
-        "&": lambda p, q: p & q,
-        "<<": lambda p, q: p << q,
-        ">>": lambda p, q: p >> q,
-    }
-    if op not in ops:
+    if op not in _BINARY:
         raise Unmodelled(f"operator {op!r}")
-    return ops[op](x, y)
+    return _BINARY[op](x, y)
 
 
 def _same_shape(expected: tuple[int, ...], got: tuple[int, ...], *, reshape: bool) -> bool:

@@ -20,7 +20,7 @@ from gguf_audit.checks.shards import SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT,
 from gguf_audit.decode.fingerprints import metadata_fingerprint, metadata_parts
 from gguf_audit.decode.stats import SampleRow
 from gguf_audit.findings import CODES, Finding, Severity
-from gguf_audit.format.model import Header, ValueType
+from gguf_audit.format.model import Header, TensorInfo, ValueType
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.gguf_constants import LlamaFileType
 from gguf_audit.redact import redact_text, redact_value
@@ -186,9 +186,10 @@ def _file_row(item: AuditedFile, run_id: str) -> dict[str, Any]:
             split_tensors_count=_int_value(h, SPLIT_TENSORS_COUNT),
         )
         row.update(lineage_cells(h))
+        parts = metadata_parts(h)
         row.update(
-            metadata_fingerprint=metadata_fingerprint(h),
-            metadata_parts=[f"{group}={part[:16]}" for group, part in metadata_parts(h).items()],
+            metadata_fingerprint=metadata_fingerprint(h, parts),
+            metadata_parts=[f"{group}={part[:16]}" for group, part in parts.items()],
         )
     return row
 
@@ -232,31 +233,35 @@ def tensors_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:
         h = item.audit.header
         if h is None:
             continue
-        url, model_id = item.audit.url, item.model_id
-        for index, t in enumerate(h.tensors):
-            cols["url"].append(url)
-            cols["model_id"].append(model_id)
-            cols["index"].append(index)
-            cols["name"].append(arrow_text(clip(t.name)))
-            cols["type"].append(t.type_name)
-            if fits_int64(t.type_id, t.offset, t.data_offset, t.n_bytes, t.n_elements, *t.shape):
-                # the common case, without a check per cell (this is the widest table)
-                cols["type_id"].append(t.type_id)
-                cols["shape"].append(list(t.shape))
-                cols["offset"].append(t.offset)
-                cols["data_offset"].append(t.data_offset)
-                cols["n_bytes"].append(t.n_bytes)
-                cols["n_elements"].append(t.n_elements)
-            else:
-                cols["type_id"].append(i64(t.type_id) or 0)
-                cols["shape"].append([i64(d) for d in t.shape])
-                cols["offset"].append(i64(t.offset))
-                cols["data_offset"].append(i64(t.data_offset))
-                cols["n_bytes"].append(i64(t.n_bytes))
-                cols["n_elements"].append(i64(t.n_elements))
-            cols["n_dims"].append(len(t.shape))
-            cols["source_run_id"].append(run_id)
+        for name, column in _tensor_columns(h.tensors).items():
+            cols[name].extend(column)
+        n = len(h.tensors)
+        cols["url"].extend([item.audit.url] * n)
+        cols["model_id"].extend([item.model_id] * n)
+        cols["source_run_id"].extend([run_id] * n)
     return pa.Table.from_pydict(cols, schema=stored_schema("tensors"))
+
+
+def _tensor_columns(tensors: Sequence[TensorInfo]) -> dict[str, list[Any]]:
+    """The ``tensors`` columns of one header's tensor infos, a column at a time (the widest table):
+    a column of int64 cells is checked as a whole and made cell by cell only when a value does not fit."""
+    type_names: dict[int, str] = {}
+    cols: dict[str, list[Any]] = {
+        "index": list(range(len(tensors))),
+        "name": [arrow_text(clip(t.name)) for t in tensors],
+        "type": [type_names.get(t.type_id) or type_names.setdefault(t.type_id, t.type_name) for t in tensors],
+        "n_dims": [len(t.shape) for t in tensors],
+    }
+    for column in ("offset", "data_offset", "n_bytes", "n_elements"):
+        values = [getattr(t, column) for t in tensors]
+        cols[column] = values if fits_int64(*values) else [i64(v) for v in values]
+    ids = [t.type_id for t in tensors]
+    cols["type_id"] = ids if fits_int64(*ids) else [i64(v) or 0 for v in ids]
+    shapes = [list(t.shape) for t in tensors]
+    cols["shape"] = (
+        shapes if fits_int64(*(d for shape in shapes for d in shape)) else [[i64(d) for d in shape] for shape in shapes]
+    )
+    return cols
 
 
 def metadata_to_table(items: Sequence[AuditedFile], *, run_id: str) -> pa.Table:

@@ -19,6 +19,7 @@ Pure: pyarrow only. :func:`rows_to_table` and :func:`empty_table` build tables o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any, Final
 
 import pyarrow as pa
@@ -384,8 +385,10 @@ def _metadata(table: str) -> dict[bytes, bytes]:
     return {_VERSION_KEY: str(SCHEMA_VERSION).encode(), _TABLE_KEY: table.encode()}
 
 
+@cache
 def stored_schema(table: str) -> pa.Schema:
-    """The schema of ``table``'s Parquet files: every column but the ``run_id`` partition."""
+    """The schema of ``table``'s Parquet files: every column but the ``run_id`` partition (made once per table:
+    schemas are immutable)."""
     fields = _FIELDS.get(table)
     if fields is None:
         raise KeyError(f"no table named {table!r}; the tables are {', '.join(TABLE_NAMES)}. Got {table!r}.")
