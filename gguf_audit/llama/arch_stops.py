@@ -20,11 +20,15 @@ from gguf_audit.llama.hparams_env import HeaderEnv
 from gguf_audit.llama.loader_sim import Unmodelled, simulate
 from gguf_audit.llama.tables import tensor_programs
 
-__all__ = ["FLOAT", "ArchStop", "first_arch_stop"]
+__all__ = ["FLOAT", "PRESENT", "ArchStop", "first_arch_stop"]
 
 FLOAT: Final = "float:"
 """A float literal in a stop's program is the name ``float:<value>``, answered here: the tensor programs'
 runner computes on integers and knows no float literal."""
+
+PRESENT: Final = "present:"
+"""``present:<key template>:<type>``: 1 when the file has the key, 0 when it has not (an optional read's
+result, ``const bool found = ml.get_key(KEY, hparams.x, false)``); of another type, the read throws first."""
 
 _VALUE_TYPES: Final = {
     "uint32": ValueType.UINT32,
@@ -55,6 +59,12 @@ class _TypedEnv:
     def __call__(self, name: str, args: Sequence[int]) -> Any:
         if name.startswith(FLOAT):
             return float(name.removeprefix(FLOAT))
+        if name.startswith(PRESENT):
+            template, type_name = name.removeprefix(PRESENT).rsplit(":", 1)
+            kv = self.env.h.metadata.get(self.env.key(template))
+            if kv is not None and kv.type is not _VALUE_TYPES[type_name]:
+                raise Unmodelled(f"{kv.key} is not {type_name}")
+            return int(kv is not None)
         field = name.removeprefix("hparams.")
         if field == name or field not in self.types or field not in self.env.fields:
             return self.env(name, args)

@@ -19,9 +19,10 @@ whether llama.cpp stopped first.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from gguf_audit.llama.arch_stops import FLOAT
+from gguf_audit.llama.arch_stops import FLOAT, PRESENT
 from gguf_audit.llama.cxx import Untranslatable, parse_body, strip_comments
 from gguf_audit.llama.hparams_env import KNOWN_NAMES
 
@@ -101,21 +102,49 @@ def _named_floats(node: Any) -> Any:
     return node
 
 
-def _translated(statement: str) -> list[Any] | str:
-    """``statement`` translated, or why it is not."""
+_OPTIONAL_READ: Final = re.compile(r"ml\.get_key\(\s*(LLM_KV_\w+)\s*,\s*hparams\.(\w+)\s*,\s*false\s*\)")
+
+
+def _translated(statement: str, presence: Callable[[str, str], str | None]) -> list[Any] | str:
+    """``statement`` translated, or why it is not. An optional read used as a value
+    (``const bool found = ml.get_key(KEY, hparams.x, false)``) is whether the key is there: the name
+    ``presence(kv id, field)`` gives (:data:`~gguf_audit.llama.arch_stops.PRESENT`), when it gives one."""
+    names: dict[str, str] = {}
+
+    def placeholder(m: re.Match[str]) -> str:
+        name = presence(m.group(1), m.group(2))
+        if name is None:
+            return m.group(0)
+        names[f"PRESENT_{len(names)}"] = name
+        return f"PRESENT_{len(names) - 1}"
+
     try:
-        program: list[Any] = _named_floats(parse_body("{" + statement + "}", {}))
+        program: list[Any] = _named_floats(parse_body("{" + _OPTIONAL_READ.sub(placeholder, statement) + "}", {}))
     except Untranslatable as e:
         return str(e)
-    return program
+    renamed: list[Any] = _renamed(program, names)
+    return renamed
+
+
+def _renamed(node: Any, names: dict[str, str]) -> Any:
+    if isinstance(node, str):
+        return names.get(node, node)
+    if isinstance(node, list):
+        return [_renamed(part, names) for part in node]
+    return node
 
 
 def hparams_stops(
-    body: str, fields: dict[str, str], computed: list[str], required_before: Any
+    body: str,
+    fields: dict[str, str],
+    computed: list[str],
+    required_before: Callable[[str], Iterable[str]],
+    presence: Callable[[str, str], str | None],
 ) -> tuple[list[dict[str, Any]], set[str]]:
     """The stops of the ``load_arch_hparams`` ``body`` (from its opening brace), in order, and the
     hparams fields they read. ``fields``/``computed`` are the function's (:func:`gen_tensors._fields`);
-    ``required_before(prefix)`` gives the keys a body prefix always requires."""
+    ``required_before(prefix)`` gives the keys a body prefix always requires; ``presence`` names an
+    optional read's key and type (see :func:`_translated`)."""
     text = strip_comments(body)
     known = KNOWN_NAMES | {f"hparams.{f}" for f in fields}
     lets: list[Any] = []
@@ -123,7 +152,7 @@ def hparams_stops(
     reads: set[str] = set()
     for start, statement in _statements(text):
         stopping = _STOPPING.search(statement) is not None
-        program = _translated(statement) if stopping or _DECLARATION.match(statement) else None
+        program = _translated(statement, presence) if stopping or _DECLARATION.match(statement) else None
         if program is None or not stopping:
             # A local that another statement touches (ml.get_key(KEY, local)) is not its declared value.
             lets = [s for s in lets if not re.search(rf"\b{s[1]}\b", statement)]
@@ -136,7 +165,7 @@ def hparams_stops(
         own = _read_names(program, set())
         for let in lets:
             own |= _read_names(let[2], set())
-        names = {n for n in own if not n.startswith(FLOAT)} - {s[1] for s in lets} - known
+        names = {n for n in own if not n.startswith((FLOAT, PRESENT))} - {s[1] for s in lets} - known
         names |= {n for n in own if n.removeprefix("hparams.") in computed}
         entry: dict[str, Any] = {"said": _said(statement), "after": sorted(required_before(text[:start] + "}"))}
         if names:

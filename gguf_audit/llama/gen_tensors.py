@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from gguf_audit.llama.arch_stops import PRESENT
 from gguf_audit.llama.cxx import Untranslatable, parse_body, strip_comments
 from gguf_audit.llama.gen_stops import field_defaults, hparams_stops
 from gguf_audit.llama.generate import (
@@ -189,6 +190,14 @@ def _translate(
     return program, None
 
 
+def _presence(key: str, field: str, kv: dict[str, str], typed: dict[str, list[Any]]) -> str | None:
+    """The name :mod:`gguf_audit.llama.arch_stops` answers with whether the file has ``key`` (``LLM_KV_*``),
+    read into ``hparams.<field>`` (its type)."""
+    if key not in kv or field not in typed:
+        return None
+    return f"{PRESENT}{kv[key].replace('%s', '{arch}')}:{typed[field][0]}"
+
+
 def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
     """The tensor programs of the llama.cpp tree at ``src``, stamped with ``build``."""
     arch_cpp = (src / "src" / "llama-arch.cpp").read_text()
@@ -217,7 +226,11 @@ def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
         hparams_body = _inherited(cls, hparams_bodies, bases) or ""
         fields, computed = _fields(hparams_body, kv)
         found, reads = hparams_stops(
-            hparams_body, fields, computed, lambda prefix: _required_reads(prefix, field_types, kv)
+            hparams_body,
+            fields,
+            computed,
+            lambda prefix: _required_reads(prefix, field_types, kv),
+            lambda key, field: _presence(key, field, kv, typed),
         )
         if found:
             read = sorted(r.removeprefix("hparams.") for r in reads)

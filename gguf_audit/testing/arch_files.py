@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gguf_audit.format import Header, ValueType, parse_header
 from gguf_audit.llama import llama_tables, tensor_programs
-from gguf_audit.llama.arch_stops import first_arch_stop
+from gguf_audit.llama.arch_stops import PRESENT, first_arch_stop
 from gguf_audit.llama.hparams_env import HeaderEnv
 from gguf_audit.llama.loader_sim import Unmodelled, simulate
 from gguf_audit.testing.builder import KV, Tensor, build_gguf, kv_array, kv_bool, kv_f32, kv_str, kv_u32
@@ -332,26 +333,55 @@ def _first_stop(arch: str, kvs: list[KV]) -> str | None:
     return None if got is None else ("throw: " if got.throws else "") + got.said
 
 
+def _knobs(
+    arch: str, spec: Mapping[str, Any], program: Any, defaults: dict[str, object]
+) -> list[tuple[str, list[KV | None]]]:
+    """The keys a stop's ``program`` reads, each with the values to try (None: the key left out): small
+    values for a field it reads (its initial value put in ``defaults``), absent or present for a key it
+    asks about."""
+    text = json.dumps(program)
+    knobs: list[tuple[str, list[KV | None]]] = []
+    for f in sorted(spec["types"]):
+        if f"hparams.{f}" in text:
+            type_name, default = spec["types"][f]
+            key = spec["fields"][f].format(arch=arch)
+            knobs.append((key, [_typed_kv(key, type_name, v) for v in _STOP_CANDIDATES[type_name]]))
+            defaults[key] = default
+    for template, type_name in sorted(set(re.findall(rf'"{PRESENT}([^"]+):(\w+)"', text))):
+        key = template.format(arch=arch)
+        knobs.append((key, [None, _typed_kv(key, type_name, 1e-5 if type_name == "float32" else 1)]))
+    return knobs
+
+
 def _stop_values(
     arch: str, spec: Mapping[str, Any], stop: Mapping[str, Any], kvs: list[KV]
 ) -> tuple[tuple[list[KV], str] | None, tuple[list[KV], str] | None]:
     """Keys (and their values, shown) making ``stop`` the first to fire, and keys of other values than
     ``kvs``' with which it does not fire (a later stop may)."""
-    fields = sorted(f for f in spec["types"] if f"hparams.{f}" in json.dumps(stop["program"]))
     said = _program_said(stop["program"])
     fired = through = None
     base = {kv.key: kv for kv in kvs}
-    keys = [spec["fields"][f].format(arch=arch) for f in fields]
-    for values in itertools.product(*(_STOP_CANDIDATES[spec["types"][f][0]] for f in fields)):
-        edits = [_typed_kv(k, spec["types"][f][0], v) for k, f, v in zip(keys, fields, values, strict=True)]
-        if all(k in base and base[k].value == e.value for k, e in zip(keys, edits, strict=True)):
+    defaults: dict[str, object] = {}
+    knobs = _knobs(arch, spec, stop["program"], defaults)
+    keys = {key for key, _ in knobs}
+    for choice in itertools.product(*(values for _, values in knobs)):
+        if all(
+            (kv is None and key not in base) or (kv is not None and key in base and base[key].value == kv.value)
+            for (key, _), kv in zip(knobs, choice, strict=True)
+        ):
             continue
-        edited = [kv for kv in kvs if kv.key not in keys] + edits
+        edited = [kv for kv in kvs if kv.key not in keys] + [kv for kv in choice if kv is not None]
         got = _first_stop(arch, edited)
-        text = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+        text = ", ".join(
+            f"{key}={'absent' if kv is None else kv.value}" for (key, _), kv in zip(knobs, choice, strict=True)
+        )
         if got == said and fired is None:
             fired = (edited, text)
-        elif got != said and through is None and values != tuple(spec["types"][f][1] for f in fields):
+        elif (
+            got != said
+            and through is None
+            and not any(kv is not None and defaults.get(str(kv.key)) == kv.value for kv in choice)
+        ):
             through = (edited, text)
         if fired is not None and through is not None:
             break

@@ -43,5 +43,12 @@ def test_every_translated_stop_fires_where_llama_cpp_stops(oracle: Oracle, tmp_p
             wrong[case.label] = (outcome.ours, outcome.theirs, outcome.codes[:4], outcome.message[-140:])
     assert wrong == {}, f"confusion {dict(confusion(outcomes))}"
     fired = [c for c in cases if " fires: " in c.label]
-    assert len(fired) >= 9 and sum(" passes " in c.label for c in cases) >= 3
-    assert {c.label.split(" ", 1)[0] for c in fired} >= {"gemma-embedding", "minimax-m3", "glm5-next", "hrm_text"}
+    assert len(fired) >= 10 and sum(" passes " in c.label for c in cases) >= 4
+    assert {c.label.split(" ", 1)[0] for c in fired} >= {
+        "cohere2moe",
+        "gemma-embedding",
+        "minimax-m3",
+        "glm5-next",
+        "hrm_text",
+    }
+    assert {c.expect for c in fired} == {"aborted", "refused"}
