@@ -7,9 +7,9 @@ difference, each rounded to float32; ggml-base is built without FMA
 contraction), which numpy's float32 ufuncs repeat exactly.
 
 Why they are faster than gguf-py's: the quants are unpacked with a few
-whole-array integer operations straight into the output order, and the
-scales are applied in one cast-and-multiply pass (and one subtraction for
-the types with a minimum), where gguf-py builds several float temporaries.
+whole-array integer operations straight into the output order, then cast to
+float32 once and scaled in place (one more in-place pass for the types with
+a minimum), where gguf-py builds several float temporaries.
 :mod:`gguf_audit.decode.kernels` holds the table of decoders.
 """
 
@@ -20,7 +20,21 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["decode_q4_0", "decode_q4_k", "decode_q5_k", "decode_q6_k", "decode_q8_0"]
+__all__ = [
+    "decode_iq4_nl",
+    "decode_iq4_xs",
+    "decode_q2_k",
+    "decode_q3_k",
+    "decode_q4_0",
+    "decode_q4_1",
+    "decode_q4_k",
+    "decode_q5_0",
+    "decode_q5_1",
+    "decode_q5_k",
+    "decode_q6_k",
+    "decode_q8_0",
+    "decode_tq2_0",
+]
 
 U8Array = npt.NDArray[np.uint8]
 F32Array = npt.NDArray[np.float32]
@@ -128,3 +142,131 @@ def decode_q6_k(blocks: U8Array) -> F32Array:
     qi -= np.int8(32)
     scale = _fp16(blocks, 208) * blocks[:, 192:208].view(np.int8)
     return _scaled(qi, scale, 16)
+
+
+# --- the other legacy types: 32 quants, low nibbles then high ones -------------
+
+_IQ4_VALUES: Final = np.array(
+    [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float32
+)
+"""ggml's kvalues_iq4nl (ggml-common.h): the non-linear 4-bit grid of IQ4_NL and IQ4_XS."""
+
+
+def _halves(qs: U8Array) -> U8Array:
+    """Each block's bytes split into low nibbles then high ones (Q4_0's element order)."""
+    n = qs.shape[0]
+    q = np.empty((n, 2, qs.shape[1]), dtype=np.uint8)
+    np.bitwise_and(qs, np.uint8(0x0F), out=q[:, 0])
+    np.right_shift(qs, np.uint8(4), out=q[:, 1])
+    return q.reshape(n, -1)
+
+
+def _fifth_bits(qh: U8Array) -> U8Array:
+    """Q5_0/Q5_1's qh (a little-endian uint32): bit ``j`` is element ``j``'s fifth bit, as 0 or 16."""
+    bits = np.unpackbits(qh, axis=1, bitorder="little")
+    bits <<= np.uint8(4)
+    return bits
+
+
+def _plus_min(q: U8Array, blocks: U8Array) -> F32Array:
+    """``q * d + m`` (Q4_1 and Q5_1: fp16 d and m lead the block)."""
+    out = _scaled(q, _fp16(blocks, 0), 32)
+    out += _fp16(blocks, 2)
+    return out
+
+
+def decode_q4_1(blocks: U8Array) -> F32Array:
+    """block_q4_1: fp16 d, fp16 m, 16 bytes of nibbles; ``q * d + m``."""
+    return _plus_min(_halves(blocks[:, 4:]), blocks)
+
+
+def decode_q5_0(blocks: U8Array) -> F32Array:
+    """block_q5_0: fp16 d, qh[4], 16 bytes of nibbles; ``(q - 16) * d``."""
+    q = _halves(blocks[:, 6:])
+    q |= _fifth_bits(blocks[:, 2:6])
+    qi = q.view(np.int8)
+    qi -= np.int8(16)
+    return _scaled(qi, _fp16(blocks, 0), 32)
+
+
+def decode_q5_1(blocks: U8Array) -> F32Array:
+    """block_q5_1: fp16 d, fp16 m, qh[4], 16 bytes of nibbles; ``q * d + m``."""
+    q = _halves(blocks[:, 8:])
+    q |= _fifth_bits(blocks[:, 4:8])
+    return _plus_min(q, blocks)
+
+
+def decode_iq4_nl(blocks: U8Array) -> F32Array:
+    """block_iq4_nl: fp16 d, 16 bytes of nibbles indexing kvalues_iq4nl; ``d * value``."""
+    values = _IQ4_VALUES[_halves(blocks[:, 2:])]
+    values *= _fp16(blocks, 0)
+    return values
+
+
+def decode_iq4_xs(blocks: U8Array) -> F32Array:
+    """block_iq4_xs: fp16 d, scales_h (uint16), scales_l[4], qs[128]; eight runs of 32 quants.
+
+    Run ``r``'s 6-bit scale is nibble ``r % 2`` of scales_l[r / 2] with bits
+    ``2r, 2r + 1`` of scales_h above it; ``(d * (scale - 32)) * value``.
+    """
+    n = blocks.shape[0]
+    low = (blocks[:, 4:8].reshape(n, 4, 1) >> _NIBBLE_SHIFTS.reshape(1, 1, 2)) & np.uint8(0x0F)
+    high = np.ascontiguousarray(blocks[:, 2:4]).view("<u2").astype(np.uint16) >> (2 * np.arange(8, dtype=np.uint16))
+    scale = (low.reshape(n, 8) | ((high & np.uint16(3)) << np.uint16(4)).astype(np.uint8)).view(np.int8)
+    scale -= np.int8(32)
+    values = _IQ4_VALUES[_halves(blocks[:, 8:].reshape(n * 8, 16)).reshape(n, 256)]
+    values = values.reshape(n, 8, 32)
+    values *= (_fp16(blocks, 0) * scale).reshape(n, 8, 1)
+    return values.reshape(n, 256)
+
+
+# --- the other K-quants -----------------------------------------------------------
+
+
+def _crumbs(qs: U8Array) -> U8Array:
+    """2-bit fields of 32-byte runs: bits 0-1 of the run's bytes, then 2-3, 4-5, 6-7 (Q2_K, Q3_K, TQ2_0)."""
+    n = qs.shape[0]
+    q = qs.reshape(n, -1, 1, 32) >> _CRUMB_SHIFTS
+    q &= np.uint8(3)
+    return q.reshape(n, -1)
+
+
+def decode_q2_k(blocks: U8Array) -> F32Array:
+    """block_q2_K: scales[16] (scale nibble, min nibble), qs[64], fp16 d, fp16 dmin; 16 runs of 16.
+
+    ``(d * scale) * q - dmin * min`` per run.
+    """
+    n = blocks.shape[0]
+    scales = blocks[:, :16]
+    out = _scaled(_crumbs(blocks[:, 16:80]), _fp16(blocks, 80) * (scales & np.uint8(0x0F)), 16)
+    o = out.reshape(n, 16, 16)
+    o -= (_fp16(blocks, 82) * (scales >> np.uint8(4))).reshape(n, 16, 1)
+    return out
+
+
+def decode_q3_k(blocks: U8Array) -> F32Array:
+    """block_q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales, fp16 d; 16 runs of 16.
+
+    A quant is its 2 low bits less 4 when its hmask bit (bit ``k`` of hmask[l]
+    for the ``k``-th 32 quants) is clear; ``(d * (scale - 32)) * q`` per run.
+    """
+    n = blocks.shape[0]
+    packed = blocks[:, 96:108]
+    low = (packed[:, :8].reshape(n, 1, 8) >> _NIBBLE_SHIFTS.reshape(1, 2, 1)) & np.uint8(0x0F)
+    high = (packed[:, 8:].reshape(n, 1, 4) >> _CRUMB_SHIFTS.reshape(1, 4, 1)) & np.uint8(3)
+    scale = (low.reshape(n, 16) | (high.reshape(n, 16) << np.uint8(4))).view(np.int8)
+    scale -= np.int8(32)
+    hbits = blocks[:, :32].reshape(n, 1, 32) >> _BIT_SHIFTS
+    hbits &= np.uint8(1)
+    q = _crumbs(blocks[:, 32:96])
+    q += hbits.reshape(n, 256) << np.uint8(2)
+    qi = q.view(np.int8)
+    qi -= np.int8(4)
+    return _scaled(qi, _fp16(blocks, 108) * scale, 16)
+
+
+def decode_tq2_0(blocks: U8Array) -> F32Array:
+    """block_tq2_0: qs[64] of 2-bit codes, fp16 d; ``(q - 1) * d``."""
+    q = _crumbs(blocks[:, :64]).view(np.int8)
+    q -= np.int8(1)
+    return _scaled(q, _fp16(blocks, 64), 256)

@@ -3,11 +3,11 @@
 Pure: bytes in, numpy arrays out, no I/O. :mod:`gguf_audit.decode.scales`
 checks the same blocks' scale fields the way ggml's validator does.
 
-Q4_0, Q8_0, Q4_K, Q5_K and Q6_K, the types most files hold, are decoded by
-:mod:`gguf_audit.decode.dequant`, several times faster than gguf-py. For the
-others, where gguf-py has a dequantizer that matches ggml bit for bit (checked
-against ggml's ``to_float`` on random blocks, NaN and Inf scales included), it
-is used. The rest are written here from the block layouts in
+The legacy types (Q4_0 to Q8_0), the K-quants Q2_K to Q6_K, IQ4_NL, IQ4_XS
+and TQ2_0 are decoded by :mod:`gguf_audit.decode.dequant`, several times
+faster than gguf-py. For the others, where gguf-py has a dequantizer that
+matches ggml bit for bit (checked against ggml's ``to_float`` on random
+blocks, NaN and Inf scales included), it is used. The rest are written here from the block layouts in
 ``ggml/src/ggml-common.h``:
 
 - F16: gguf-py casts through numpy, which keeps a signalling NaN signalling;
@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 from gguf.quants import dequantize as gguf_dequantize
 
-from gguf_audit.decode.dequant import decode_q4_0, decode_q4_k, decode_q5_k, decode_q6_k, decode_q8_0
+from gguf_audit.decode import dequant
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus, ggml_type_info
 from gguf_audit.gguf_constants import GGMLQuantizationType as Q
@@ -232,17 +232,17 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.I64: _cast("<i8"),
     Q.Q1_0: _decode_q1_0,
     Q2_0: _decode_q2_0,
-    Q.Q4_0: decode_q4_0,
-    Q.Q4_1: _via_gguf(Q.Q4_1),
-    Q.Q5_0: _via_gguf(Q.Q5_0),
-    Q.Q5_1: _via_gguf(Q.Q5_1),
-    Q.Q8_0: decode_q8_0,
+    Q.Q4_0: dequant.decode_q4_0,
+    Q.Q4_1: dequant.decode_q4_1,
+    Q.Q5_0: dequant.decode_q5_0,
+    Q.Q5_1: dequant.decode_q5_1,
+    Q.Q8_0: dequant.decode_q8_0,
     Q.Q8_1: _decode_q8_1,
-    Q.Q2_K: _via_gguf(Q.Q2_K),
-    Q.Q3_K: _via_gguf(Q.Q3_K),
-    Q.Q4_K: decode_q4_k,
-    Q.Q5_K: decode_q5_k,
-    Q.Q6_K: decode_q6_k,
+    Q.Q2_K: dequant.decode_q2_k,
+    Q.Q3_K: dequant.decode_q3_k,
+    Q.Q4_K: dequant.decode_q4_k,
+    Q.Q5_K: dequant.decode_q5_k,
+    Q.Q6_K: dequant.decode_q6_k,
     Q.Q8_K: _decode_q8_k,
     Q.IQ2_XXS: _via_gguf_signed_grid(Q.IQ2_XXS),
     Q.IQ2_XS: _via_gguf_signed_grid(Q.IQ2_XS),
@@ -251,10 +251,10 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.IQ3_S: _via_gguf_signed_grid(Q.IQ3_S),
     Q.IQ1_S: _via_gguf(Q.IQ1_S),
     Q.IQ1_M: _via_gguf(Q.IQ1_M),
-    Q.IQ4_NL: _via_gguf(Q.IQ4_NL),
-    Q.IQ4_XS: _via_gguf(Q.IQ4_XS),
+    Q.IQ4_NL: dequant.decode_iq4_nl,
+    Q.IQ4_XS: dequant.decode_iq4_xs,
     Q.TQ1_0: _via_gguf(Q.TQ1_0),
-    Q.TQ2_0: _via_gguf(Q.TQ2_0),
+    Q.TQ2_0: dequant.decode_tq2_0,
     Q.MXFP4: _via_gguf(Q.MXFP4),
     Q.NVFP4: _via_gguf(Q.NVFP4),
 }

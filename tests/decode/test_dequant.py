@@ -21,10 +21,38 @@ from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.testing.ggml_decode import GgmlDecode, ggml_to_float
 
 Q = GGMLQuantizationType
-FAST_TYPES = [Q.Q4_0, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K]
+FAST_TYPES = [
+    Q.Q4_0,
+    Q.Q4_1,
+    Q.Q5_0,
+    Q.Q5_1,
+    Q.Q8_0,
+    Q.Q2_K,
+    Q.Q3_K,
+    Q.Q4_K,
+    Q.Q5_K,
+    Q.Q6_K,
+    Q.IQ4_NL,
+    Q.IQ4_XS,
+    Q.TQ2_0,
+]
 
 # Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
-FP16_FIELDS: dict[int, tuple[int, ...]] = {Q.Q4_0: (0,), Q.Q8_0: (0,), Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,)}
+FP16_FIELDS: dict[int, tuple[int, ...]] = {
+    Q.Q4_0: (0,),
+    Q.Q4_1: (0, 2),
+    Q.Q5_0: (0,),
+    Q.Q5_1: (0, 2),
+    Q.Q8_0: (0,),
+    Q.Q2_K: (80, 82),
+    Q.Q3_K: (108,),
+    Q.Q4_K: (0, 2),
+    Q.Q5_K: (0, 2),
+    Q.Q6_K: (208,),
+    Q.IQ4_NL: (0,),
+    Q.IQ4_XS: (0,),
+    Q.TQ2_0: (64,),
+}
 
 
 def _blocks(type_id: int, seed: int) -> bytes:
