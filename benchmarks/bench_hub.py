@@ -1,6 +1,6 @@
 """hf:// reads over the local Hub: our concurrent resolve-URL reads against the huggingface_hub client's.
 
-Run as ``python benchmarks/bench_hub.py [--latency-ms 30] [--markdown]``.
+Run as ``python benchmarks/bench_hub.py [--latency-ms 30] [--cdn both|on|off] [--markdown]``.
 Uploads the corpus models and the four-shard split set (13 files, 25 MB) to
 :class:`~gguf_audit.testing.hub.LocalHub` in two repositories, adds the
 latency to every request, and reads the same files in each mode, header-only
@@ -17,7 +17,9 @@ header read as ``configs/hf-mirror.toml``):
 - ``HfFileSystem.open, no cache``: the same ranges through
   ``open(..., cache_type="none")``, seek and read, one file after another.
 
-Per mode: wall time, resolve and API requests per file, bytes served per
+Each with the Hub serving the bytes from its resolve URL itself (``--cdn off``) and with every LFS resolve
+redirected to a presigned CDN URL on a second loopback server, with the same latency (``--cdn on``; the
+real Hub's case). Per mode: wall time, resolve, CDN and API requests per file, bytes served per
 file, and bytes served over the bytes the audit needs (header plus the
 sampled blocks); each wall time is the best of three runs (listing caches
 dropped before each of the client's). The client's modes only read bytes (they parse nothing), so
@@ -27,6 +29,7 @@ their wall time is a lower bound for an audit through them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,8 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gguf_audit.audit import AuditConfig, AuditTarget, FileAudit, audit_file
+from gguf_audit.io.hub_source import CDN_URLS
 from gguf_audit.io.source import ReadConfig
 from gguf_audit.plan import SampleConfig
+from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.hub import LocalHub
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
@@ -61,21 +66,25 @@ class HubFileRef:
 
 @dataclass(frozen=True, slots=True)
 class Row:
+    cdn: bool
     scan: str
     mode: str
     files: int
     wall_s: float
     resolves: int
+    cdn_requests: int
     api: int
     served: int
     needed: int
 
     def cells(self) -> list[str]:
         return [
+            "yes" if self.cdn else "no",
             self.scan,
             self.mode,
             f"{self.wall_s:.2f}",
             f"{self.resolves / self.files:.1f}",
+            f"{self.cdn_requests / self.files:.1f}",
             f"{self.api / self.files:.1f}",
             f"{self.served / self.files / 1e3:,.0f}",
             f"{self.served / self.needed:.2f}",
@@ -108,24 +117,46 @@ def _needed(audits: Sequence[FileAudit]) -> int:
     return total
 
 
-def _measure(hub: LocalHub, run: Callable[[], object], repeat: int = 3) -> tuple[float, int, int, int]:
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the servers saw in a run: requests to the Hub's resolve URLs, to the CDN and to the API, and the
+    file bytes both sent."""
+
+    resolves: int
+    cdn_requests: int
+    api: int
+    served: int
+
+
+def _measure(hub: LocalHub, run: Callable[[], object], repeat: int = 3) -> tuple[float, Served]:
     """The best wall time of ``repeat`` runs, and the last run's requests and bytes (the same every run)."""
     best = float("inf")
     for _ in range(repeat):
         hub.reset_stats()
+        CDN_URLS.clear()  # each run as a night's first read of every file: one resolve each
+        if hub.cdn is not None:
+            hub.cdn.reset_stats()
         begun = time.perf_counter()
         run()
         best = min(best, time.perf_counter() - begun)
-    return best, hub.resolve_requests, hub.api_requests, hub.resolve_bytes_sent
+    cdn_requests = len(hub.cdn.requests) if hub.cdn is not None else 0
+    cdn_bytes = hub.cdn.bytes_sent if hub.cdn is not None else 0
+    return best, Served(hub.resolve_requests, cdn_requests, hub.api_requests, hub.resolve_bytes_sent + cdn_bytes)
 
 
-def _ranges(hub: LocalHub) -> dict[str, list[tuple[int, int]]]:
-    """The byte ranges each file's resolve requests asked for (from the hub's log), by resolve path."""
-    out: dict[str, list[tuple[int, int]]] = {}
-    for r in hub.requests:
-        if "/resolve/" in r.path and r.range:
+def _ranges(hub: LocalHub, refs: Sequence[HubFileRef]) -> dict[str, list[tuple[int, int]]]:
+    """The byte ranges each file's reads asked for in the last run, by resolve path: from the hub's log, or
+    with a CDN from the CDN's (which names each file by its blob's sha256)."""
+    asked: dict[str, list[tuple[int, int]]] = {}
+    for r in hub.requests if hub.cdn is None else hub.cdn.requests:
+        if r.range:
             first, _, last = r.range.removeprefix("bytes=").partition("-")
-            out.setdefault(r.path, []).append((int(first), int(last) + 1))
+            asked.setdefault(r.path.split("?", 1)[0], []).append((int(first), int(last) + 1))
+    out: dict[str, list[tuple[int, int]]] = {}
+    for ref in refs:
+        resolve = f"/{ref.repo}/resolve/{ref.sha}/{ref.path}"
+        blob = resolve if hub.cdn is None else f"/lfs/{hub.file(ref.repo, ref.path, ref.sha).sha256}"
+        out[resolve] = asked.get(blob, [])
     return out
 
 
@@ -133,7 +164,7 @@ def _client_reads(hub: LocalHub, refs: Sequence[HubFileRef]) -> dict[str, Callab
     """huggingface_hub's reads of the byte ranges our last run asked for, one file after another."""
     from huggingface_hub import HfFileSystem
 
-    asked = _ranges(hub)
+    asked = _ranges(hub, refs)
     fs = HfFileSystem(endpoint=hub.endpoint, token=False, skip_instance_cache=True)
     plan = [(f"{r.repo}@{r.sha}/{r.path}", asked[f"/{r.repo}/resolve/{r.sha}/{r.path}"]) for r in refs]
 
@@ -154,7 +185,7 @@ def _client_reads(hub: LocalHub, refs: Sequence[HubFileRef]) -> dict[str, Callab
 
 
 def _rows(hub: LocalHub, refs: Sequence[HubFileRef], scan: str, config: AuditConfig) -> list[Row]:
-    n = len(refs)
+    n, cdn = len(refs), hub.cdn is not None
     audits: list[FileAudit] = []
 
     def pooled() -> None:
@@ -167,41 +198,54 @@ def _rows(hub: LocalHub, refs: Sequence[HubFileRef], scan: str, config: AuditCon
             _audit(hub, ref, config)
 
     rows = []
-    wall, res, api, served = _measure(hub, pooled)
+    wall, seen = _measure(hub, pooled)
     needed = _needed(audits)
-    rows.append(Row(scan, "ours, 16 files at once", n, wall, res, api, served, needed))
-    wall, res, api, served = _measure(hub, one_at_a_time)
-    rows.append(Row(scan, "ours, one file at a time", n, wall, res, api, served, needed))
+    rows.append(Row(cdn, scan, "ours, 16 files at once", n, wall, *_counts(seen), needed))
+    wall, seen = _measure(hub, one_at_a_time)
+    rows.append(Row(cdn, scan, "ours, one file at a time", n, wall, *_counts(seen), needed))
     for mode, fn in _client_reads(hub, refs).items():
-        wall, res, api, served = _measure(hub, fn)
-        rows.append(Row(scan, mode, n, wall, res, api, served, needed))
+        wall, seen = _measure(hub, fn)
+        rows.append(Row(cdn, scan, mode, n, wall, *_counts(seen), needed))
     return rows
 
 
-def run(latency_s: float) -> list[Row]:
+def _counts(seen: Served) -> tuple[int, int, int, int]:
+    return seen.resolves, seen.cdn_requests, seen.api, seen.served
+
+
+def run(latency_s: float, cdn: bool) -> list[Row]:
     rows: list[Row] = []
-    with LocalHub() as hub:
+    with RangeHTTPServer() as cdn_server, LocalHub(cdn=cdn_server if cdn else None) as hub:
         refs = _upload(hub)
         for ref in refs:  # warm up: imports, the template sandbox, the IO loop and its session
             _audit(hub, ref, CONFIGS["sampled"])
-        hub.latency_s = latency_s
+        hub.latency_s = cdn_server.latency_s = latency_s
         for scan, config in CONFIGS.items():
             rows += _rows(hub, refs, scan, config)
     return rows
 
 
-HEADERS = ["scan", "reads", "wall s", "resolves / file", "API / file", "kB served / file", "served / needed"]
+HEADERS = ["CDN", "scan", "reads", "wall s", "resolves / file", "CDN / file", "API / file", "kB served / file",
+           "served / needed"]  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency-ms", type=float, default=30.0)
+    parser.add_argument(
+        "--cdn",
+        choices=("both", "on", "off"),
+        default="both",
+        help="LFS resolves redirect to a CDN server (on), are served by the Hub (off), or both runs",
+    )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
-    rows = run(args.latency_ms / 1000)
+    load = os.getloadavg()[0]
+    rows = [row for cdn in (False, True) if args.cdn in ("both", "on" if cdn else "off")
+            for row in run(args.latency_ms / 1000, cdn)]  # fmt: skip
     if args.markdown:
         print("| " + " | ".join(HEADERS) + " |")
-        print("|---|---|" + "---:|" * (len(HEADERS) - 2))
+        print("|---|---|---|" + "---:|" * (len(HEADERS) - 3))
         for row in rows:
             print("| " + " | ".join(row.cells()) + " |")
     else:
@@ -209,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("  ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True)))
         for row in rows:
             print("  ".join(c.ljust(w) for c, w in zip(row.cells(), widths, strict=True)))
+    print(f"\nload average {load:.2f} before, {os.getloadavg()[0]:.2f} after ({os.cpu_count()} CPUs)")
     return 0
 
 

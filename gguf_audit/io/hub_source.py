@@ -75,6 +75,12 @@ class _CdnUrls:
                 self._urls.pop(next(iter(self._urls)))  # the oldest: the cache only saves requests
             self._urls[resolve] = (cdn, expires)
 
+    def clear(self) -> None:
+        """Forget every CDN URL and direct answer (a benchmark's next run resolves each file again)."""
+        with self._lock:
+            self._urls.clear()
+            self._direct.clear()
+
     def drop(self, resolve: str, cdn: str) -> None:
         with self._lock:
             if self._urls.get(resolve, ("", 0.0))[0] == cdn:
