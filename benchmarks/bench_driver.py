@@ -11,7 +11,8 @@ runs a second one after it (``local-quiet2``): the usual night, built on a
 quiet night's rows (the driver's own data files) rather than the workers'.
 
 ``--phases`` also prints, for each night, the driver's RSS
-after each phase (listing, models, audit, lineage, judging, the one-row check),
+after each phase (its ``driver_phase`` boundaries: listing, models, plan, reuse, audit, lineage, compare,
+judge, mirror, the one-row check, commit),
 each phase's growth per file, and the peak RSS reached by the end of each.
 
 The collection is one tiny llama-like GGUF (``gguf_audit.testing.builder``'s,
@@ -178,12 +179,6 @@ def _night_main(args: argparse.Namespace) -> int:
         begun = time.perf_counter()
         result = run_scan(config, client=client)
         wall = time.perf_counter() - begun
-        if phases:  # the commit, the summary and what else follows the one-row check
-            phases["commit"], phases["commit" + _PEAK] = (
-                _rss_bytes(),
-                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            )
-            phases["commit" + _ANON], phases["commit" + _ANON_PEAK] = _anon_bytes(), anon.window_peak()
         peak_anon = anon.stop()
     figures = {
         "files": result.n_files,
@@ -216,50 +211,36 @@ _ANON_PEAK = ".anon_peak"
 
 
 def _watch_phases(anon: _AnonPeak) -> dict[str, int]:
-    """Record the driver's RSS after each phase of the night (filled in as the night runs), and its anonymous
-    memory: at the phase's end, and its peak during the phase (``anon``'s samples).
+    """Record the driver's RSS at the end of each phase of the night (filled in as the night runs), and its
+    anonymous memory: at the phase's end, and its peak during the phase (``anon``'s samples).
 
-    The phases are the run's own calls, wrapped where ``run.py`` finds them: the
-    listing (``discover``), the models (``ModelGroups``), the audit (the first
-    ``Night.lineage`` call comes after it), lineage, judging the models and the
-    one-row check.
+    The phases are the night's own (:func:`~gguf_audit.pipelines.spill.driver_phase`: listing, models, plan,
+    reuse, audit, lineage, compare, judge, mirror, one_row, commit), each measured once its memory is handed
+    back; the steps within a phase (``audit.batch``, ``judge.sort``, ...) are left out.
     """
-    from gguf_audit.pipelines.scan import night as night_module
-    from gguf_audit.pipelines.scan import run as run_module
+    from gguf_audit.pipelines.spill import PhaseEnd, watch_phases
 
     phases: dict[str, int] = {}
 
-    def after(name: str, call: Any) -> Any:
-        def wrapped(*a: Any, **k: Any) -> Any:
-            if name == "lineage" and "audit" not in phases:
-                phases["audit"] = _rss_bytes()
-                phases["audit" + _PEAK] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-                phases["audit" + _ANON] = _anon_bytes()
-                phases["audit" + _ANON_PEAK] = anon.window_peak()
-            value = call(*a, **k)
-            phases[name + _ANON] = _anon_bytes()
-            phases[name + _ANON_PEAK] = anon.window_peak()
-            phases[name] = _rss_bytes()
-            phases[name + _PEAK] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            phases[name + _HEAP] = _heap_in_use()
-            phases[name + _BLOCKS] = sys.getallocatedblocks()
-            return value
+    def ended(end: PhaseEnd) -> None:
+        if "." in end.name:
+            return
+        name = end.name
+        phases[name + _ANON] = _anon_bytes()
+        phases[name + _ANON_PEAK] = anon.window_peak()
+        phases[name] = _rss_bytes()
+        phases[name + _PEAK] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        phases[name + _HEAP] = _heap_in_use()
+        phases[name + _BLOCKS] = sys.getallocatedblocks()
 
-        return wrapped
-
-    run_module.discover = after("listing", run_module.discover)  # type: ignore[attr-defined]
-    run_module.ModelGroups = after("models", run_module.ModelGroups)  # type: ignore[attr-defined]
-    night_type = night_module.Night
-    night_type.lineage = after("lineage", night_type.lineage)  # type: ignore[method-assign]
-    night_type.judge_models = after("judge", night_type.judge_models)  # type: ignore[method-assign]
-    night_type.check_one_row_per_file = after("one_row", night_type.check_one_row_per_file)  # type: ignore[method-assign]
+    watch_phases(ended)
     return phases
 
 
 @contextmanager
 def contextlib_cluster(args: argparse.Namespace, local_cluster: Any, client_type: Any, level: int) -> Iterator[Any]:
     """The night's client and cluster, made as ``gguf-audit scan`` makes its own (``run.py`` ``DASK_SETTINGS``)."""
-    from gguf_audit.pipelines.scan.run import dask_settings
+    from gguf_audit.pipelines.scan.cluster import dask_settings
 
     with dask_settings():
         yield from _cluster_of(args, local_cluster, client_type, level)

@@ -4,7 +4,7 @@ Run as ``python benchmarks/bench_gate.py [--files 64] [--threads 1,8,64] [--slot
 
 Writes ``--files`` Llama-2-7B-like files (``headers.py``'s ``32k`` spec, the
 data a sparse hole) to a temporary directory, then for each pool size and
-gate setting runs one :func:`~gguf_audit.pipelines.scan.execute.audit_batch`
+gate setting runs one :func:`~gguf_audit.pipelines.work.execute.audit_batch`
 (sampling on, the default budget, rows written to a temporary output) in a
 fresh process, as a dask worker would, and prints the process's CPU seconds
 per file (``process_time``: every thread) and the batch's wall time. Slots 0
@@ -29,8 +29,8 @@ from headers import SPECS, build_header
 CHILD = """
 import json, sys, time
 from gguf_audit.audit import AuditConfig
-from gguf_audit.pipelines.scan.batches import make_batches
-from gguf_audit.pipelines.scan.execute import TaskOptions, audit_batch
+from gguf_audit.pipelines.work.batches import make_batches
+from gguf_audit.pipelines.work.execute import TaskOptions, audit_batch
 from gguf_audit.plan import SampleConfig
 from gguf_audit.tables.listed import ListedFile
 

@@ -113,7 +113,7 @@ def memory(n: int, trace: bool = False) -> dict[str, float]:
     """
     pa.set_memory_pool(pa.system_memory_pool())
     from gguf_audit.pipelines.scan.lineage import judge_lineage
-    from gguf_audit.pipelines.scan.tally import facts_of
+    from gguf_audit.pipelines.work.tally import facts_of
     from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 
     urls = [f"file:///c/d{i // 1000:04d}/m-{i:07d}.gguf" for i in range(n)]

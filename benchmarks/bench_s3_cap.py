@@ -6,7 +6,7 @@ Puts ``--files`` copies of a corpus model (``--model``, Q8_0 by default: its
 sampled plan costs a header read and tens of range GETs) into moto's S3 on
 127.0.0.1, then, for each added latency and each per-host cap
 (``ReadConfig.max_per_host``), runs one
-:func:`~gguf_audit.pipelines.scan.execute.audit_batch` (sampling on, 64 files in
+:func:`~gguf_audit.pipelines.work.execute.audit_batch` (sampling on, 64 files in
 flight, a CPU gate of 2 slots: a two-thread dask worker) in a fresh process
 and prints files/s (wall), CPU seconds per file and requests per file. The
 CPU bound is ``1 / (CPU s per file)`` per core: a cap past the point where
@@ -30,8 +30,8 @@ CHILD = """
 import json, sys, time
 from gguf_audit.audit import AuditConfig
 from gguf_audit.io.source import ReadConfig
-from gguf_audit.pipelines.scan.batches import make_batches
-from gguf_audit.pipelines.scan.execute import TaskOptions, audit_batch
+from gguf_audit.pipelines.work.batches import make_batches
+from gguf_audit.pipelines.work.execute import TaskOptions, audit_batch
 from gguf_audit.plan import SampleConfig
 from gguf_audit.tables.listed import ListedFile
 

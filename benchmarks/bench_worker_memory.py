@@ -4,7 +4,7 @@ Run as ``python benchmarks/bench_worker_memory.py [--sizes 8,32,128] [--threads 
 Writes the largest batch's worth of Llama-2-7B-like files (``headers.py``: a
 32k vocabulary, 291 tensors, the data a sparse hole) to a temporary
 directory, then for each batch size runs one
-:func:`~gguf_audit.pipelines.scan.execute.audit_batch` (sampling on, the default
+:func:`~gguf_audit.pipelines.work.execute.audit_batch` (sampling on, the default
 budget) in a fresh process, as a dask worker would, writing its data files
 under a temporary output, and prints the process's peak resident memory
 (``ru_maxrss``), Arrow's peak allocation and the rows written.
@@ -28,8 +28,8 @@ CHILD = """
 import json, resource, sys
 import pyarrow as pa
 from gguf_audit.audit import AuditConfig
-from gguf_audit.pipelines.scan.batches import make_batches
-from gguf_audit.pipelines.scan.execute import TaskOptions, audit_batch
+from gguf_audit.pipelines.work.batches import make_batches
+from gguf_audit.pipelines.work.execute import TaskOptions, audit_batch
 from gguf_audit.plan import SampleConfig
 from gguf_audit.tables.listed import ListedFile
 

@@ -329,19 +329,26 @@ def codes_markdown() -> str:
 def _parser(
     plugged_in: Callable[[str], bool] | None = None, *, given: str | None = None, summaries: bool = False
 ) -> argparse.ArgumentParser:
-    """The whole command line. ``plugged_in(name)`` says which plugged-in commands to import (all by default);
-    ``summaries``: their placeholders show their one-line helps (the top-level help);
-    the others get a placeholder that takes any arguments, so ``inspect`` or ``codes`` never import the pipelines
-    (pyarrow, pandas, deltalake, dask: most of a one-file ``inspect``'s time and memory). When ``given``, the
-    command the line names, is built in, the plugged-in commands are not even listed (reading the installed
-    packages' entry points costs tens of milliseconds)."""
+    """The whole command line. ``plugged_in(name)`` says which plugged-in commands to import (all by default),
+    the others get a placeholder taking any arguments (``summaries``: showing their one-line helps), so
+    ``inspect`` or ``codes`` never import the pipelines (pyarrow, deltalake, dask). When ``given``, the command
+    the line names, is built in, the plugged-in commands are not even listed (no entry points are read)."""
     parser = argparse.ArgumentParser(
         prog="gguf-audit",
         description="Audit GGUF model files where they are stored, reading only headers and a few blocks.",
     )
     parser.add_argument("--version", action="version", version=f"gguf-audit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_inspect(sub)
+    _add_file_commands(sub)
+    _add_completion(sub)
+    if given not in sub.choices:
+        _add_plugged_in_commands(sub, plugged_in or (lambda name: True), with_summaries=summaries)
+    add_verbosity_flags(parser)  # -q and -v on every command, built in and plugged in
+    return parser
 
+
+def _add_inspect(sub: Any) -> None:
     inspect = sub.add_parser("inspect", help="read one file's header and report every problem", epilog=EXIT_STATUSES)
     inspect.add_argument("url", help="any fsspec URL or local path (s3://, hf://, https://, gs://, file)")
     inspect.add_argument(
@@ -372,11 +379,13 @@ def _parser(
     )
     inspect.set_defaults(func=_cmd_inspect)
 
+
+def _add_file_commands(sub: Any) -> None:
+    """``codes``, ``sample`` and ``compare``: the catalogue, and one file's blocks decoded or compared."""
     codes = sub.add_parser("codes", help="print the catalogue of problem codes", epilog=EXIT_STATUSES)
     codes.add_argument("--json", action="store_true")
     codes.add_argument("--markdown", action="store_true", help="the README's table")
     codes.set_defaults(func=_cmd_codes)
-
     sample = sub.add_parser(
         "sample", help="decode chosen tensor blocks of one file, with statistics", epilog=EXIT_STATUSES
     )
@@ -389,7 +398,6 @@ def _parser(
     )
     sample.add_argument("--storage-options", metavar="JSON", help="fsspec storage options as a JSON object")
     sample.set_defaults(func=_cmd_sample)
-
     compare = sub.add_parser(
         "compare", help="measure a quantized file's error against its reference at sampled blocks", epilog=EXIT_STATUSES
     )
@@ -398,12 +406,6 @@ def _parser(
     compare.add_argument("--json", action="store_true", help="print one JSON object")
     compare.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for both files")
     compare.set_defaults(func=_cmd_compare)
-
-    _add_completion(sub)
-    if given not in sub.choices:
-        _add_plugged_in_commands(sub, plugged_in or (lambda name: True), with_summaries=summaries)
-    add_verbosity_flags(parser)  # -q and -v on every command, built in and plugged in
-    return parser
 
 
 def _add_completion(sub: Any) -> None:

@@ -21,7 +21,7 @@ from gguf_audit.compare import (
 from gguf_audit.format.tensor_table import TensorTableAt, tensor_table_at
 from gguf_audit.io.header import read_header
 from gguf_audit.io.source import DEFAULT_READ_CONFIG, open_source
-from gguf_audit.pipelines.scan.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
+from gguf_audit.pipelines.work.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
 
 MODELS = corpus_dir() / "models"
 REFERENCE = MODELS / "tiny-llama-F16.gguf"

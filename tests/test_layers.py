@@ -60,8 +60,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("testing", ("gguf_audit.testing",)),
     # The batch jobs, in rooms by job (pipelines/__init__.py says what each holds).
     ("pipelines.config", ("gguf_audit.pipelines", "gguf_audit.pipelines.config")),
+    # The driver's memory: mapped files, the ledger, the phase boundaries that hand memory back.
+    ("pipelines.spill", ("gguf_audit.pipelines.spill",)),
     ("pipelines.listing", ("gguf_audit.pipelines.listing",)),
     ("pipelines.store", ("gguf_audit.pipelines.store",)),
+    # What a dask worker runs (a batch's audit, a compare task): below the driver, beside nothing it need not load.
+    ("pipelines.work", ("gguf_audit.pipelines.work",)),
     ("pipelines.nights", ("gguf_audit.pipelines.nights",)),
     ("pipelines.scan", ("gguf_audit.pipelines.scan",)),
     ("pipelines.commands", ("gguf_audit.pipelines.commands",)),
@@ -411,3 +415,66 @@ def test_only_the_demo_builds_on_test_support() -> None:
     ]
     assert not leaks, "pipelines import test support:\n" + "\n".join(leaks)
     assert any(imp.source in allowed and _within(imp.target, "gguf_audit.testing") for imp in imports())
+
+
+# The worker side of a night, as a dask worker unpickles it: the task functions' modules.
+WORKER_TASKS = ("gguf_audit.pipelines.work.execute", "gguf_audit.pipelines.work.compare_task")
+# Rooms a worker never needs: the listing (and, through it, the Hub's client), the driver, nights, commands.
+# (The spill room is allowed: the data files' writer ends its layout trial at a phase boundary.)
+NOT_ON_WORKERS = (
+    "gguf_audit.pipelines.listing",
+    "gguf_audit.pipelines.scan",
+    "gguf_audit.pipelines.nights",
+    "gguf_audit.pipelines.commands",
+    "dask",
+    "distributed",
+)
+
+
+def test_worker_tasks_import_no_driver_room() -> None:
+    """A worker that unpickles a task loads the library, the store and the worker room: no listing, no driver."""
+    code = f"""
+import sys
+for name in {WORKER_TASKS!r}:
+    __import__(name)
+print(",".join(sorted(m for m in sys.modules if any(m == r or m.startswith(r + ".") for r in {NOT_ON_WORKERS!r}))))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert result.stdout.strip() == "", f"a worker's imports load driver rooms: {result.stdout.strip()}"
+
+
+def test_worker_tasks_statically_import_no_driver_room() -> None:
+    """The same closure read from the source (imports inside functions count), so a lazy import cannot hide one."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports():
+        if imp.target in modules():
+            graph.setdefault(imp.source, set()).add(imp.target)
+    seen: set[str] = set()
+    todo = list(WORKER_TASKS)
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        parents = [module.rsplit(".", n)[0] for n in range(1, module.count("."))]  # Python runs each package's
+        todo.extend(graph.get(module, set()) | {p for p in parents if p in modules()})
+    leaks = sorted(m for m in seen if any(_within(m, room) for room in NOT_ON_WORKERS))
+    assert not leaks, "modules a worker task reaches that belong to the driver: " + ", ".join(leaks)
+
+
+# The house limit on a function's length (STYLE.md: "Functions stay under 60 lines"), held where it is kept.
+MAX_FUNCTION_LINES = 60
+FUNCTION_LIMIT_HELD = ("gguf_audit.pipelines", "gguf_audit.cli")
+
+
+def test_no_function_is_over_the_line_limit() -> None:
+    long = []
+    for module, path in modules().items():
+        if not any(_within(module, p) for p in FUNCTION_LIMIT_HELD):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.name}, {n} lines")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(sorted(long))

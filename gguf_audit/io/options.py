@@ -21,10 +21,13 @@ __all__ = [
     "CREDENTIAL_KEYS",
     "StorageOptionsError",
     "check_no_credentials",
+    "for_workers",
+    "options_for",
     "parse_storage_options",
     "s3_allows_http",
     "s3_endpoint",
     "s3_region",
+    "url_protocol",
 ]
 
 CREDENTIAL_KEYS: Final = frozenset(
@@ -61,6 +64,8 @@ CREDENTIAL_KEYS: Final = frozenset(
     }
 )
 """Option and header names that carry secrets, compared lowercased, with ``_`` and ``-`` alike."""
+
+_LOCAL_PROTOCOLS: Final = frozenset({"file", "local"})
 
 _NORMALISED: Final = frozenset(k.replace("-", "_") for k in CREDENTIAL_KEYS)
 
@@ -163,3 +168,70 @@ def s3_allows_http(endpoint: str | None, environ: Mapping[str, str] | None = Non
     if env.get("AWS_ALLOW_HTTP", "").strip().lower() in ("1", "true", "yes"):
         return True
     return endpoint is not None and endpoint.lower().startswith("http://")
+
+
+# --- which options apply where: flat (every non-local protocol) or keyed by protocol
+
+
+def url_protocol(url: str) -> str:
+    """The protocol of ``url`` as fsspec names it (``file`` for a plain path)."""
+    return url.split("://", 1)[0] if "://" in url else "file"
+
+
+def options_for(url: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    """The storage options that apply to ``url``.
+
+    ``storage_options`` is either flat (applied to every non-local protocol)
+    or keyed by protocol (``{"s3": {...}, "hf": {...}}``), the form to use when
+    roots mix protocols.
+    """
+    protocol = url_protocol(url)
+    if _is_per_protocol(storage_options):
+        chosen = storage_options.get(protocol)
+        if chosen is None and protocol in ("s3a", "https"):
+            chosen = storage_options.get({"s3a": "s3", "https": "http"}[protocol])
+        options = dict(chosen or {})
+    elif protocol in _LOCAL_PROTOCOLS or protocol == "memory":
+        return {}
+    else:
+        options = dict(storage_options)
+    return _with_env_endpoint(options) if protocol in ("s3", "s3a") else options
+
+
+def _with_env_endpoint(options: dict[str, Any]) -> dict[str, Any]:
+    """S3 options with the standard environment's endpoint (``AWS_ENDPOINT_URL``) spelt out when they name none.
+
+    botocore reads the variable itself; spelt out, it also reaches dask workers
+    whose environment lacks it (an external cluster), and the tables' readers.
+    """
+    endpoint = s3_endpoint(options)
+    client = dict(options.get("client_kwargs") or {})
+    if endpoint is None or client.get("endpoint_url") or options.get("endpoint_url"):
+        return options
+    client["endpoint_url"] = endpoint
+    return {**options, "client_kwargs": client}
+
+
+def for_workers(storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    """Storage options for processes whose environment may lack this one's S3 endpoint (dask workers).
+
+    Options keyed by protocol (or none at all) get their ``s3`` entry with the
+    endpoint of ``AWS_ENDPOINT_URL`` spelt out, so a worker started before the
+    variable was set (or on another host) reads where the driver listed. Flat
+    options apply to every protocol and are left as they are.
+    """
+    if storage_options and not _is_per_protocol(storage_options):
+        return dict(storage_options)
+    s3 = options_for("s3://", storage_options)
+    if not s3:
+        return dict(storage_options)
+    return {**storage_options, "s3": s3}
+
+
+def _is_per_protocol(storage_options: Mapping[str, Any]) -> bool:
+    if not storage_options:
+        return False
+    import fsspec  # here: the command line reads its flags with this module, before any store is opened
+
+    known = set(fsspec.available_protocols()) | {"file", "local", "memory", "s3", "gs", "hf", "http", "https"}
+    return all(k in known and isinstance(v, Mapping) for k, v in storage_options.items())

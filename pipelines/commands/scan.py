@@ -30,18 +30,26 @@ from typing import Any, Final, TextIO
 from gguf_audit.cli import ExitStatus
 from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import GGUFAuditError, Terminated, UsageError
+from gguf_audit.io.options import options_for
 from gguf_audit.io.upstream import require_upstream
 from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.commands.sql import EXAMPLE_QUERY, QUIET, summary_lines
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
-from gguf_audit.pipelines.listing.discover import Listing, options_for
+from gguf_audit.pipelines.listing.discover import Listing
 from gguf_audit.pipelines.nights.export import check_writable, export_night
 from gguf_audit.pipelines.nights.views import VIEW_NAMES
-from gguf_audit.pipelines.scan.collect import ScanResult
-from gguf_audit.pipelines.scan.dry_run import check_protocols, estimate_night, removed_if_left_empty, render_estimate
-from gguf_audit.pipelines.scan.gate import Gate, judge_gate
-from gguf_audit.pipelines.scan.run import ScanObserver, run_scan
-from gguf_audit.pipelines.scan.workers import missing_pipeline_module
+from gguf_audit.pipelines.scan import (
+    Gate,
+    ScanObserver,
+    ScanResult,
+    check_protocols,
+    estimate_night,
+    judge_gate,
+    missing_pipeline_module,
+    removed_if_left_empty,
+    render_estimate,
+    run_scan,
+)
 from gguf_audit.pipelines.store.lease import LeaseError
 from gguf_audit.pipelines.store.output import Output, OutputError
 from gguf_audit.redact import RedactFilter, redact_text
@@ -74,6 +82,13 @@ def add_scan_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _add_arguments(scan: argparse.ArgumentParser) -> None:
+    _add_collection_arguments(scan)
+    _add_audit_arguments(scan)
+    _add_output_arguments(scan)
+
+
+def _add_collection_arguments(scan: argparse.ArgumentParser) -> None:
+    """What the night covers, where it runs, and when it fails."""
     scan.add_argument("roots", nargs="*", metavar="ROOT", help="fsspec URLs or paths to list (s3://, hf://, dirs)")
     scan.add_argument("--out", metavar="DIR", help="where the tables go (any fsspec URL); default audit-out")
     scan.add_argument("--config", metavar="FILE", help="a TOML config (see configs/); flags override it")
@@ -95,6 +110,10 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
     scan.add_argument("--manifest", action="append", metavar="URL", help="a text, CSV or Parquet list of URLs")
     scan.add_argument("--include", action="append", metavar="GLOB", help="file name glob to audit (default *.gguf)")
     scan.add_argument("--exclude", action="append", metavar="GLOB", help="file name glob to skip")
+
+
+def _add_audit_arguments(scan: argparse.ArgumentParser) -> None:
+    """How each file is read and what it is compared with."""
     scan.add_argument("--batch-size", type=int, metavar="N", help="files per dask task (default: chosen)")
     scan.add_argument("--threads", type=int, metavar="N", help="files in flight per worker process (default 64)")
     scan.add_argument(
@@ -121,6 +140,10 @@ def _add_arguments(scan: argparse.ArgumentParser) -> None:
         default=None,
         help="compare quantized files with their family's full-precision file (default; --no-compare skips)",
     )
+
+
+def _add_output_arguments(scan: argparse.ArgumentParser) -> None:
+    """The output's lease, the mirror check, the extra reports and the terminal."""
     scan.add_argument(
         "--lease-wait",
         type=float,
@@ -234,6 +257,29 @@ def _is_local(url: str) -> bool:
     return "://" not in url or url.startswith("file://")
 
 
+def _problem_lines(result: ScanResult) -> list[str]:
+    """The summary's most frequent problem codes and its incomplete models."""
+    lines: list[str] = []
+    if result.problem_codes:
+        lines.append("most frequent problems:")
+        ranked = sorted(result.problem_codes.items(), key=lambda kv: (-kv[1], kv[0]))
+        width = max(len(code) for code, _ in ranked[:TOP_CODES])
+        for code, n in ranked[:TOP_CODES]:
+            lines.append(f"  {n:6d}  {code:{width}}  {result.code_severities.get(code, '?')}")
+        if len(ranked) > TOP_CODES:
+            lines.append(f"  … {counted(len(ranked) - TOP_CODES, 'more code')}")
+    else:
+        lines.append("problems: none")
+    if result.incomplete_models:
+        lines.append(f"incomplete models ({len(result.incomplete_models)}):")
+        for m in result.incomplete_models[:SHOWN_MODELS]:
+            missing = ", ".join(f"{i:05d}" for i in m.missing[:8]) + (" …" if len(m.missing) > 8 else "")
+            lines.append(f"  {escape(m.model_id, 160)}: missing {missing} of {m.count:05d}")
+        if len(result.incomplete_models) > SHOWN_MODELS:
+            lines.append(f"  … {len(result.incomplete_models) - SHOWN_MODELS} more")
+    return lines
+
+
 def render_summary(result: ScanResult, gate: Gate) -> str:
     """The end-of-run summary; its last line is the ``--fail-on`` gate's outcome."""
     lines = []
@@ -253,23 +299,7 @@ def render_summary(result: ScanResult, gate: Gate) -> str:
         f"; {result.n_unloadable} llama.cpp {LLAMA_CPP_BUILD} would refuse{aborts}" if result.n_unloadable else ""
     )
     lines.append(f"files: {result.n_files} ({by_status}{unloadable}) in {counted(result.n_models, 'model')}")
-    if result.problem_codes:
-        lines.append("most frequent problems:")
-        ranked = sorted(result.problem_codes.items(), key=lambda kv: (-kv[1], kv[0]))
-        width = max(len(code) for code, _ in ranked[:TOP_CODES])
-        for code, n in ranked[:TOP_CODES]:
-            lines.append(f"  {n:6d}  {code:{width}}  {result.code_severities.get(code, '?')}")
-        if len(ranked) > TOP_CODES:
-            lines.append(f"  … {counted(len(ranked) - TOP_CODES, 'more code')}")
-    else:
-        lines.append("problems: none")
-    if result.incomplete_models:
-        lines.append(f"incomplete models ({len(result.incomplete_models)}):")
-        for m in result.incomplete_models[:SHOWN_MODELS]:
-            missing = ", ".join(f"{i:05d}" for i in m.missing[:8]) + (" …" if len(m.missing) > 8 else "")
-            lines.append(f"  {escape(m.model_id, 160)}: missing {missing} of {m.count:05d}")
-        if len(result.incomplete_models) > SHOWN_MODELS:
-            lines.append(f"  … {len(result.incomplete_models) - SHOWN_MODELS} more")
+    lines.extend(_problem_lines(result))
     share = f" ({result.bytes_read / result.collection_bytes:.2%})" if result.collection_bytes else ""
     lines.append(
         f"read {fmt_bytes(result.bytes_read)} of {fmt_bytes(result.collection_bytes)}{share} "

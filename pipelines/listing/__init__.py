@@ -11,9 +11,7 @@ from gguf_audit.pipelines.listing.discover import (
     Listing,
     Skipped,
     discover,
-    for_workers,
     listed_from_info,
-    options_for,
     read_manifest,
 )
 from gguf_audit.pipelines.listing.hub import HubListingError, KnownRepo, list_hub_root
@@ -33,10 +31,8 @@ __all__ = [
     "Skipped",
     "counting",
     "discover",
-    "for_workers",
     "list_hub_root",
     "listed_from_info",
-    "options_for",
     "read_manifest",
     "walk_local",
 ]

@@ -40,7 +40,7 @@ from fsspec.core import url_to_fs
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.io.hub import hub_endpoint
-from gguf_audit.io.options import s3_endpoint
+from gguf_audit.io.options import options_for, url_protocol
 from gguf_audit.pipelines.listing.counting import ListingRequests, counting
 from gguf_audit.pipelines.listing.dirs import DirectoryDigests, DirectorySet
 from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
@@ -58,15 +58,14 @@ __all__ = [
     "Listing",
     "Skipped",
     "discover",
-    "for_workers",
     "listed_from_info",
-    "options_for",
     "read_manifest",
 ]
 
 DEFAULT_INCLUDE: Final = ("*.gguf",)
 
 _LOCAL_PROTOCOLS: Final = frozenset({"file", "local"})
+
 _MANIFEST_SUFFIXES: Final = {".txt": "text", ".list": "text", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 
@@ -118,67 +117,6 @@ class Listing:
     def unsized(self) -> int:
         """Files whose size the listing did not give (manifests of plain URLs): learnt from the first read."""
         return self.compact.unsized()
-
-
-def _protocol(url: str) -> str:
-    return url.split("://", 1)[0] if "://" in url else "file"
-
-
-def options_for(url: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
-    """The storage options that apply to ``url``.
-
-    ``storage_options`` is either flat (applied to every non-local protocol)
-    or keyed by protocol (``{"s3": {...}, "hf": {...}}``), the form to use when
-    roots mix protocols.
-    """
-    protocol = _protocol(url)
-    if _is_per_protocol(storage_options):
-        chosen = storage_options.get(protocol)
-        if chosen is None and protocol in ("s3a", "https"):
-            chosen = storage_options.get({"s3a": "s3", "https": "http"}[protocol])
-        options = dict(chosen or {})
-    elif protocol in _LOCAL_PROTOCOLS or protocol == "memory":
-        return {}
-    else:
-        options = dict(storage_options)
-    return _with_env_endpoint(options) if protocol in ("s3", "s3a") else options
-
-
-def _with_env_endpoint(options: dict[str, Any]) -> dict[str, Any]:
-    """S3 options with the standard environment's endpoint (``AWS_ENDPOINT_URL``) spelt out when they name none.
-
-    botocore reads the variable itself; spelt out, it also reaches dask workers
-    whose environment lacks it (an external cluster), and the tables' readers.
-    """
-    endpoint = s3_endpoint(options)
-    client = dict(options.get("client_kwargs") or {})
-    if endpoint is None or client.get("endpoint_url") or options.get("endpoint_url"):
-        return options
-    client["endpoint_url"] = endpoint
-    return {**options, "client_kwargs": client}
-
-
-def for_workers(storage_options: Mapping[str, Any]) -> dict[str, Any]:
-    """Storage options for processes whose environment may lack this one's S3 endpoint (dask workers).
-
-    Options keyed by protocol (or none at all) get their ``s3`` entry with the
-    endpoint of ``AWS_ENDPOINT_URL`` spelt out, so a worker started before the
-    variable was set (or on another host) reads where the driver listed. Flat
-    options apply to every protocol and are left as they are.
-    """
-    if storage_options and not _is_per_protocol(storage_options):
-        return dict(storage_options)
-    s3 = options_for("s3://", storage_options)
-    if not s3:
-        return dict(storage_options)
-    return {**storage_options, "s3": s3}
-
-
-def _is_per_protocol(storage_options: Mapping[str, Any]) -> bool:
-    if not storage_options:
-        return False
-    known = set(fsspec.available_protocols()) | {"file", "local", "memory", "s3", "gs", "hf", "http", "https"}
-    return all(k in known and isinstance(v, Mapping) for k, v in storage_options.items())
 
 
 # --------------------------------------------------------------- listing facts
@@ -267,6 +205,28 @@ def _find(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Mapping[str, An
     return dict(found) if isinstance(found, Mapping) else {p: fs.info(p) for p in found}
 
 
+def _list_hub(
+    root: str,
+    storage_options: Mapping[str, Any],
+    include: Sequence[str],
+    exclude: Sequence[str],
+    requests: ListingRequests | None,
+    known: KnownRepo | None,
+) -> Iterable[ListedFile]:
+    """An ``hf://`` root's files, listed through the Hub's API."""
+    if requests is not None:
+        requests.watch_hub(hub_endpoint(options_for(root, storage_options)))
+    try:
+        return list_hub_root(
+            root,
+            options_for(root, storage_options),
+            lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
+            known,
+        )
+    except (OSError, ValueError) as exc:  # HubListingError, a malformed root, a token in the options
+        raise DiscoveryError(f"cannot list root {root!r}: {exc}") from exc
+
+
 def _list_root(
     root: str,
     storage_options: Mapping[str, Any],
@@ -277,20 +237,9 @@ def _list_root(
 ) -> tuple[Iterable[ListedFile], bool, tuple[Skipped, ...]]:
     """The files under ``root``, whether the listing saw every file of their directories (a directory
     root on a store that lists; not a single file, not HTTP), and the entries it skipped."""
-    protocol = _protocol(root)
+    protocol = url_protocol(root)
     if protocol == "hf":
-        if requests is not None:
-            requests.watch_hub(hub_endpoint(options_for(root, storage_options)))
-        try:
-            listed = list_hub_root(
-                root,
-                options_for(root, storage_options),
-                lambda rel: _selected(rel, include, exclude) or rel.endswith(SAFETENSORS_SUFFIX),
-                known,
-            )
-            return listed, True, ()
-        except (OSError, ValueError) as exc:  # HubListingError, a malformed root, a token in the options
-            raise DiscoveryError(f"cannot list root {root!r}: {exc}") from exc
+        return _list_hub(root, storage_options, include, exclude, requests, known), True, ()
     try:
         fs, path = url_to_fs(root, **options_for(root, storage_options))
     except (ImportError, ValueError, TypeError) as exc:
@@ -525,55 +474,65 @@ def discover(
     """
     begun = time.perf_counter()
     options = storage_options or {}
-    found: list[ListedFiles] = []  # each root's and manifest's files as Arrow columns, as soon as it is listed
-    from_manifest = False
-    safetensors: set[str] = set()
-    listed_dirs = DirectoryDigests()
-    skipped: list[Skipped] = []
+    seen = _Seen()
     with counting() as requests:
         for root in roots:
-            listed_files, whole, root_skipped = _list_root(root, options, include, exclude, requests, known)
-            skipped.extend(s for s in root_skipped if s not in skipped)
-
-            def audited(listed_files: Iterable[ListedFile], whole: bool) -> Iterator[ListedFile]:
-                for listed in listed_files:
-                    directory = listed.url.rsplit("/", 1)[0]
-                    if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
-                        safetensors.add(directory)  # a source beside the GGUFs, not a file to audit
-                        continue
-                    if whole:
-                        listed_dirs.add(directory)
-                    yield listed
-
-            if isinstance(listed_files, ListedFiles):  # a local walk's columns: split without a file object each
-                part = _sources_apart(listed_files, whole, safetensors, listed_dirs)
-            else:
-                part = ListedFiles.of(audited(listed_files, whole))
-            if isinstance(listed_files, StreamedFiles) and not listed_files.seen.in_order:
-                part = part.take(pc.sort_indices(part.url_column()).to_pylist())  # an S3 Express directory bucket
-            found.append(part)
-            del part, listed_files
+            seen.add_root(*_list_root(root, options, include, exclude, requests, known))
         for manifest in manifests:
             _watch_manifest(manifest, options, requests)
-            found.append(ListedFiles.of(read_manifest(manifest, options)))
-            from_manifest = True
+            seen.found.append(ListedFiles.of(read_manifest(manifest, options)))
+            seen.from_manifest = True
+    skipped = seen.skipped
     if any(s.code is not None for s in skipped):  # entries that may hide a file: a row, an error, for every gate
-        found.append(unaudited_files(skipped))
+        seen.found.append(unaudited_files(skipped))
         skipped = [s for s in skipped if s.code is None]
     # A root's own listing names each path once: only several roots or a manifest can name a URL twice.
-    files = found[0] if len(found) == 1 and not from_manifest else ListedFiles.first_of_each_url(found)
+    found, seen.found = seen.found, []
+    files = found[0] if len(found) == 1 and not seen.from_manifest else ListedFiles.first_of_each_url(found)
     del found
-    listed_dirs.update(sorted(safetensors))
+    seen.listed_dirs.update(sorted(seen.safetensors))
     named = {s.url for s in skipped}
     taken = set(files.find_urls(named)) if named else set()
     return Listing(
         files,
         time.perf_counter() - begun,
-        frozenset(safetensors),
-        listed_dirs.build(),
+        frozenset(seen.safetensors),
+        seen.listed_dirs.build(),
         requests.count,
         tuple(s for s in skipped if s.url not in taken),
     )
+
+
+class _Seen:
+    """What the roots' and manifests' listings found so far: each one's files as Arrow columns, as soon as it is
+    listed, the safetensors' directories, the directories seen whole, the entries skipped."""
+
+    def __init__(self) -> None:
+        self.found: list[ListedFiles] = []
+        self.from_manifest = False
+        self.safetensors: set[str] = set()
+        self.listed_dirs = DirectoryDigests()
+        self.skipped: list[Skipped] = []
+
+    def add_root(self, listed_files: Iterable[ListedFile], whole: bool, skipped: tuple[Skipped, ...]) -> None:
+        self.skipped.extend(s for s in skipped if s not in self.skipped)
+        if isinstance(listed_files, ListedFiles):  # a local walk's columns: split without a file object each
+            part = _sources_apart(listed_files, whole, self.safetensors, self.listed_dirs)
+        else:
+            part = ListedFiles.of(self._audited(listed_files, whole))
+        if isinstance(listed_files, StreamedFiles) and not listed_files.seen.in_order:
+            part = part.take(pc.sort_indices(part.url_column()).to_pylist())  # an S3 Express directory bucket
+        self.found.append(part)
+
+    def _audited(self, listed_files: Iterable[ListedFile], whole: bool) -> Iterator[ListedFile]:
+        for listed in listed_files:
+            directory = listed.url.rsplit("/", 1)[0]
+            if listed.url.endswith(SAFETENSORS_SUFFIX) and not listed.error_code:
+                self.safetensors.add(directory)  # a source beside the GGUFs, not a file to audit
+                continue
+            if whole:
+                self.listed_dirs.add(directory)
+            yield listed
 
 
 def _sources_apart(

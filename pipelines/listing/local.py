@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gguf_audit.codes import Code
-from gguf_audit.pipelines.listing.mapped import MappedWriter
+from gguf_audit.pipelines.spill import MappedWriter
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 
 __all__ = ["LocalWalk", "Skipped", "unaudited_files", "walk_local"]
@@ -89,9 +89,8 @@ class _Found:
     modification time, and whether its path is a Hugging Face cache's blob.
 
     The URLs go to the driver's disk a chunk at a time as they are found
-    (:class:`~gguf_audit.pipelines.listing.mapped.MappedWriter`), as the night
-    keeps its listing: in the heap they were most of the walk's peak, 50 of its
-    130 bytes a file.
+    (:class:`~gguf_audit.pipelines.spill.MappedWriter`), as the night
+    keeps its listing: in the heap they were most of the walk's peak.
     """
 
     __slots__ = ("_pending", "_writer", "dev", "hf_blob", "ino", "mtime", "size")
@@ -145,71 +144,83 @@ def walk_local(
     a file is listed and named by.
     """
     root = root.rstrip(os.sep) or os.sep
-    prefix = root if root.endswith(os.sep) else root + os.sep
-    skipped: list[Skipped] = []
-    found = _Found()
     try:
         root_st = os.stat(root)
     except OSError as exc:
         return LocalWalk(
             ListedFiles(), (Skipped(to_url(root), f"cannot list: {type(exc).__name__}", Code.IO_NOT_LISTABLE),)
         )
-    walked = _WalkedDirectories(root, root_st)
-    # A folder's subfolders wait as names (a folder per model: one a file), not as scandir entries and paths.
-    stack: list[_Folder] = []
-
-    def enter(directory: str, linked: bool) -> None:
-        """List ``directory``: its files found, its subfolders put on the stack, in name order."""
-        try:
-            chunks = _listed_names(directory)
-        except OSError as exc:
-            why = f"cannot list: {type(exc).__name__}: {exc.strerror}"
-            skipped.append(Skipped(to_url(directory), why, Code.IO_NOT_LISTABLE))
-            return
-        folder = _Folder(directory, linked)
-        for name in itertools.chain.from_iterable(chunks):
-            path = os.path.join(directory, name)
-            rel = path[len(prefix) :].replace(os.sep, "/")  # every path walked starts with the root's
-            try:
-                st = os.stat(path)  # follows links; a broken or looping link raises
-            except OSError as exc:
-                if wanted(rel):
-                    skipped.append(_unreachable(to_url(path), exc))
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                through_link = linked or os.path.islink(path)
-                first = walked.first_path(st, path, through_link)
-                if first is not None:
-                    reason = "symlink loop" if _is_within(first, directory) else "same directory as"
-                    skipped.append(Skipped(to_url(path), f"{reason} {to_url(first)}"))
-                    continue
-                folder.add(name, through_link)
-                continue
-            if not wanted(rel):
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                skipped.append(Skipped(to_url(path), "not a regular file", Code.IO_NOT_LISTABLE))
-                continue
-            url = to_url(path)
-            if not _is_utf8(url):
-                skipped.append(Skipped(url, "its path is not UTF-8: no URL names it", Code.IO_NAME_NOT_UTF8))
-                continue
-            found.add(url, st, hf_blob=_is_hf_blob(path))
-        if folder.listed():
-            stack.append(folder)
-
-    enter(root, False)
-    while stack:  # depth first, a folder's files before its subfolders'
-        folder = stack[-1]
+    walk = _Walk(root, root_st, wanted, to_url)
+    walk.enter(root, False)
+    while walk.stack:  # depth first, a folder's files before its subfolders'
+        folder = walk.stack[-1]
         name = folder.next_name()
         if folder.walked():
-            stack.pop()
-        enter(os.path.join(folder.path, name), folder.linked or name in folder.linked_names)
+            walk.stack.pop()
+        walk.enter(os.path.join(folder.path, name), folder.linked or name in folder.linked_names)
+    found, skipped = walk.found, walk.skipped
     urls = found.urls()
     keep = _one_path_per_file(found, urls, skipped)
     found.forget_inodes()
     files = _in_url_order(found, urls, keep)
     return LocalWalk(files, tuple(sorted((_shown(s) for s in skipped), key=lambda s: s.url)))
+
+
+class _Walk:
+    """A walk under way: the files found, the entries skipped, the folders waiting (as names: a folder per model
+    is one a file, not a scandir entry and a path each)."""
+
+    def __init__(
+        self, root: str, root_st: os.stat_result, wanted: Callable[[str], bool], to_url: Callable[[str], str]
+    ) -> None:
+        self.prefix = root if root.endswith(os.sep) else root + os.sep
+        self.wanted, self.to_url = wanted, to_url
+        self.skipped: list[Skipped] = []
+        self.found = _Found()
+        self.walked = _WalkedDirectories(root, root_st)
+        self.stack: list[_Folder] = []
+
+    def enter(self, directory: str, linked: bool) -> None:
+        """List ``directory``: its files found, its subfolders put on the stack, in name order."""
+        try:
+            chunks = _listed_names(directory)
+        except OSError as exc:
+            why = f"cannot list: {type(exc).__name__}: {exc.strerror}"
+            self.skipped.append(Skipped(self.to_url(directory), why, Code.IO_NOT_LISTABLE))
+            return
+        folder = _Folder(directory, linked)
+        for name in itertools.chain.from_iterable(chunks):
+            self._entry(folder, name)
+        if folder.listed():
+            self.stack.append(folder)
+
+    def _entry(self, folder: _Folder, name: str) -> None:
+        path = os.path.join(folder.path, name)
+        rel = path[len(self.prefix) :].replace(os.sep, "/")  # every path walked starts with the root's
+        try:
+            st = os.stat(path)  # follows links; a broken or looping link raises
+        except OSError as exc:
+            if self.wanted(rel):
+                self.skipped.append(_unreachable(self.to_url(path), exc))
+            return
+        if stat.S_ISDIR(st.st_mode):
+            through_link = folder.linked or os.path.islink(path)
+            first = self.walked.first_path(st, path, through_link)
+            if first is not None:
+                reason = "symlink loop" if _is_within(first, folder.path) else "same directory as"
+                self.skipped.append(Skipped(self.to_url(path), f"{reason} {self.to_url(first)}"))
+            else:
+                folder.add(name, through_link)
+            return
+        if not self.wanted(rel):
+            return
+        url = self.to_url(path)
+        if not stat.S_ISREG(st.st_mode):
+            self.skipped.append(Skipped(url, "not a regular file", Code.IO_NOT_LISTABLE))
+        elif not _is_utf8(url):
+            self.skipped.append(Skipped(url, "its path is not UTF-8: no URL names it", Code.IO_NAME_NOT_UTF8))
+        else:
+            self.found.add(url, st, hf_blob=_is_hf_blob(path))
 
 
 def _as_bytes(names: list[str]) -> pa.Array:
@@ -292,7 +303,7 @@ class _Folder:
 
 
 _KEYS_PENDING: Final = 4096
-"""Directory keys a walk keeps in a Python set before they go into its sorted array (about 330 KB)."""
+"""Directory keys a walk keeps in a Python set before they go into its sorted array."""
 
 
 class _WalkedDirectories:
@@ -395,7 +406,7 @@ def _in_url_order(found: _Found, urls: pa.ChunkedArray, keep: npt.NDArray[np.boo
     """
     sizes, mtimes = np.frombuffer(found.size, np.int64), np.frombuffer(found.mtime, np.float64)
     n = len(urls)
-    if n < 2 or pc.all(pc.less(urls.slice(0, n - 1), urls.slice(1))).as_py():  # no sort: 8 bytes a file less
+    if n < 2 or pc.all(pc.less(urls.slice(0, n - 1), urls.slice(1))).as_py():  # no sort: no index array
         everything = bool(keep.all())
         return ListedFiles.of_columns(
             url=urls if everything else urls.filter(pa.array(keep)),

@@ -1,9 +1,9 @@
 """An S3 root's keys streamed a page at a time, so listing a million keys never holds a million info dicts.
 
-``fs.find(path, detail=True)`` on s3fs gathers every key's info dict (about
-1 KB each) into a list, then a dict, and fills its directory cache with them
-before the first one can be made into a column: a million-key root held about
-a gigabyte on the driver while it was listed. :func:`s3_keys` asks the same
+``fs.find(path, detail=True)`` on s3fs gathers every key's info dict into a
+list, then a dict, and fills its directory cache with them before the first
+one can be made into a column: the driver held every key's dict while a root
+was listed. :func:`s3_keys` asks the same
 flat listing (ListObjectsV2 with no delimiter, or ListObjectVersions on a
 version-aware filesystem: one request per 1,000 keys) through s3fs's own
 ``_iterdir`` on the filesystem's own event loop, so the requests go through

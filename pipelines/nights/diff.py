@@ -22,6 +22,7 @@ loads it), or a mirror copy that stopped being faithful to its source (the
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -135,27 +136,7 @@ def diff_nights(out: Output, before: str | None, after: str) -> NightDiff:
         u for u in set(old_files) & set(new_files) if old_files[u]["source_run_id"] != new_files[u]["source_run_id"]
     )
     diff = NightDiff(before, after, new_files=added, removed_files=removed)
-    for url in reread:
-        o, n = old_files[url], new_files[url]
-        if (o["status"], o["loadable"], o["size"], o["llama_cpp"]) != (
-            n["status"],
-            n["loadable"],
-            n["size"],
-            n["llama_cpp"],
-        ):
-            diff.changed_files.append(
-                FileChange(
-                    url,
-                    o["status"],
-                    n["status"],
-                    o["loadable"],
-                    n["loadable"],
-                    o["size"],
-                    n["size"],
-                    o["llama_cpp"],
-                    n["llama_cpp"],
-                )
-            )
+    diff.changed_files.extend(_file_changes(old_files, new_files, reread))
     old_models = _rows(out.read("models", [before], columns=MODEL_COLUMNS), "model_id")
     new_models = _rows(out.read("models", [after], columns=MODEL_COLUMNS), "model_id")
     judged = sorted(
@@ -165,20 +146,7 @@ def diff_nights(out: Output, before: str | None, after: str) -> NightDiff:
         or m not in new_models
         or (old_models[m]["source_run_id"] or before) != (new_models[m]["source_run_id"] or after)
     )
-    for m in sorted(set(old_models) & set(new_models)):
-        o, n = old_models[m], new_models[m]
-        if (o["loadable"], o["complete"], o["llama_cpp"]) != (n["loadable"], n["complete"], n["llama_cpp"]):
-            diff.model_flips.append(
-                ModelFlip(
-                    m,
-                    o["loadable"],
-                    n["loadable"],
-                    bool(o["complete"]),
-                    n["complete"],
-                    o["llama_cpp"],
-                    n["llama_cpp"],
-                )
-            )
+    diff.model_flips.extend(_model_flips(old_models, new_models))
     diff.new_aborts = _new_aborts("file", old_files, new_files) + _new_aborts("model", old_models, new_models)
     columns = list(PROBLEM_COLUMNS)
     old_problems = problems_of(night_problems(out, before, columns, urls=[*removed, *reread], model_ids=judged))
@@ -186,6 +154,39 @@ def diff_nights(out: Output, before: str | None, after: str) -> NightDiff:
     diff.new_problems, diff.resolved_problems, diff.changed_problems = match_problems(old_problems, new_problems)
     diff.mirror_changes = mirror_changes(out, before, after)
     return diff
+
+
+def _file_changes(old: Mapping[str, Any], new: Mapping[str, Any], reread: Iterable[str]) -> Iterator[FileChange]:
+    """The files read again whose status, loadability, size or llama.cpp verdict changed."""
+    for url in reread:
+        o, n = old[url], new[url]
+        if (o["status"], o["loadable"], o["size"], o["llama_cpp"]) != (
+            n["status"],
+            n["loadable"],
+            n["size"],
+            n["llama_cpp"],
+        ):
+            yield FileChange(
+                url,
+                o["status"],
+                n["status"],
+                o["loadable"],
+                n["loadable"],
+                o["size"],
+                n["size"],
+                o["llama_cpp"],
+                n["llama_cpp"],
+            )
+
+
+def _model_flips(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[ModelFlip]:
+    """The models of both nights whose loadability, completeness or llama.cpp verdict changed."""
+    for m in sorted(set(old) & set(new)):
+        o, n = old[m], new[m]
+        if (o["loadable"], o["complete"], o["llama_cpp"]) != (n["loadable"], n["complete"], n["llama_cpp"]):
+            yield ModelFlip(
+                m, o["loadable"], n["loadable"], bool(o["complete"]), n["complete"], o["llama_cpp"], n["llama_cpp"]
+            )
 
 
 def _diff_with_nothing(out: Output, after: str) -> NightDiff:

@@ -25,12 +25,12 @@ from gguf_audit.checks.shards import ShardFacts, judge_shard_set
 from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.scan.execute import BatchResult
 from gguf_audit.pipelines.scan.groups import ModelGroups
-from gguf_audit.pipelines.scan.ledger import TableSpill, UrlLedger
-from gguf_audit.pipelines.scan.tally import Tally
+from gguf_audit.pipelines.spill import TableSpill, UrlLedger
 from gguf_audit.pipelines.store.output import Recovered
 from gguf_audit.pipelines.store.parts import PartFile
+from gguf_audit.pipelines.work.execute import BatchResult
+from gguf_audit.pipelines.work.tally import Tally
 from gguf_audit.redact import redact_url
 from gguf_audit.tables.models import ModelSummary, summarise_model
 from gguf_audit.tables.schema import SCHEMA_VERSION
@@ -135,8 +135,8 @@ class Collector:
     It holds no table rows, and no Python object per file: which listed files
     have rows is kept in a ledger on the driver's disk, and so are the small
     facts row of each file the workers return
-    (:data:`~gguf_audit.pipelines.scan.tally.FACT_COLUMNS`) and where each one's
-    tensor infos lie (:mod:`~gguf_audit.pipelines.scan.ledger`). Only the
+    (:data:`~gguf_audit.pipelines.work.tally.FACT_COLUMNS`) and where each one's
+    tensor infos lie (:mod:`~gguf_audit.pipelines.spill`). Only the
     shards' :class:`ShardFacts` stay in memory (a shard set is judged from them).
     """
 

@@ -18,9 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gguf_audit.errors import UsageError
+from gguf_audit.io.options import options_for
 from gguf_audit.io.protocols import ProtocolUnavailable, check_protocol
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.discover import discover, options_for
+from gguf_audit.pipelines.listing.discover import discover
 from gguf_audit.pipelines.scan.reuse import base_run, plan_reuse
 from gguf_audit.pipelines.store import LEASE_DIR
 from gguf_audit.pipelines.store.output import Output

@@ -22,8 +22,7 @@ first digest not on its first shard) is kept as values (:attr:`Members.odd`).
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -34,8 +33,8 @@ import pyarrow.compute as pc
 
 from gguf_audit.checks.lineage import ModelLineage, Pair, no_full_precision, reference_rank
 from gguf_audit.findings import Finding
-from gguf_audit.pipelines.listing.mapped import array_on_disk, give_back_freed_memory
-from gguf_audit.pipelines.scan.groups import ModelGroups
+from gguf_audit.pipelines.scan.groups import GroupsView
+from gguf_audit.pipelines.spill import array_on_disk, driver_phase, released_after_each
 from gguf_audit.tables.lineage import ModelLineageCells
 
 __all__ = ["CARRIED_ROWS", "GroupsView", "LackingFamily", "LineageCells", "Members", "judge_members"]
@@ -43,7 +42,7 @@ __all__ = ["CARRIED_ROWS", "GroupsView", "LackingFamily", "LineageCells", "Membe
 _BATCH: Final = 4096
 """Rows gathered as Python values before they become an Arrow record batch."""
 CARRIED_ROWS: Final = 16_384
-"""Carried rows lineage reads at a time (all at once: 53 MB over a quiet night's peak at 100,000 models)."""
+"""Carried rows lineage reads at a time (a quiet night carries every model)."""
 
 _TEXT: Final = pa.dictionary(pa.int32(), pa.string())
 """The members' text columns: a code a model, each value once (a family's key, file types, architectures)."""
@@ -74,102 +73,6 @@ _FAMILY_SCHEMA: Final = pa.schema(
 
 def _directory(url: str) -> str:
     return url.rsplit("/", 1)[0] if "/" in url else ""
-
-
-class GroupsView:
-    """The night's models by position, in the groups' order: ids, sizes and URLs.
-
-    Over a :class:`ModelGroups` it is the groups' own columns and index; over a plain mapping, lists of them.
-    """
-
-    def __init__(self, groups: Mapping[str, Sequence[str]]) -> None:
-        self._groups: ModelGroups | None = groups if isinstance(groups, ModelGroups) else None
-        self._keys: list[str] = []
-        self._positions: dict[str, int] = {}
-        self._urls: list[list[str]] = []
-        if self._groups is not None:
-            self._sizes = np.zeros(0, dtype=np.int64)
-        else:
-            self._keys = [str(k) for k in groups]
-            self._positions = {k: i for i, k in enumerate(self._keys)}
-            self._urls = [[str(u) for u in groups[k]] for k in self._keys]
-            self._sizes = np.array([len(u) for u in self._urls], dtype=np.int64)
-
-    def __len__(self) -> int:
-        return len(self._groups) if self._groups is not None else len(self._keys)
-
-    def positions_of(self, model_ids: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
-        """Where each of an Arrow column of ids is (-1: null, or not a model of this night)."""
-        found = np.full(len(model_ids), -1, dtype=np.int64)
-        for start in range(0, len(model_ids), _BATCH):
-            chunk = model_ids.slice(start, _BATCH).to_pylist()
-            valid = [i for i, m in enumerate(chunk) if m is not None]
-            if valid:
-                found[start + np.array(valid)] = self.positions([str(chunk[i]) for i in valid])
-        return found
-
-    def id_column_at(self, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
-        """The ids at an Arrow column of positions (null where it is null)."""
-        at = pc.fill_null(positions, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        valid = at >= 0
-        ids: list[str | None] = [None] * len(at)
-        for i, model_id in zip(np.flatnonzero(valid).tolist(), self.ids_at(at[valid]), strict=True):
-            ids[i] = model_id
-        return pa.array(ids, pa.string())
-
-    def ids_ascend(self) -> bool:
-        """Whether the ids ascend in the models' order."""
-        if self._groups is not None:
-            return self._groups.ids_in_order()
-        return all(a < b for a, b in itertools.pairwise(self._keys))
-
-    def id_column(self) -> pa.ChunkedArray | pa.Array:
-        """Every id, in order, as one column (made now)."""
-        return self._groups.id_column() if self._groups is not None else pa.array(self._keys, pa.string())
-
-    def size_at(self, position: int) -> int:
-        if self._groups is not None:
-            return self._groups.size_at(position)
-        return int(self._sizes[position])
-
-    def sizes_at(self, positions: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-        """How many files the model at each of ``positions`` has (nothing kept per model to say it)."""
-        at = np.asarray(positions, dtype=np.int64)
-        if self._groups is not None:
-            return self._groups.sizes_at(at)
-        return self._sizes[at]
-
-    def position(self, model_id: str) -> int:
-        """Where ``model_id`` is, or -1."""
-        if self._groups is not None:
-            return self._groups.position(model_id)
-        return self._positions.get(model_id, -1)
-
-    def positions(self, model_ids: Sequence[str]) -> npt.NDArray[np.int64]:
-        """Where each of ``model_ids`` is (-1: none)."""
-        if self._groups is not None:
-            return self._groups.positions(model_ids)
-        return np.array([self._positions.get(m, -1) for m in model_ids], dtype=np.int64)
-
-    def ids_at(self, positions: npt.NDArray[np.int64]) -> list[str]:
-        if self._groups is not None:
-            return self._groups.ids_at(positions)
-        return [self._keys[p] for p in np.asarray(positions, dtype=np.int64).tolist()]
-
-    def first_urls(self, positions: npt.NDArray[np.int64]) -> list[str]:
-        if self._groups is not None:
-            return self._groups.first_urls(positions)
-        return [self._urls[p][0] for p in positions.tolist()]
-
-    def urls_at(self, position: int) -> list[str]:
-        if self._groups is not None:
-            return self._groups.members_at(position)
-        return self._urls[position]
-
-    def id_at(self, position: int) -> str:
-        if self._groups is not None:
-            return self._groups.id_at(position)
-        return self._keys[position]
 
 
 def _array(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
@@ -243,7 +146,7 @@ class Members:
         ``full_precision``, ``family_source``), as :func:`~gguf_audit.checks.lineage.carried_lineage` reads them:
         :data:`CARRIED_ROWS` at a time (on the driver's disk), a batch each with its own dictionaries."""
         batches: list[pa.RecordBatch] = []
-        for start in range(0, carried.num_rows, CARRIED_ROWS):
+        for start in released_after_each(range(0, carried.num_rows, CARRIED_ROWS)):
             rows = carried.slice(start, CARRIED_ROWS)
             at = self.view.positions_of(rows.column("model_id"))
             known = rows.filter(pa.array(at >= 0))
@@ -257,7 +160,6 @@ class Members:
             columns = [pa.array(pos, pa.int32()), text[0], full, *text[1:]]
             stored = pa.Table.from_arrays(columns, names=_MEMBER_SCHEMA.names)
             batches.extend(stored.cast(_MEMBER_SCHEMA).combine_chunks().to_batches())
-            give_back_freed_memory()
         self._rows.flush()
         self._rows.batches[:0] = batches  # first: a model's facts rows win over its stored row
 
@@ -265,7 +167,7 @@ class Members:
         table = self._rows.table()
         self._rows = _Batches(_MEMBER_SCHEMA)
         pos = table.column("pos").to_numpy()
-        seen = np.zeros(len(self.view), dtype=bool)  # np.unique's hash table: 29 bytes a row, 9 MB at 300,000
+        seen = np.zeros(len(self.view), dtype=bool)  # not np.unique: its hash table
         seen[pos] = True
         if int(np.count_nonzero(seen)) != len(pos):  # the last row of each model, as a dict keeps it
             last = np.full(len(self.view), -1, dtype=np.int64)
@@ -287,12 +189,11 @@ class Members:
         """Where the models at ``positions`` live (their first URLs' directories, a batch of URLs at a time)."""
         found: set[str] = set()
         odd = np.fromiter(self.odd, np.int64)
-        for start in range(0, len(positions), _BATCH):
+        for start in released_after_each(range(0, len(positions), _BATCH)):
             chunk = positions[start : start + _BATCH].astype(np.int64)
             plain = ~np.isin(chunk, odd)
             found.update(_directory(u) for u in self.view.first_urls(chunk[plain]))
             found.update(self.odd[p][1] for p in chunk[~plain].tolist())
-            give_back_freed_memory()  # the listing's pages those URLs were read from
         return frozenset(found)
 
     def n_urls(self, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
@@ -526,6 +427,49 @@ def _references(
     return references
 
 
+@dataclass(frozen=True, slots=True)
+class _Ordered:
+    """The members' columns in family order (by family key, then model id): codes a row, values by code."""
+
+    key_codes: npt.NDArray[np.int32]
+    keys: _Codes
+    pos: npt.NDArray[Any]
+    full: npt.NDArray[np.bool_]
+    type_codes: npt.NDArray[np.int32]
+    types: _Codes
+    arch_codes: npt.NDArray[np.int32]
+    architectures: _Codes
+
+
+def _in_family_order(members: Members) -> _Ordered:
+    """The keyed members' columns in family order; the table is taken from ``members`` (read once, here)."""
+    table = members.table
+    members.table = _MEMBER_SCHEMA.empty_table()
+    keys = _codes(table.column("key"))
+    with driver_phase("judge.sort"):  # the sort's transients, before the codes are taken
+        rows_of = _family_order(members.view, table, keys.codes)
+    full = pc.fill_null(table.column("full"), False).to_numpy(zero_copy_only=False)[rows_of]
+    types = _codes(table.column("file_type_name"))
+    architectures = _codes(table.column("architecture"))
+    return _Ordered(
+        keys.codes[rows_of],
+        _Codes(np.zeros(0, np.int32), keys.values),
+        table.column("pos").to_numpy()[rows_of],
+        full,
+        types.codes[rows_of],
+        _Codes(np.zeros(0, np.int32), types.values),
+        architectures.codes[rows_of],
+        _Codes(np.zeros(0, np.int32), architectures.values),
+    )
+
+
+def _family_order(view: GroupsView, table: pa.Table, key_codes: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+    """The rows with a family key, by key then model id (positions, when the groups' ids are in order already)."""
+    keyed = np.flatnonzero(key_codes >= 0).astype(np.int32)
+    pos = table.column("pos").to_numpy()[keyed]
+    return keyed[np.lexsort((_id_ranks(view, pos), key_codes[keyed]))]
+
+
 def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamily]], set[str]]) -> Judged:
     """Families of ``members``, judged as :func:`~gguf_audit.checks.lineage.judge_family` judges them.
 
@@ -533,24 +477,11 @@ def judge_members(members: Members, safetensors: Callable[[Sequence[LackingFamil
     without a full-precision GGUF hold safetensors files.
     """
     view = members.view
-    table = members.table
-    members.table = _MEMBER_SCHEMA.empty_table()  # read once here: its columns go as each is taken (a model's)
-    keys = _codes(table.column("key"))
-    keyed = np.flatnonzero(keys.codes >= 0).astype(np.int32)
-    pos = table.column("pos").to_numpy()[keyed]
-    # by family key, then model id (positions, when the groups' ids are in order already: no copy of them)
-    rows_of = keyed[np.lexsort((_id_ranks(view, pos), keys.codes[keyed]))]
-    del pos, keyed
-    give_back_freed_memory()  # the sort's transients, and the codes' after them: 3 MB of the peak at 300,000
-    key_codes, keys = keys.codes[rows_of], _Codes(np.zeros(0, np.int32), keys.values)
-    pos = table.column("pos").to_numpy()[rows_of]
-    full = pc.fill_null(table.column("full"), False).to_numpy(zero_copy_only=False)[rows_of]
-    types = _codes(table.column("file_type_name"))
-    type_codes, types = types.codes[rows_of], _Codes(np.zeros(0, np.int32), types.values)
-    architectures = _codes(table.column("architecture"))
-    arch_codes, architectures = architectures.codes[rows_of], _Codes(np.zeros(0, np.int32), architectures.values)
-    del rows_of, table
-    give_back_freed_memory()
+    with driver_phase("judge.columns"):  # the members' table and the sort's transients go back here
+        columns = _in_family_order(members)
+    key_codes, keys, pos, full = columns.key_codes, columns.keys, columns.pos, columns.full
+    type_codes, types = columns.type_codes, columns.types
+    arch_codes, architectures = columns.arch_codes, columns.architectures
     n = len(pos)
     family_of = array_on_disk(np.full(len(view), -1, np.int32))  # a model's, to the night's end
     full_of = array_on_disk(np.full(len(view), -1, np.int8))

@@ -2,10 +2,10 @@
 
 :func:`~gguf_audit.format.shard_names.group_models` says which files make one
 model; as a dict of lists it costs a model-id string, a list and a URL string
-per file (about 300 bytes). Here the same groups, in the same order, cost
-about 20 bytes a file: the URLs are the listing's own column (or made into
+per file. Here the same groups, in the same order, cost a few integers a
+file: the URLs are the listing's own column (or made into
 one a chunk at a time, given as strings), grouped in Arrow (a copy the
-grouping made of a listing on disk goes to disk too: :mod:`~gguf_audit.pipelines.listing.mapped`); an id is kept as
+grouping made of a listing on disk goes to disk too: :mod:`~gguf_audit.pipelines.spill`); an id is kept as
 its length (it is a prefix of the model's first URL) and looked up through
 sorted hashes (Python's own ``hash`` of the string, stable within the
 process); a URL's model is found from its name.
@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gguf_audit.format.shard_names import model_id_for, parse_shard_name, url_path
-from gguf_audit.pipelines.listing.mapped import MappedWriter, array_on_disk, is_mapped, map_column
+from gguf_audit.pipelines.spill import MappedWriter, array_on_disk, is_mapped, map_column
 from gguf_audit.tables.take import take_strings
 
-__all__ = ["HashIndex", "ModelGroups", "ModelIds", "string_chunks"]
+__all__ = ["GroupsView", "HashIndex", "ModelGroups", "ModelIds", "string_chunks"]
 
 _CHUNK: Final = 4096
 """URLs turned into Python strings at a time (building, iterating, hashing)."""
@@ -265,60 +265,65 @@ class ModelIds(Mapping[str, str]):
         return len(self._groups.url_column)
 
 
+def _url_chunks(urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> Iterator[tuple[list[str], pa.Array | None]]:
+    """``urls`` a chunk at a time, as strings and, given an Arrow column, as the column's own slice."""
+    if isinstance(urls, pa.Array | pa.ChunkedArray):
+        arrays = urls.chunks if isinstance(urls, pa.ChunkedArray) else [urls]
+        for array in arrays:
+            array = array.cast(pa.string()) if array.type != pa.string() else array
+            for start in range(0, len(array), _CHUNK):
+                piece = array.slice(start, _CHUNK)
+                yield [str(u) for u in piece.to_pylist()], piece
+        return
+    chunk: list[str] = []
+    for url in urls:
+        chunk.append(url)
+        if len(chunk) == _CHUNK:
+            yield chunk, None
+            chunk = []
+    if chunk:
+        yield chunk, None
+
+
+def _rows_to_group(chunk: list[str], seen_at: int) -> pa.RecordBatch:
+    """A chunk of URLs' positions (from ``seen_at``), model ids and shard numbers."""
+    shards = [parse_shard_name(u) for u in chunk]
+    return pa.record_batch(
+        {
+            "pos": pa.array(range(seen_at, seen_at + len(chunk)), pa.int32()),
+            "base": pa.array(
+                [s.model_id if s is not None else model_id_for(u) for u, s in zip(chunk, shards, strict=True)],
+                pa.string(),
+            ),
+            "shard": pa.array([s is not None for s in shards], pa.bool_()),
+            "index": pa.array([s.shard_index if s is not None else 0 for s in shards], pa.int32()),
+            "count": pa.array([s.shard_count if s is not None else 0 for s in shards], pa.int32()),
+        }
+    )
+
+
 def _grouped(urls: Iterable[str] | pa.ChunkedArray | pa.Array) -> pa.Table:
     """``url`` and ``model_id`` columns, grouped and ordered as :func:`group_models` orders its dict.
 
     Given an Arrow column of URLs (the listing's), the ``url`` column is slices of
     it (no copy of the URLs) wherever the order stays the listing's. Given the
     night's mapped listing, the rest of the rows made to group the files (each
-    file's id, position and shard numbers, about 60 bytes a file) go to the
-    driver's disk as they are made, as the listing did (all in the heap, they
-    raised the driver 38 MB at 300,000 files).
+    file's id, position and shard numbers) go to the driver's disk as they are
+    made, as the listing did.
     """
     url_pieces: list[pa.Array] = []
     batches: list[pa.RecordBatch] = []
     seen_at = 0
     on_disk = isinstance(urls, pa.Array | pa.ChunkedArray) and len(urls) > 0 and is_mapped(urls)
-
-    def flush(writer: MappedWriter | None, chunk: list[str], column: pa.Array | None = None) -> None:
-        nonlocal seen_at
-        shards = [parse_shard_name(u) for u in chunk]
-        url_pieces.append(column if column is not None else pa.array(chunk, pa.string()))
-        batch = pa.record_batch(
-            {
-                "pos": pa.array(range(seen_at, seen_at + len(chunk)), pa.int32()),
-                "base": pa.array(
-                    [s.model_id if s is not None else model_id_for(u) for u, s in zip(chunk, shards, strict=True)],
-                    pa.string(),
-                ),
-                "shard": pa.array([s is not None for s in shards], pa.bool_()),
-                "index": pa.array([s.shard_index if s is not None else 0 for s in shards], pa.int32()),
-                "count": pa.array([s.shard_count if s is not None else 0 for s in shards], pa.int32()),
-            }
-        )
-        if writer is not None:
-            writer.write(batch)
-        else:
-            batches.append(batch)
-        seen_at += len(chunk)
-
     with MappedWriter() if on_disk else contextlib.nullcontext() as writer:
-        if isinstance(urls, pa.Array | pa.ChunkedArray):
-            arrays = urls.chunks if isinstance(urls, pa.ChunkedArray) else [urls]
-            for array in arrays:
-                array = array.cast(pa.string()) if array.type != pa.string() else array
-                for start in range(0, len(array), _CHUNK):
-                    piece = array.slice(start, _CHUNK)
-                    flush(writer, [str(u) for u in piece.to_pylist()], piece)
-        else:
-            chunk: list[str] = []
-            for url in urls:
-                chunk.append(url)
-                if len(chunk) == _CHUNK:
-                    flush(writer, chunk)
-                    chunk = []
-            if chunk:
-                flush(writer, chunk)
+        for chunk, column in _url_chunks(urls):
+            url_pieces.append(column if column is not None else pa.array(chunk, pa.string()))
+            batch = _rows_to_group(chunk, seen_at)
+            if writer is not None:
+                writer.write(batch)
+            else:
+                batches.append(batch)
+            seen_at += len(chunk)
         columns = writer.close() if writer is not None else pa.Table.from_batches(batches) if batches else None
     if columns is None or not url_pieces:
         return pa.table({"url": pa.array([], pa.string()), "model_id": pa.array([], pa.string())})
@@ -399,3 +404,103 @@ def _ordered_singles(rows: pa.Table, set_ids: pa.ChunkedArray) -> pa.Table:
         return pa.table({"url": rows.column("url"), "model_id": model_ids})
     at_order = pa.array(order)
     return pa.table({"url": rows.column("url").take(at_order), "model_id": model_ids.take(at_order)})
+
+
+_VIEW_BATCH: Final = 4096
+"""Ids a view looks up at a time."""
+
+
+class GroupsView:
+    """The night's models by position, in the groups' order: ids, sizes and URLs.
+
+    Over a :class:`ModelGroups` it is the groups' own columns and index; over a plain mapping, lists of them.
+    """
+
+    def __init__(self, groups: Mapping[str, Sequence[str]]) -> None:
+        self._groups: ModelGroups | None = groups if isinstance(groups, ModelGroups) else None
+        self._keys: list[str] = []
+        self._positions: dict[str, int] = {}
+        self._urls: list[list[str]] = []
+        if self._groups is not None:
+            self._sizes = np.zeros(0, dtype=np.int64)
+        else:
+            self._keys = [str(k) for k in groups]
+            self._positions = {k: i for i, k in enumerate(self._keys)}
+            self._urls = [[str(u) for u in groups[k]] for k in self._keys]
+            self._sizes = np.array([len(u) for u in self._urls], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._groups) if self._groups is not None else len(self._keys)
+
+    def positions_of(self, model_ids: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
+        """Where each of an Arrow column of ids is (-1: null, or not a model of this night)."""
+        found = np.full(len(model_ids), -1, dtype=np.int64)
+        for start in range(0, len(model_ids), _VIEW_BATCH):
+            chunk = model_ids.slice(start, _VIEW_BATCH).to_pylist()
+            valid = [i for i, m in enumerate(chunk) if m is not None]
+            if valid:
+                found[start + np.array(valid)] = self.positions([str(chunk[i]) for i in valid])
+        return found
+
+    def id_column_at(self, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The ids at an Arrow column of positions (null where it is null)."""
+        at = pc.fill_null(positions, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        valid = at >= 0
+        ids: list[str | None] = [None] * len(at)
+        for i, model_id in zip(np.flatnonzero(valid).tolist(), self.ids_at(at[valid]), strict=True):
+            ids[i] = model_id
+        return pa.array(ids, pa.string())
+
+    def ids_ascend(self) -> bool:
+        """Whether the ids ascend in the models' order."""
+        if self._groups is not None:
+            return self._groups.ids_in_order()
+        return all(a < b for a, b in itertools.pairwise(self._keys))
+
+    def id_column(self) -> pa.ChunkedArray | pa.Array:
+        """Every id, in order, as one column (made now)."""
+        return self._groups.id_column() if self._groups is not None else pa.array(self._keys, pa.string())
+
+    def size_at(self, position: int) -> int:
+        if self._groups is not None:
+            return self._groups.size_at(position)
+        return int(self._sizes[position])
+
+    def sizes_at(self, positions: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        """How many files the model at each of ``positions`` has (nothing kept per model to say it)."""
+        at = np.asarray(positions, dtype=np.int64)
+        if self._groups is not None:
+            return self._groups.sizes_at(at)
+        return self._sizes[at]
+
+    def position(self, model_id: str) -> int:
+        """Where ``model_id`` is, or -1."""
+        if self._groups is not None:
+            return self._groups.position(model_id)
+        return self._positions.get(model_id, -1)
+
+    def positions(self, model_ids: Sequence[str]) -> npt.NDArray[np.int64]:
+        """Where each of ``model_ids`` is (-1: none)."""
+        if self._groups is not None:
+            return self._groups.positions(model_ids)
+        return np.array([self._positions.get(m, -1) for m in model_ids], dtype=np.int64)
+
+    def ids_at(self, positions: npt.NDArray[np.int64]) -> list[str]:
+        if self._groups is not None:
+            return self._groups.ids_at(positions)
+        return [self._keys[p] for p in np.asarray(positions, dtype=np.int64).tolist()]
+
+    def first_urls(self, positions: npt.NDArray[np.int64]) -> list[str]:
+        if self._groups is not None:
+            return self._groups.first_urls(positions)
+        return [self._urls[p][0] for p in positions.tolist()]
+
+    def urls_at(self, position: int) -> list[str]:
+        if self._groups is not None:
+            return self._groups.members_at(position)
+        return self._urls[position]
+
+    def id_at(self, position: int) -> str:
+        if self._groups is not None:
+            return self._groups.id_at(position)
+        return self._keys[position]

@@ -18,7 +18,7 @@ names, not GGUF's).
 
 The compare phase (``[checks] compare``, on by default) then sends each
 quantized file of a judged model with its family's full-precision single
-file to the workers (:func:`~gguf_audit.pipelines.scan.compare_task.compare_batch`),
+file to the workers (:func:`~gguf_audit.pipelines.work.compare_task.compare_batch`),
 which write the ``compare`` rows; their findings (``compare.layout_suspect``)
 become ``problems`` of scope ``model`` with the quantized file's ``url``.
 
@@ -60,24 +60,25 @@ from gguf_audit.errors import describe_exception
 from gguf_audit.findings import Finding
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.format.tensor_table import TensorTableAt
+from gguf_audit.io.options import for_workers, options_for
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.dirs import DirectorySet
-from gguf_audit.pipelines.listing.discover import Listing, for_workers, options_for
-from gguf_audit.pipelines.listing.mapped import give_back_freed_memory
+from gguf_audit.pipelines.listing.discover import Listing
 from gguf_audit.pipelines.scan.collect import Collector
-from gguf_audit.pipelines.scan.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
 from gguf_audit.pipelines.scan.families import (
     CARRIED_ROWS,
-    GroupsView,
     Judged,
     LackingFamily,
     LineageCells,
     Members,
     judge_members,
 )
+from gguf_audit.pipelines.scan.groups import GroupsView
 from gguf_audit.pipelines.scan.reuse import reused_shard_facts
-from gguf_audit.pipelines.scan.tally import FACT_COLUMNS, facts_of
+from gguf_audit.pipelines.spill import released_after_each
 from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.work.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
+from gguf_audit.pipelines.work.tally import FACT_COLUMNS, facts_of
 from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, pair_problems_to_table
 from gguf_audit.tables.models import ModelSummary
 from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
@@ -210,7 +211,7 @@ def _members(collector: Collector, view: GroupsView, carried: pa.Table) -> tuple
     projector_dirs = _projector_dirs(collector)
     sharded: dict[str, list[dict[str, Any]]] = {}
     pairing: list[dict[str, Any]] = []
-    for facts in collector.facts:
+    for facts in released_after_each(collector.facts):
         rows = facts.select(list(_LINEAGE_INPUT)).to_pylist()
         ids = [str(row["model_id"]) for row in rows]
         positions = view.positions(ids)  # a table's models looked up together, and their single files' URLs
@@ -223,7 +224,6 @@ def _members(collector: Collector, view: GroupsView, carried: pa.Table) -> tuple
                 members.add_model(position, model_lineage(model_id, [row]), (next(firsts),))
             elif position >= 0:
                 sharded.setdefault(model_id, []).append(row)
-        give_back_freed_memory()  # the spill's pages this table was read from
     for model_id, rows in sharded.items():
         members.add_model(view.position(model_id), model_lineage(model_id, rows))
     members.add_carried(carried.select(list(_STORED)))
@@ -305,7 +305,9 @@ def _rejudged(
         return rejudge, stays
     references = cells.reference_urls()
     read = pa.array(sorted({u for u in read_urls if u in references}) if references else [], pa.string())
-    for start in range(0, carried.num_rows, CARRIED_ROWS):  # a quiet night carries every model: a slice at a time
+    for start in released_after_each(
+        range(0, carried.num_rows, CARRIED_ROWS)
+    ):  # a quiet night carries every model: a slice at a time
         stored = carried.slice(start, CARRIED_ROWS).select(list(_STORED))
         positions = view.positions_of(stored.column("model_id"))
         now = cells.columns_at(positions)
@@ -319,7 +321,6 @@ def _rejudged(
             changed |= pc.fill_null(hit, False).to_numpy(zero_copy_only=False).astype(bool)
         rejudge.update(str(m) for m in stored.column("model_id").filter(pa.array(changed)).to_pylist())
         stays[positions[(~changed) & (positions >= 0)]] = True
-        give_back_freed_memory()
     return rejudge, stays
 
 

@@ -47,8 +47,9 @@ from gguf_audit.audit import AuditConfig, AuditTarget, audit_file
 from gguf_audit.checks.mirror import Evidence, MirrorSide, MirrorStatus, MirrorVerdict, judge_pair, map_path
 from gguf_audit.decode.fingerprints import metadata_fingerprint
 from gguf_audit.io.hub import parse_hf_url
+from gguf_audit.io.options import options_for
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.discover import DiscoveryError, Listing, discover, options_for
+from gguf_audit.pipelines.listing.discover import DiscoveryError, Listing, discover
 from gguf_audit.pipelines.listing.hub import KnownRepo
 from gguf_audit.pipelines.scan.mirror_verify import (
     Hashed,

@@ -25,7 +25,7 @@ from typing import Any, Final
 from fsspec.core import url_to_fs
 
 from gguf_audit.errors import describe_exception
-from gguf_audit.pipelines.listing.discover import options_for
+from gguf_audit.io.options import options_for
 from gguf_audit.tables.listed import ListedFile
 
 __all__ = [

@@ -24,7 +24,6 @@ from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
-from gguf_audit.pipelines.listing.mapped import give_back_freed_memory
 from gguf_audit.pipelines.scan.collect import (
     Collector,
     IncompleteModel,
@@ -45,9 +44,10 @@ from gguf_audit.pipelines.scan.reuse import (
     reused_shard_facts,
     stored_tables,
 )
-from gguf_audit.pipelines.scan.tally import Tally, facts_of
+from gguf_audit.pipelines.spill import driver_phase, released_after_each
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import PartFile, RunParts
+from gguf_audit.pipelines.work.tally import Tally, facts_of
 from gguf_audit.tables.models import model_problems_to_table, models_to_table
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table, stored_schema
 
@@ -60,15 +60,14 @@ DRIVER_TABLES: Final = ("files", "models", "problems")
 
 
 MODELS_PER_CHUNK: Final = 512
-"""Models judged and written at a time (their summaries are the driver's largest per-model objects): a chunk of
-2,048 raised the driver's peak 20 MB while judged, 512 raise it 7 MB, 256 6.5 MB (6,000 files, one process)."""
+"""Models judged and written at a time (their summaries are the driver's largest per-model objects)."""
 DRIVER_ROW_GROUP_ROWS: Final = MODELS_PER_CHUNK
 """Rows the driver's data files buffer per row group: a chunk of models is written as it is judged, never
-held to the end of the night (65,536 rows pending cost 2.4 KB a model at close, bench_driver.py)."""
+held to the end of the night."""
 DRIVER_ROW_GROUPS_PER_FILE: Final = 64
 """Row groups in one of the driver's data files before it starts another (32,768 models' rows): a Parquet
-writer holds every row group's footer metadata until it closes, about 22 KB a row group of ``models`` (25
-columns), so one file a table for the night grew the driver 4 MB per 100,000 models, and 8 more at close."""
+writer holds every row group's footer metadata until it closes, so one file a table for the night grew the
+driver with the collection."""
 
 
 def _chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -78,9 +77,30 @@ def _chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
+def _with_compare_io(
+    rows: pa.Table, compare_io_of: Callable[[list[str]], Mapping[str, tuple[int, int]]], schema: pa.Schema
+) -> pa.Table:
+    """``rows`` of ``files`` as ``schema`` has them, with each file's compare requests and bytes filled in."""
+    urls_in = [str(u) for u in rows.column("url").to_pylist()]
+    io = compare_io_of(urls_in)
+    columns = {
+        "compare_requests": pa.array([io[u][0] if u in io else None for u in urls_in], pa.int64()),
+        "compare_bytes": pa.array([io[u][1] if u in io else None for u in urls_in], pa.int64()),
+    }
+    arrays = [
+        columns[f.name]
+        if f.name in columns
+        else rows.column(f.name)
+        if f.name in rows.column_names
+        else pa.nulls(rows.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
 def _url_batches(fs: AbstractFileSystem, path: str) -> Iterator[pa.RecordBatch]:
     """A data file's ``url`` column in batches of a driver's row group (a driver's file holds 32,768 rows: read
-    whole, its URLs and footer held 10 MB of a quiet 100,000-file night's anonymous memory to the commit)."""
+    whole, its URLs and footer stayed in the night's anonymous memory to the commit)."""
     with fs.open(path, "rb") as f:
         yield from pq.ParquetFile(f).iter_batches(batch_size=DRIVER_ROW_GROUP_ROWS, columns=["url"])
 
@@ -112,8 +132,8 @@ class Night:
         self.plan = plan
         self.listing = listing
         self.model_ids: Mapping[str, str] = groups.model_ids
-        self.collector = Collector(listing.compact.urls())
-        give_back_freed_memory()  # the ledger read every listed URL
+        with driver_phase("ledger"):  # the ledger read every listed URL
+            self.collector = Collector(listing.compact.urls())
         self.parts = RunParts(
             out.url,
             out.fsspec_options,
@@ -145,7 +165,7 @@ class Night:
         tally = Tally()
         sources = ReadingRuns.for_positions(len(self.plan.reuse))
         shards: list[pa.Table] = []
-        for files in reused_files(self.out, self.base_run_id, self.plan.reuse, self.model_ids):
+        for files in released_after_each(reused_files(self.out, self.base_run_id, self.plan.reuse, self.model_ids)):
             self.parts.write("files", files)
             tally.merge(Tally.of_files(files))
             batch_urls = [str(u) for u in files.column("url").to_pylist()]
@@ -159,7 +179,6 @@ class Night:
             is_shard = [parse_shard_name(str(u)) is not None for u in judged.column("url").to_pylist()]
             if any(is_shard):
                 shards.append(judged.filter(pa.array(is_shard, pa.bool_())))
-            give_back_freed_memory()
         shard_files = pa.concat_tables(shards) if shards else None
         shard_facts = reused_shard_facts(self.out, shard_files) if shard_files is not None else []
         tally.merge(reused_problem_tally(self.out, self.plan.reuse, sources))
@@ -170,10 +189,9 @@ class Night:
         """Whether the model at each position of the night's order is carried."""
         flags = np.zeros(len(self.groups), dtype=bool)
         ids = carried.column("model_id")
-        for start in range(0, len(ids), CARRIED_ROWS):
+        for start in released_after_each(range(0, len(ids), CARRIED_ROWS)):
             at = self.groups.positions([str(m) for m in ids.slice(start, CARRIED_ROWS).to_pylist()])
             flags[at[at >= 0]] = True
-            give_back_freed_memory()  # the carried ids' pages on the driver's disk
         return flags
 
     def lineage(self, config: ScanConfig) -> Lineage:
@@ -216,11 +234,12 @@ class Night:
         is_carried = self._carried_flags(kept)
         schema = models_to_table([], run_id=self.run_id).schema
         incomplete: list[IncompleteModel] = []
-        for start in range(0, kept.num_rows, MODELS_PER_CHUNK):  # a quiet night carries every model: a chunk at a time
+        for start in released_after_each(
+            range(0, kept.num_rows, MODELS_PER_CHUNK)
+        ):  # a quiet night carries every model: a chunk at a time
             carried = kept.slice(start, MODELS_PER_CHUNK).select(schema.names).cast(schema)
             self.parts.write("models", carried)
             incomplete.extend(incomplete_models(carried))
-            give_back_freed_memory()  # the carried rows' pages on the driver's disk
         n_models = kept.num_rows
         self.summaries_judged = 0
         judged_ids = (
@@ -228,7 +247,7 @@ class Night:
             for start in range(0, len(self.groups), MODELS_PER_CHUNK)
             for model_id in self.groups.ids_at(np.flatnonzero(~is_carried[start : start + MODELS_PER_CHUNK]) + start)
         )
-        for chunk in _chunks(judged_ids, MODELS_PER_CHUNK):
+        for chunk in released_after_each(_chunks(judged_ids, MODELS_PER_CHUNK)):
             self.summaries_judged += len(chunk)
             judged = model_summaries(self.groups, self.collector, chunk)
             if lineage is not None:
@@ -240,7 +259,6 @@ class Night:
             problems = model_problems_to_table(judged, run_id=self.run_id)
             self.parts.write("problems", problems)
             self.collector.tally.add_problems(problems)
-            give_back_freed_memory()  # the listing's pages this chunk's models were read from
         if lineage is not None:
             problems = lineage.pair_problems(self.run_id)
             self.parts.write("problems", problems)
@@ -284,29 +302,15 @@ class Night:
             "driver-compare",
             ("files",),
             measure_encodings=True,
-            # a row group of the driver's size: the default (16 MB of rows) held, sorted and encoded 20,000
-            # files' rows at once, 67 MB over the driver's peak (bench_driver.py --references)
+            # a row group of the driver's size: the default held, sorted and encoded tens of thousands of
+            # files' rows at once (bench_driver.py --references)
             row_group_rows=DRIVER_ROW_GROUP_ROWS,
             row_groups_per_file=DRIVER_ROW_GROUPS_PER_FILE,
         )
         try:
             for part in stale:
                 rows = pq.read_table(self.out.path("files", part.path), filesystem=self.out.fs)
-                urls_in = [str(u) for u in rows.column("url").to_pylist()]
-                io = ledger.compare_io_of(urls_in)
-                columns = {
-                    "compare_requests": pa.array([io[u][0] if u in io else None for u in urls_in], pa.int64()),
-                    "compare_bytes": pa.array([io[u][1] if u in io else None for u in urls_in], pa.int64()),
-                }
-                arrays = [
-                    columns[f.name]
-                    if f.name in columns
-                    else rows.column(f.name)
-                    if f.name in rows.column_names
-                    else pa.nulls(rows.num_rows, f.type)
-                    for f in schema
-                ]
-                writer.write("files", pa.Table.from_arrays(arrays, schema=schema))
+                writer.write("files", _with_compare_io(rows, ledger.compare_io_of, schema))
             fresh = writer.close()
         except BaseException:
             writer.abort()

@@ -21,7 +21,7 @@ driver's memory does not grow with the rows of the collection: it holds a
 flag, a position and a hash a reused file (:class:`ReusedFiles`: the listing
 itself is on its disk), the index of the run that read it
 (:class:`ReadingRuns`), and the carried models' rows in a mapped file on its
-disk (:mod:`~gguf_audit.pipelines.listing.mapped`).
+disk (:mod:`~gguf_audit.pipelines.spill`).
 
 Which runs can be built on (:func:`base_run`): the last committed run of the
 same schema version (a version that only added columns reads the old rows
@@ -51,17 +51,17 @@ from gguf_audit import VERDICTS_VERSION
 from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.listing.discover import Listing
-from gguf_audit.pipelines.listing.mapped import (
+from gguf_audit.pipelines.scan.groups import HashIndex, ModelGroups, string_chunks
+from gguf_audit.pipelines.spill import (
     MappedWriter,
     array_on_disk,
-    give_back_freed_memory,
     is_mapped,
     map_table,
+    released_after_each,
 )
-from gguf_audit.pipelines.scan.batches import ids_of
-from gguf_audit.pipelines.scan.groups import HashIndex, ModelGroups, string_chunks
-from gguf_audit.pipelines.scan.tally import Tally
 from gguf_audit.pipelines.store.output import Output, source_pairs
+from gguf_audit.pipelines.work.batches import ids_of
+from gguf_audit.pipelines.work.tally import Tally
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 from gguf_audit.tables.schema import PARTITION_COLUMN
 from gguf_audit.tables.shard_facts import shard_facts_from_tables
@@ -93,7 +93,7 @@ _IDENTITY: Final = ("url", "size", "etag", "version_id", "mtime", "sha256")
 
 class ReusedFiles(Mapping[str, ListedFile]):
     """The listed files whose rows a night keeps, by URL: their positions in the listing and an index of their
-    URLs (16 bytes a file; the listing may be on disk), each :class:`ListedFile` made when asked for."""
+    URLs (the listing may be on disk), each :class:`ListedFile` made when asked for."""
 
     __slots__ = ("_index", "_listing", "_positions")
 
@@ -160,7 +160,7 @@ def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReuseP
     index = HashIndex(string_chunks(compact.url_column()), len(compact), compact.urls_at)
     unchanged = np.zeros(len(compact), dtype=bool)
     columns = ["url", "size", "etag", "version_id", "mtime", "sha256", "codes"]
-    for rows in out.batches("files", [base_run_id], columns=columns):
+    for rows in released_after_each(out.batches("files", [base_run_id], columns=columns)):
         values = [rows.column(c).to_pylist() for c in columns]
         at = index.find_many([str(u) for u in values[0]])
         found = np.flatnonzero(at >= 0)
@@ -171,7 +171,6 @@ def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReuseP
                 ListedFile(url, size, etag, version_id, mtime, sha256)
             ):
                 unchanged[at[i]] = True
-        give_back_freed_memory()
     del index
     kept = np.flatnonzero(unchanged)
     if not len(kept):
@@ -315,18 +314,19 @@ def _tally_problems(
     tally = Tally()
     for run in runs.runs:
         where = ds.field("scope") == scope
-        for problems in out.batches("problems", [run], columns=[key, "code", "severity"], where=where):
+        for problems in released_after_each(
+            out.batches("problems", [run], columns=[key, "code", "severity"], where=where)
+        ):
             ours = runs.ours(positions([str(v) for v in problems.column(key).to_pylist()]), run)
             if ours.any():
                 tally.add_problems(problems.filter(pa.array(ours)))
-            give_back_freed_memory()
     return tally
 
 
 def carried_models(out: Output, base_run_id: str, groups: ModelGroups, read: Iterable[str]) -> tuple[pa.Table, Tally]:
     """The base run's ``models`` rows of models whose files are the same and none was read.
 
-    Returns them, on the driver's disk (:mod:`~gguf_audit.pipelines.listing.mapped`: a quiet night carries
+    Returns them, on the driver's disk (:mod:`~gguf_audit.pipelines.spill`: a quiet night carries
     every model), with the tally of their problems (scope ``model``, where the run that judged them wrote
     them). The rows are streamed a batch at a time; the driver keeps a small index a model of the run that
     judged it.
@@ -334,7 +334,7 @@ def carried_models(out: Output, base_run_id: str, groups: ModelGroups, read: Ite
     touched = set(read)
     judged_by = ReadingRuns.for_positions(len(groups))
     with MappedWriter() as writer:
-        for models in out.batches("models", [base_run_id]):
+        for models in released_after_each(out.batches("models", [base_run_id])):
             at = groups.positions([str(m) for m in models.column("model_id").to_pylist()])
             keep = [
                 i
@@ -348,7 +348,6 @@ def carried_models(out: Output, base_run_id: str, groups: ModelGroups, read: Ite
             kept = _set_column(kept, "source_run_id", sources)
             judged_by.note(at[keep], (str(s) for s in sources.to_pylist()))
             writer.write(kept)
-            give_back_freed_memory()
         mapped = writer.close()
     carried = mapped if mapped is not None else out.read("models", [base_run_id]).slice(0, 0)
     return carried, _tally_problems(out, judged_by, "model", "model_id", groups.positions)

@@ -62,8 +62,7 @@ WINDOW_ROWS: Final = 1024
 """Rows of a data file the driver streams at a time: a row group of its own files (:func:`_row_group_windows`)."""
 STREAM: Final = {"use_threads": False, "batch_readahead": 1, "fragment_readahead": 1}
 """How the driver streams a table: decoded on its own thread, a batch ahead. With pyarrow's threads the
-readahead settings do not hold: the scan decodes every data file ahead of a slower reader, 60 MB over the
-driver's peak for a 100,000-file night's ``files`` rows (read back at 40 ms a batch: 254 MB against 192)."""
+readahead settings do not hold: the scan decodes every data file ahead of a slower reader."""
 
 
 def table_uri(out_url: str, table: str) -> str:
@@ -342,9 +341,7 @@ def scan_batches(
 
     Each data file is scanned through a fragment made for that scan and let
     go of after it: the dataset's own fragments keep each file's Parquet
-    metadata once scanned, about 100 KB a data file of ``files`` (9 MB over a
-    100,000-file night's rows read back, 100 MB at a million files, held until
-    the stream ends). A file of many row groups is scanned a window of them at
+    metadata once scanned, held until the stream ends. A file of many row groups is scanned a window of them at
     a time (:func:`_row_group_windows`). A file whose types pyarrow refuses
     with ``filter`` is read in batches as the table's types and filtered in
     memory.

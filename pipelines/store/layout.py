@@ -19,12 +19,9 @@ row). Three choices keep both small without changing what a reader sees:
   modification times shrink several times over.
 
 Workers' data files (the rows of the files a night read) keep dictionary
-encoding and zstd's default level. Measured on 1,000 sparse 7B-like files,
-choosing their encodings too would halve a full night (1.82 to 0.91 MB; 48 to
-33 MB with dense samples) but not the fixed part of a night, so a churn night
-would grow from 4.7% to 6.2% of a full night and the driver's share of a full
-night from 5% to 9.7%, past the nightly cost targets; the bytes saved are about
-0.9 kB per file read.
+encoding and zstd's default level: choosing their encodings too would shrink
+a full night but not the fixed part of a night, so a churn night's and the
+driver's shares of a full night would grow past the nightly cost targets.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ class Output:
                 # Removed through fsspec, not deltalake's object store: deltalake 1.6.6's
                 # DeltaStorageHandler.delete_dir/delete_file block holding the GIL (delta-rs #4402 is
                 # the same for update_incremental), so against a server in this process (moto in the
-                # tests) they never return; against moto in another process they take 0.6 s.
+                # tests) they never return.
                 self.fs.invalidate_cache()
                 if self.fs.exists(self.path(name)):
                     self.fs.rm(self.path(name), recursive=True)

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
-from gguf_audit.pipelines.listing.mapped import give_back_freed_memory
+from gguf_audit.pipelines.spill import driver_phase
 from gguf_audit.pipelines.store.layout import Layout, choose_layout, in_key_order
 from gguf_audit.tables.schema import PARTITION_COLUMN, stored_schema
 
@@ -90,7 +90,7 @@ class PartWriter:
     file); :meth:`close` gives its :class:`PartFile`, :meth:`abort` drops it.
     With ``row_groups_per_file``, a file that has that many row groups is
     closed and the next rows go to a new one: a Parquet writer holds each row
-    group's footer metadata until it closes (about 1 KB a column), which for
+    group's footer metadata until it closes, which for
     the driver's rows of a whole night grew with the collection.
     """
 
@@ -171,9 +171,9 @@ class PartWriter:
         rows = in_key_order(self.table, pa.concat_tables(self._pending))
         layout = self._layout
         if layout is None:
-            layout = self._layout = choose_layout(self.schema, rows, complete=last, measure=self.measure)
-            if self.measure:  # the trial writes' freed buffers (15 MB for the driver's files): not held to the end
-                give_back_freed_memory()
+            # the trial writes' freed buffers (the driver's files) are not held to the night's end
+            with driver_phase("layout") if self.measure else contextlib.nullcontext():
+                layout = self._layout = choose_layout(self.schema, rows, complete=last, measure=self.measure)
         writer = self._writer
         if writer is None:
             writer = self._writer = self._open(layout)

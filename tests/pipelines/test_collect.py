@@ -8,11 +8,11 @@ import pyarrow.parquet as pq
 from pipeline_helpers import file_row
 
 from gguf_audit.audit import AuditConfig
-from gguf_audit.pipelines.scan.batches import make_batches
 from gguf_audit.pipelines.scan.collect import Collector, model_summaries
-from gguf_audit.pipelines.scan.execute import TaskOptions, audit_batch
 from gguf_audit.pipelines.scan.groups import ModelGroups
-from gguf_audit.pipelines.scan.tally import facts_of
+from gguf_audit.pipelines.work.batches import make_batches
+from gguf_audit.pipelines.work.execute import TaskOptions, audit_batch
+from gguf_audit.pipelines.work.tally import facts_of
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.schema import rows_to_table
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gguf_audit.audit import AuditConfig
-from gguf_audit.pipelines.scan.batches import make_batches
-from gguf_audit.pipelines.scan.execute import WORKER_POOLS, AuditPools, TaskOptions, audit_batch
+from gguf_audit.pipelines.work.batches import make_batches
+from gguf_audit.pipelines.work.execute import WORKER_POOLS, AuditPools, TaskOptions, audit_batch
 from gguf_audit.plan import SampleConfig
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.testing.http import RangeHTTPServer

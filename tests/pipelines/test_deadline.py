@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gguf_audit.codes import Code
 from gguf_audit.findings import CODES, finding
-from gguf_audit.pipelines.scan.deadline import deadline_message, wait_for_files
+from gguf_audit.pipelines.work.deadline import deadline_message, wait_for_files
 
 
 def test_a_file_past_its_deadline_is_expired_and_a_done_one_is_not() -> None:

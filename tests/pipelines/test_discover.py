@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from pipeline_helpers import s3_options
 
-from gguf_audit.pipelines.listing.discover import DiscoveryError, discover, listed_from_info, options_for, read_manifest
+from gguf_audit.io.options import options_for
+from gguf_audit.pipelines.listing.discover import DiscoveryError, discover, listed_from_info, read_manifest
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
 

@@ -20,18 +20,18 @@ from pipeline_helpers import file_row
 
 from gguf_audit.checks.lineage import ModelLineage, families, judge_family, model_lineage
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.mapped import give_back_freed_memory
 from gguf_audit.pipelines.scan import night as night_module
 from gguf_audit.pipelines.scan.collect import Collector
-from gguf_audit.pipelines.scan.families import GroupsView
-from gguf_audit.pipelines.scan.groups import ModelGroups
+from gguf_audit.pipelines.scan.groups import GroupsView, ModelGroups
 from gguf_audit.pipelines.scan.lineage import _members
 from gguf_audit.pipelines.scan.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
 from gguf_audit.pipelines.scan.run import run_scan
-from gguf_audit.pipelines.scan.tally import facts_of
+from gguf_audit.pipelines.spill import PhaseEnd, driver_phase, watch_phases
+from gguf_audit.pipelines.spill._mapped import give_back_freed_memory
 from gguf_audit.pipelines.store.delta import BATCH_ROWS, STREAM, scan_batches
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.pipelines.store.parts import ROW_GROUP_ROWS, RunParts
+from gguf_audit.pipelines.work.tally import facts_of
 from gguf_audit.tables.lineage import model_lineage_cells
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 
@@ -113,11 +113,20 @@ def test_family_members_share_their_cells_and_the_anchor_keeps_the_findings() ->
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
 def test_the_driver_gives_freed_memory_back_between_phases() -> None:
-    """Where glibc is the C library, the pages a phase freed are handed back (``malloc_trim`` found and run)."""
-    made = [bytes(1000) for _ in range(50_000)]  # past pymalloc's 512 bytes: glibc's heap
-    kept = made[::16]  # a block kept every 16 pages or so: the heap cannot shrink from its top alone
-    del made
-    assert give_back_freed_memory()
+    """Where glibc is the C library, the pages a phase freed are handed back at its end (``malloc_trim`` found
+    and run), and whoever watches the phases is told."""
+    ends: list[PhaseEnd] = []
+    stop = watch_phases(ends.append)
+    try:
+        with driver_phase("a phase"):
+            made = [bytes(1000) for _ in range(50_000)]  # past pymalloc's 512 bytes: glibc's heap
+            kept = made[::16]  # a block kept every 16 pages or so: the heap cannot shrink from its top alone
+            del made
+    finally:
+        stop()
+    with driver_phase("unwatched"):
+        pass
+    assert [(e.name, e.heap_trimmed) for e in ends] == [("a phase", True)]
     assert len(kept) == 3125
 
 

@@ -14,12 +14,12 @@ import pytest
 
 from gguf_audit.audit import AuditConfig
 from gguf_audit.codes import Code
-from gguf_audit.pipelines.scan import execute as execute_module
-from gguf_audit.pipelines.scan.batches import make_batches
-from gguf_audit.pipelines.scan.deadline import wait_for_files
-from gguf_audit.pipelines.scan.execute import WORKER_POOLS, BatchResult, TaskOptions, audit_batch
 from gguf_audit.pipelines.store import parts as parts_module
 from gguf_audit.pipelines.store.parts import STATISTICS_COLUMNS
+from gguf_audit.pipelines.work import execute as execute_module
+from gguf_audit.pipelines.work.batches import make_batches
+from gguf_audit.pipelines.work.deadline import wait_for_files
+from gguf_audit.pipelines.work.execute import WORKER_POOLS, BatchResult, TaskOptions, audit_batch
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import audits_to_tables
 from gguf_audit.testing.http import RangeHTTPServer

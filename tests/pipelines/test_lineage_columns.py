@@ -25,11 +25,12 @@ from gguf_audit.checks.lineage import (
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan import families as families_module
+from gguf_audit.pipelines.scan import groups as groups_module
 from gguf_audit.pipelines.scan import lineage as lineage_module
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import lineage_of, safetensors_dirs
-from gguf_audit.pipelines.scan.tally import facts_of
+from gguf_audit.pipelines.work.tally import facts_of
 from gguf_audit.tables.lineage import ModelLineageCells, model_lineage_cells
 from gguf_audit.tables.schema import rows_to_table
 
@@ -225,7 +226,7 @@ def test_members_keep_each_model_s_last_row_in_the_order_rows_came() -> None:
     """A model's facts row wins over its carried row and a later facts row over an earlier one, as a dict of
     models keeps them; the rows kept stay in the order they came."""
     urls = [f"file:///c/m{i}/m{i}.gguf" for i in range(5)]
-    view = families_module.GroupsView({u: [u] for u in urls})
+    view = groups_module.GroupsView({u: [u] for u in urls})
 
     def lineage(i: int, file_type: str) -> ModelLineage:
         row = {"url": urls[i], "architecture": "llama", "name": "Tiny", "tensor_set_digest": f"{7:032x}"}

@@ -17,10 +17,10 @@ from typing import Any
 from pipeline_helpers import s3_options
 
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.mapped import is_mapped
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.reuse import carried_models
 from gguf_audit.pipelines.scan.run import run_scan
+from gguf_audit.pipelines.spill import is_mapped
 from gguf_audit.pipelines.store.output import Output
 from gguf_audit.testing.s3 import MotoS3Server
 

@@ -10,7 +10,8 @@ import pytest
 from fsspec.core import url_to_fs
 from pipeline_helpers import s3_options
 
-from gguf_audit.pipelines.listing import discover, options_for
+from gguf_audit.io.options import options_for
+from gguf_audit.pipelines.listing import discover
 from gguf_audit.pipelines.listing.discover import DiscoveryError, _find, _listed
 from gguf_audit.pipelines.listing.objects import PAGE_KEYS, KeyStream, s3_keys, streams_keys
 from gguf_audit.testing.s3 import MotoS3Server

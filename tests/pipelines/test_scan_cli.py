@@ -14,7 +14,7 @@ from pipeline_helpers import SAMPLE_COUNT, read_dataset, read_only_dir, s3_optio
 from gguf_audit.cli import main
 from gguf_audit.pipelines.commands.scan import _add_arguments, _config_from_args
 from gguf_audit.pipelines.config import ConfigError
-from gguf_audit.pipelines.scan import run as run_module
+from gguf_audit.pipelines.scan import cluster as cluster_module
 from gguf_audit.testing.builder import build_gguf, kv_str, tiny_llama_like
 from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
@@ -54,7 +54,7 @@ def test_exit_status(
     sample: dict[str, bytes],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(run_module, "SCHEDULER_CONNECT_S", 1.0)
+    monkeypatch.setattr(cluster_module, "SCHEDULER_CONNECT_S", 1.0)
     scheduler = str(client.scheduler.address)
     clean = tmp_path / "clean"
     clean.mkdir()

@@ -23,14 +23,15 @@ from pipeline_helpers import SAMPLE_COUNT, read_dataset
 
 from gguf_audit.audit import AuditConfig
 from gguf_audit.pipelines.config import ScanConfig
+from gguf_audit.pipelines.scan import cluster as cluster_module
 from gguf_audit.pipelines.scan import run as run_module
-from gguf_audit.pipelines.scan.batches import Batch, iter_batches, make_batches
-from gguf_audit.pipelines.scan.execute import BatchResult, TaskOptions, audit_batch
 from gguf_audit.pipelines.scan.run import RunError, ScanObserver, run_scan
 from gguf_audit.pipelines.store.delta import DeltaTables
 from gguf_audit.pipelines.store.duck import connect
 from gguf_audit.pipelines.store.output import COMMIT_ORDER, Output
 from gguf_audit.pipelines.store.retention import vacuum_nights
+from gguf_audit.pipelines.work.batches import Batch, iter_batches, make_batches
+from gguf_audit.pipelines.work.execute import BatchResult, TaskOptions, audit_batch
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 from gguf_audit.testing.http import RangeHTTPServer
 
@@ -213,7 +214,7 @@ def test_the_cluster_a_night_starts_keeps_no_batch_it_sent(tmp_path: Path, sampl
         return []
 
     config = ScanConfig().replace(workers=1, threads_per_worker=1)
-    with run_module._cluster(config, None) as (own_client, scheduler, _, _):
+    with cluster_module.night_cluster(config, None) as (own_client, scheduler, _, _):
         assert scheduler == "local"
         batches = iter_batches(listed, {u: u for u in listed.urls()}, 1, prefix="sent")
         run_module._run_batches(own_client, batches, options, take, window=2)

@@ -38,13 +38,13 @@ from gguf_audit.findings import finding
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.format.tensor_table import tensor_table_at
 from gguf_audit.io.gate import CpuGate
+from gguf_audit.io.options import options_for
 from gguf_audit.io.source import IOStats
 from gguf_audit.io.upstream import UpstreamCache
-from gguf_audit.pipelines.listing.discover import options_for
-from gguf_audit.pipelines.scan.batches import Batch
-from gguf_audit.pipelines.scan.deadline import deadline_message, wait_for_files
-from gguf_audit.pipelines.scan.tally import Tally, facts_of
 from gguf_audit.pipelines.store.parts import PartFile, RunParts
+from gguf_audit.pipelines.work.batches import Batch
+from gguf_audit.pipelines.work.deadline import deadline_message, wait_for_files
+from gguf_audit.pipelines.work.tally import Tally, facts_of
 from gguf_audit.redact import install_handler_redaction, install_log_redaction, redact_text
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import AuditedFile, AuditTables, audits_to_tables
@@ -86,7 +86,7 @@ class BatchResult:
     batch_id: str
     parts: tuple[PartFile, ...]
     facts: pa.Table
-    """One row per file (:data:`~gguf_audit.pipelines.scan.tally.FACT_COLUMNS`)."""
+    """One row per file (:data:`~gguf_audit.pipelines.work.tally.FACT_COLUMNS`)."""
     tally: Tally
     shard_facts: tuple[ShardFacts, ...]
     rows: Mapping[str, int]

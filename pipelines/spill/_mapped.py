@@ -1,8 +1,7 @@
 """Arrow tables kept in a file on the driver's disk and mapped, not held in its heap: the night's listing.
 
 The listing is the one structure with a row per file that a night keeps from
-its start to its commit: about 90 bytes a file of heap at the bench's URLs,
-9 MB at 100,000 files and 90 at a million, alive through every phase. Here it
+its start to its commit, alive through every phase. Here it
 is written once as an Arrow IPC file (an unlinked temporary file: it goes
 with the last column that reads it) and mapped read-only: the columns are the
 same zero-copy Arrow arrays to every reader, while their bytes are the file's
@@ -120,9 +119,8 @@ class MappedWriter:
         """Append ``table``'s rows (every piece with the first one's schema).
 
         Small pieces are joined into record batches of :data:`BATCH_ROWS`
-        rows: each batch of the mapped table costs the heap a few hundred
-        bytes a column (a quiet night's carried models, written 512 at a
-        time, held 7.5 MB of them at 300,000 models). ``as_chunked`` writes
+        rows: each batch of the mapped table costs the heap a little a
+        column. ``as_chunked`` writes
         ``table``'s chunks as they are instead.
         """
         if self._writer is None:
@@ -209,8 +207,7 @@ def array_on_disk(values: npt.NDArray[_Value]) -> npt.NDArray[_Value]:
 
     For the arrays a night keeps a value a file or model of, from its listing
     to its commit (the groups' starts and id hashes, the reused files'
-    positions, the run that read each): about 60 bytes a file, 60 MB of the
-    heap at a million files. Mapped, their pages are let go of with the
+    positions, the run that read each). Mapped, their pages are let go of with the
     listing's (:func:`release_mapped_pages`); a page written since stays in
     the page cache and the file, and is read back from there.
     """
@@ -254,11 +251,8 @@ def give_back_freed_memory() -> bool:
     What a phase or a streamed batch frees (a listing's sort, a batch of the
     base night's rows, lineage's columns) goes back to glibc, which keeps it
     resident: a later allocation a little larger than any hole left extends the
-    heap instead, so a quiet night of 100,000 files held 80 MB of its own freed
-    memory by the end of its reuse phase (its anonymous RSS against the C heap
-    in use, measured in one process). The night calls
-    this between phases and after each batch it streams; each call costs about a
-    millisecond (200 calls, 0.26 s, on that night).
+    heap instead. The night calls this at the end of each phase and streamed
+    step (:func:`~gguf_audit.pipelines.spill.driver_phase`).
     """
     release_mapped_pages()
     pa.default_memory_pool().release_unused()

@@ -15,7 +15,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from gguf_audit.pipelines.scan.groups import ModelIds
 from gguf_audit.tables.listed import ListedFile
 
 __all__ = ["MAX_SPLITS", "Batch", "auto_batch_size", "ids_of", "iter_batches", "make_batches", "split_batch"]
@@ -51,9 +50,11 @@ def iter_batches(
 
 
 def ids_of(model_ids: Mapping[str, str], urls: Sequence[str]) -> tuple[str, ...]:
-    """The model of each of ``urls``: a night's :class:`ModelIds` looks a batch of them up together."""
-    if isinstance(model_ids, ModelIds):
-        return tuple(model_ids.many(urls))
+    """The model of each of ``urls``: a night's ids (:class:`~gguf_audit.pipelines.scan.groups.ModelIds`, which
+    has ``many``) are looked up a batch together."""
+    many = getattr(model_ids, "many", None)
+    if many is not None:
+        return tuple(many(urls))
     return tuple(model_ids[u] for u in urls)
 
 
