@@ -26,7 +26,12 @@ Run as ``python benchmarks/bench_header.py [--quick] [--json OUT]``. In one run 
    ``/proc/self/clear_refs``, as a cross-check;
 4. serves the files from ``RangeHTTPServer`` on 127.0.0.1 and runs
    ``audit_file`` with 0 and 50 ms added per request, with the size listed and
-   unknown: requests, body bytes, bytes over the exact header size, wall time.
+   unknown: requests, body bytes, bytes over the exact header size, wall time;
+5. reads every corpus file and generated header at each candidate first read
+   (``header_first_read.py``: 64 KiB to 2 MiB) and prints requests and bytes over
+   header bytes per file, per header-size class and under a mirror's mix
+   (``--mix``, ``--rtt-ms``, ``--mbps``), and the first read it chooses.
+   ``--first-read-only`` runs this part alone (about a minute).
 
 It prints the tables, then a Markdown version for the README, and with
 ``--json OUT`` writes every figure as JSON. The temporary directory is removed.
@@ -55,6 +60,7 @@ from typing import Any
 
 import gguf
 import numpy as np
+from header_first_read import DEFAULT_MIX, first_reads_alone, measure_first_reads, parse_mix, print_first_reads
 from header_http import HTTPCase, measure_http
 from header_tables import markdown_table, mb, mb_or_dash, ms, print_table, ratio
 
@@ -434,6 +440,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, metavar="OUT", help="write every figure as JSON to OUT")
     parser.add_argument("--sizes", default=",".join(SPECS), help=f"comma-separated subset of {','.join(SPECS)}")
+    parser.add_argument("--first-read-only", action="store_true", help="only the first-read table (step 5)")
+    parser.add_argument(
+        "--mix",
+        default=",".join(f"{k}={v}" for k, v in DEFAULT_MIX.items()),
+        help="a mirror's header-size classes and their weights for the first-read table",
+    )
+    parser.add_argument("--rtt-ms", type=float, default=30.0, help="a request's round trip, for the first-read model")
+    parser.add_argument("--mbps", type=float, default=100.0, help="MB/s a read streams at, for the first-read model")
     parser.add_argument("--child-memory", nargs=5, metavar=("MODE", "READER", "PATH", "SIZE", "DATA_OFFSET"),
                         help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args(argv)
@@ -446,6 +460,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [s for s in labels if s not in SPECS]
     if unknown or not labels:
         parser.error(f"--sizes takes a subset of {','.join(SPECS)}. Got {args.sizes!r}.")
+    try:
+        mix = parse_mix(args.mix)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.first_read_only:
+        print_first_reads(
+            first_reads_alone([SPECS[label] for label in labels], mix, args.rtt_ms / 1e3, args.mbps * 1e6)
+        )
+        return 0
     repeats = 2 if args.quick else 5
     budget_s = 4.0 if args.quick else 10.0
     http_repeats = 2 if args.quick else 3
@@ -485,6 +508,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         http = measure_http(files, tmp, http_repeats)
         phases["http_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        first_reads = measure_first_reads(files, mix, args.rtt_ms / 1e3, args.mbps * 1e6)
+        phases["first_read_s"] = time.perf_counter() - t0
     finally:
         for launcher in launchers:
             launcher.close()
@@ -493,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_after = os.getloadavg()
 
     print_report(files, timings, prefix_runs, memory, http, repeats)
+    print_first_reads(first_reads)
     print(
         f"\ntotal {total_s:.0f} s ({', '.join(f'{k[:-2]} {v:.0f} s' for k, v in phases.items())}); "
         f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
@@ -550,6 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ],
             "memory": [{"reader": r, "label": label, **figures} for (r, label), figures in memory.items()],
             "http": [{**asdict(c), "bytes_ratio": c.bytes_ratio} for c in http],
+            "first_reads": asdict(first_reads),
             "problems": problems,
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n")

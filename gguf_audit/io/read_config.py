@@ -20,8 +20,10 @@ class ReadConfig:
     """How reads are made. Every limit here bounds time or memory per file."""
 
     initial_bytes: int = 512 * 1024
-    """First request of a header: one round trip covers most small headers,
-    and the parser's estimate sizes the second for the big tokenizer arrays."""
+    """First request of a header: one round trip covers small headers (later shards, projectors), and the
+    parser's estimate sizes the second for the big tokenizer arrays. Chosen by ``benchmarks/bench_header.py``'s
+    first-read table: the smallest first read after which every vocabulary there takes two requests (less
+    leaves too few tokens to extrapolate the 152k and 256k ones from, and they take three)."""
     max_header_bytes: int = 512 * 1024 * 1024
     """A header claiming more is not read further (``header.too_large``)."""
     retries: int = 3
