@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gguf_audit.format.model import Header, ValueType
-from gguf_audit.llama.hparams_env import HeaderEnv
+from gguf_audit.llama.hparams_env import DERIVED, HeaderEnv
 from gguf_audit.llama.loader_sim import Unmodelled, simulate
 from gguf_audit.llama.tables import tensor_programs
 
@@ -66,7 +66,7 @@ class _TypedEnv:
                 raise Unmodelled(f"{kv.key} is not {type_name}")
             return int(kv is not None)
         field = name.removeprefix("hparams.")
-        if field == name or field not in self.types or field not in self.env.fields:
+        if field == name or field not in self.types or self.env.fields.get(field, DERIVED).startswith(DERIVED):
             return self.env(name, args)
         type_name, default = self.types[field]
         kv = self.env.h.metadata.get(self.env.key(self.env.fields[field]))

@@ -28,7 +28,7 @@ from typing import Any
 
 from gguf_audit.llama.arch_stops import PRESENT
 from gguf_audit.llama.cxx import Untranslatable, parse_body, strip_comments
-from gguf_audit.llama.gen_stops import field_defaults, hparams_stops
+from gguf_audit.llama.gen_stops import _statements, field_defaults, hparams_stops
 from gguf_audit.llama.generate import (
     GenerateError,
     _block,
@@ -38,7 +38,7 @@ from gguf_audit.llama.generate import (
     _required_reads,
     _tensor_template,
 )
-from gguf_audit.llama.hparams_env import KNOWN_NAMES, RECURRENT_WITHOUT_KV_HEADS
+from gguf_audit.llama.hparams_env import DERIVED, KNOWN_NAMES, RECURRENT_WITHOUT_KV_HEADS
 from gguf_audit.llama.loader_sim import set_names
 
 __all__ = ["generate_tensors", "main"]
@@ -126,7 +126,9 @@ def _inherited(cls: str, own: dict[str, str], bases: dict[str, str]) -> str | No
     return own.get(seen)
 
 
-_RECR_ANY = re.compile(r"is_recr_impl")
+# What sets the recurrent layers: an element assigned, the array read from a key, or set_recr_pattern (a read such
+# as lfm2's is_swa_impl[il] = !is_recr_impl[il] is none of them).
+_RECR_ANY = re.compile(r"is_recr_impl\s*(?:\[[^\]]*\]\s*)?=(?!=)|is_recr_impl\s*,|set_recr_pattern")
 _RECR_BY_HEADS = re.compile(r"hparams\.is_recr_impl\[(\w+)\]\s*=\s*hparams\.n_head_kv\(\1\)\s*==\s*0\s*;")
 _GET_KEY = re.compile(r"ml\.(?:get_key_or_arr|get_key|get_arr)\(\s*(LLM_KV_\w+)\s*,\s*hparams\.(\w+)")
 _ASSIGNED = re.compile(r"hparams\.(\w+)\s*(?:\[[^\]]*\]\s*)?(?:=(?!=)|\+=|-=|\*=|/=|\.begin\(\))")
@@ -146,11 +148,39 @@ def _fields(body: str, kv: dict[str, str]) -> tuple[dict[str, str], list[str]]:
         computed.add("is_recr_impl")
     computed |= {f for f, keys in reads.items() if len(keys) > 1 or "?" in keys}
     fields = {f: keys.pop() for f, keys in sorted(reads.items()) if f not in computed}
+    fields.update(_derived(flat, fields, computed, reads))
+    computed -= set(fields)
     # The hybrid models' one rule for their recurrent layers: a layer without key/value heads.
     if len(_RECR_ANY.findall(flat)) == 1 and _RECR_BY_HEADS.search(flat) and "is_recr_impl" not in reads:
         computed.discard("is_recr_impl")
         fields["is_recr_impl"] = RECURRENT_WITHOUT_KV_HEADS
     return fields, sorted(computed)
+
+
+_SET_ONCE = re.compile(r"hparams\.(\w+)\s*=(?!=)\s*([^;]+);")
+
+
+def _derived(flat: str, fields: dict[str, str], computed: set[str], reads: dict[str, set[str]]) -> dict[str, str]:
+    """The fields ``flat`` (a ``load_arch_hparams`` body) sets once, unconditionally, from names the
+    environment gives (lfm2's ``hparams.n_layer_dense_lead = hparams.n_layer();``), each as
+    :data:`~gguf_audit.llama.hparams_env.DERIVED` and its translated expression."""
+    out: dict[str, str] = {}
+    known = KNOWN_NAMES | {f"hparams.{f}" for f in fields}
+    for _, statement in _statements(flat[flat.find("{") :]):
+        m = _SET_ONCE.fullmatch(statement)
+        if m is None:
+            continue
+        fld, expr = m.groups()
+        if fld not in computed or fld in reads or _ASSIGNED.findall(flat).count(fld) != 1:
+            continue
+        try:
+            [[_, _, tree]] = parse_body("{ v = " + expr + "; }", {})
+        except (Untranslatable, ValueError):
+            continue
+        names = _names(tree, set())
+        if names - {"true", "false", "nullptr", "NULL"} and names <= known:
+            out[fld] = DERIVED + json.dumps(tree)
+    return out
 
 
 def _defaults(hparams_h: str) -> dict[str, int]:

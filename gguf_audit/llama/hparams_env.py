@@ -11,6 +11,7 @@ raises :class:`~gguf_audit.llama.loader_sim.Unmodelled`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
@@ -19,7 +20,25 @@ import numpy as np
 from gguf_audit.format.model import Header, StringArray, ValueType
 from gguf_audit.llama.loader_sim import Unmodelled
 
-__all__ = ["KNOWN_NAMES", "RECURRENT_WITHOUT_KV_HEADS", "HeaderEnv"]
+__all__ = ["DERIVED", "KNOWN_NAMES", "RECURRENT_WITHOUT_KV_HEADS", "HeaderEnv"]
+
+DERIVED: Final = "=expr:"
+"""``fields[f]`` of a field the architecture's ``load_arch_hparams`` sets once from other values
+(``hparams.n_layer_dense_lead = hparams.n_layer();``): this prefix, then the expression as JSON."""
+
+_OPS: Final[dict[str, Callable[[int, int], int]]] = {
+    "+": lambda p, q: p + q,
+    "-": lambda p, q: p - q,
+    "*": lambda p, q: p * q,
+    "==": lambda p, q: int(p == q),
+    "!=": lambda p, q: int(p != q),
+    "<": lambda p, q: int(p < q),
+    "<=": lambda p, q: int(p <= q),
+    ">": lambda p, q: int(p > q),
+    ">=": lambda p, q: int(p >= q),
+    "&&": lambda p, q: int(bool(p) and bool(q)),
+    "||": lambda p, q: int(bool(p) or bool(q)),
+}
 
 RECURRENT_WITHOUT_KV_HEADS: Final = "=n_head_kv(il) == 0"
 """``fields["is_recr_impl"]`` of an architecture whose recurrent layers are those without key/value heads
@@ -199,6 +218,8 @@ class HeaderEnv:
         if name in self.computed or (name + "_arr") in self.computed:
             raise Unmodelled(f"hparams.{name} is computed by the architecture")
         if name in self.fields:
+            if self.fields[name].startswith(DERIVED):
+                return self.evaluate(json.loads(self.fields[name].removeprefix(DERIVED)))
             default = self.defaults.get(name, _ARCH_DEFAULTS.get(name))
             return self.scalar(self.fields[name], default)
         if name in _BASE_KEYS:
@@ -266,7 +287,25 @@ class HeaderEnv:
     def scalar_field(self, name: str, template: str, default: int) -> int:
         if name in self.computed:
             raise Unmodelled(f"hparams.{name} is computed by the architecture")
+        if self.fields.get(name, "").startswith(DERIVED):
+            return self.field(name)
         return self.scalar(self.fields.get(name, template), default)
+
+    def evaluate(self, e: object) -> int:
+        """A derived field's expression (:data:`DERIVED`): numbers, names, calls and the plain operators."""
+        if isinstance(e, int):
+            return e
+        if isinstance(e, str):
+            return self(e, ())
+        if not isinstance(e, list) or not e:
+            raise Unmodelled(f"the expression {e!r}")
+        if e[0] == "fn":
+            return self(str(e[1]), tuple(self.evaluate(a) for a in e[2]))
+        if e[0] == "!" and len(e) == 2:
+            return int(not self.evaluate(e[1]))
+        if e[0] in _OPS and len(e) == 3:
+            return _OPS[e[0]](self.evaluate(e[1]), self.evaluate(e[2]))
+        raise Unmodelled(f"the operator {e[0]!r}")
 
     def mla(self) -> tuple[int, int] | None:
         """The MLA head sizes (``n_embd_head_k_mla_impl``, ``..._v_...``) when both are set (``is_mla``)."""
