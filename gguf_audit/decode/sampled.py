@@ -132,11 +132,11 @@ def decode_samples(
 
 def sample_rows(decoded: Iterable[DecodedBlock]) -> list[SampleRow]:
     """A row per decoded block (blocks without values get none)."""
-    done = [(d.block, d.stats) for d in decoded if d.stats is not None]
+    done = [d for d in decoded if d.stats is not None]
     if not done:
         return []
     # Columns by transposing the tuples (in C), not a row built field by field: ~2,000 rows a file.
-    blocks, stats = zip(*done, strict=True)
+    blocks, _, _, stats, _, _, _ = zip(*done, strict=True)
     _, tensor, type_id, block_index, _, _, offset, n_bytes = zip(*blocks, strict=True)
     count, lo, hi, mean, std, max_abs, n_nan, n_inf, _ = zip(*stats, strict=True)
     names = {t: ggml_type_name(t) for t in set(type_id)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -62,6 +63,10 @@ class BlockStats(NamedTuple):
         }
 
 
+_as_stats = partial(tuple.__new__, BlockStats)
+"""A BlockStats from a tuple of its fields, without a Python-level call (one per sampled block)."""
+
+
 def block_stats(values: npt.NDArray[np.floating[Any]]) -> BlockStats:
     """Statistics of ``values`` (any float array; NaN and Inf are counted, not averaged)."""
     v = np.asarray(values).reshape(1, -1)
@@ -103,7 +108,7 @@ def row_stats(values: npt.NDArray[np.floating[Any]]) -> list[BlockStats]:
     n_zero = (v == 0).sum(axis=1).tolist()
     count = [int(width)] * n_rows
     columns = (lo.tolist(), hi.tolist(), mean.tolist(), np.sqrt(var).tolist(), max_abs.tolist())
-    out = list(map(BlockStats, count, *columns, n_nan, n_inf, n_zero))
+    out = list(map(_as_stats, zip(count, *columns, n_nan, n_inf, n_zero, strict=True)))
     # Rows with no finite value (rare): None, not the placeholders the masked sums left.
     for i in np.flatnonzero(n_finite == 0).tolist():
         out[i] = BlockStats(count[i], None, None, None, None, None, n_nan[i], n_inf[i], n_zero[i])
