@@ -192,9 +192,11 @@ def _check_vocab_rows(f: HeaderFacts) -> Iterator[Finding]:
     spec = f.spec
     names = ("token_embd.weight", "output.weight") if spec is not None and spec.curated else ("token_embd.weight",)
     for t in f.header.tensors:
+        if t.name not in names:
+            continue
         # ggml pads a shape with 1s: a tensor of one dimension (or none) has one row.
         rows = ggml_ne(t.shape)[1] if len(t.shape) <= 4 else t.shape[1]
-        if t.name in names and rows != n_tokens:
+        if rows != n_tokens:
             yield finding(
                 Code.TOKENIZER_VOCAB_MISMATCH,
                 f"tensor {quote(t.name)} has {rows} rows (shape {list(t.shape)}) "

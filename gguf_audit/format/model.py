@@ -110,27 +110,16 @@ class ValueType(IntEnum):
 
 
 def _join(buf: bytes | memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> bytes:
-    """The bytes ``buf[starts[i]:ends[i]]`` of every item, concatenated, with numpy passes only."""
-    keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
-    if not len(starts):
-        return b""
-    data = np.frombuffer(buf, dtype=np.uint8)
-    if bool(np.all(starts[1:] >= ends[:-1])):
-        # Items in order and apart, as a parser lays them out: mark where each begins and ends within
-        # their span and keep the bytes inside one (a running sum of the marks is 1 there, 0 between).
-        first = int(starts[0])
-        marks = np.zeros(int(ends[-1]) - first + 1, dtype=np.int8)
-        marks[starts - first] += 1
-        marks[ends - first] -= 1
-        inside = np.cumsum(marks[:-1], dtype=np.int8).view(np.bool_)
-        return data[first : int(ends[-1])][inside].tobytes()
-    # Any other order: the position of every wanted byte, each item's start repeated over its length
-    # plus the byte's index within the item.
+    """The bytes ``buf[starts[i]:ends[i]]`` of every item, concatenated: one numpy gather, no per-item loop."""
     lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return b""
+    # Position of every wanted byte: each item's start, repeated over its length, plus the byte's index
+    # within the item. (Measured against a mask over the items' span: the gather is faster.)
     firsts = np.cumsum(lengths) - lengths
-    positions = np.repeat(starts - firsts, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
-    return data[positions].tobytes()
+    positions = np.repeat(starts - firsts, lengths) + np.arange(total, dtype=np.int64)
+    return np.frombuffer(buf, dtype=np.uint8)[positions].tobytes()
 
 
 class StringArray(Sequence[str]):

@@ -401,8 +401,17 @@ def empty_table(table: str) -> pa.Table:
 
 
 def rows_to_table(table: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-    """Row dicts as ``table``'s stored schema (missing keys are nulls)."""
-    return pa.Table.from_pylist(list(rows), schema=stored_schema(table))
+    """Row dicts as ``table``'s stored schema (missing keys are nulls, keys of no column ignored)."""
+    schema = stored_schema(table)
+    # One conversion of the rows as structs: for the wide tables (files, ~80 columns) a fraction of
+    # from_pylist's cost, which converts column by column.
+    rows_array = pa.array(list(rows), type=_row_type(table))
+    return pa.Table.from_batches([pa.RecordBatch.from_struct_array(rows_array)], schema=schema)
+
+
+@cache
+def _row_type(table: str) -> pa.StructType:
+    return pa.struct(list(stored_schema(table)))
 
 
 SCHEMAS: Final = {
