@@ -478,3 +478,59 @@ def test_no_function_is_over_the_line_limit() -> None:
                 if n > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.name}, {n} lines")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(sorted(long))
+
+
+# The rooms of the pipelines that have a face (their ``__init__``); config is one module, its own face.
+ROOMS = ("listing", "store", "nights", "work", "spill", "scan", "commands")
+
+
+def _room_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["gguf_audit", "pipelines"] or len(parts) < 3 or parts[2] not in ROOMS:
+        return None
+    return parts[2]
+
+
+def _room_imports(path: Path) -> Iterator[tuple[ast.ImportFrom | ast.Import, str]]:
+    """Each import statement of ``path`` naming a pipelines room's module or face, with the module it names."""
+    for node, _ in _walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if _room_of(_canonical(node.module)) is not None:
+                yield node, _canonical(node.module)
+        elif isinstance(node, ast.Import):
+            yield from ((node, _canonical(a.name)) for a in node.names if _room_of(_canonical(a.name)) is not None)
+
+
+def test_imports_across_rooms_go_through_the_face() -> None:
+    """A room's modules are its own: other rooms import what it offers from its ``__init__``."""
+    past = []
+    for module, path in modules().items():
+        source = _room_of(module) if _within(module, "gguf_audit.pipelines") else "outside"
+        for node, named in _room_imports(path):
+            if _room_of(named) != source and named.count(".") > 2:
+                past.append(f"{path.relative_to(REPO)}:{node.lineno}: {module} imports {named}")
+    assert not past, "imports that reach past a room's face:\n" + "\n".join(sorted(past))
+
+
+def _face_exports(room: str) -> list[str]:
+    tree = ast.parse(modules()[f"gguf_audit.pipelines.{room}"].read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return [str(ast.literal_eval(node.value)[i]) for i in range(len(ast.literal_eval(node.value)))]
+    return []
+
+
+def test_each_face_exports_what_other_rooms_use() -> None:
+    """No name on a face that no other room imports (a face is what the room offers, not its inventory); the
+    benchmarks count as a user (``bench_driver.py`` watches the driver's phases)."""
+    used: dict[str, set[str]] = {room: set() for room in ROOMS}
+    users = [(module, path) for module, path in modules().items()]
+    users += [(f"benchmarks.{p.stem}", p) for p in sorted((REPO / "benchmarks").glob("*.py"))]
+    for module, path in users:
+        source = _room_of(module) if module.count(".") > 2 else None
+        for node, named in _room_imports(path):
+            room = _room_of(named)
+            if isinstance(node, ast.ImportFrom) and room is not None and named.count(".") == 2 and room != source:
+                used[room].update(alias.name for alias in node.names)
+    unused = [f"{room}: {name}" for room in ROOMS for name in _face_exports(room) if name not in used[room]]
+    assert not unused, "names a face exports that no other room imports:\n" + "\n".join(unused)

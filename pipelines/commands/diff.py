@@ -28,10 +28,8 @@ from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.findings import Severity
 from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
-from gguf_audit.pipelines.nights.diff import alerts, diff_nights
-from gguf_audit.pipelines.nights.nightview import nights
-from gguf_audit.pipelines.nights.picture import night_row
-from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.nights import alerts, diff_nights, night_row, nights
+from gguf_audit.pipelines.store import Output
 from gguf_audit.report.format import counted
 from gguf_audit.report.json import dumps
 from gguf_audit.report.nightly import diff_to_json, render_diff_text

@@ -13,9 +13,8 @@ from gguf_audit.cli import EXIT_STATUSES, ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
-from gguf_audit.pipelines.nights.export import check_writable, export_night
-from gguf_audit.pipelines.nights.picture import night_row
-from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.nights import check_writable, export_night, night_row
+from gguf_audit.pipelines.store import Output
 from gguf_audit.report.format import shown_url
 
 __all__ = ["add_export_parser", "cmd_export"]

@@ -27,24 +27,24 @@ from gguf_audit.cli import ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
-from gguf_audit.pipelines.nights.diff import diff_nights
-from gguf_audit.pipelines.nights.duplicates import DUPLICATE_COLUMNS, duplicate_groups
-from gguf_audit.pipelines.nights.export import check_writable
-from gguf_audit.pipelines.nights.mirror import night_mirror
-from gguf_audit.pipelines.nights.nightview import (
+from gguf_audit.pipelines.nights import (
+    DUPLICATE_COLUMNS,
+    check_writable,
     compare_stats,
+    diff_nights,
+    duplicate_groups,
     file_derivations,
     file_rows,
     model_rows,
+    night_mirror,
     night_problems,
+    night_row,
     night_summary,
     night_templates,
     nights,
     problems_of,
 )
-from gguf_audit.pipelines.nights.picture import night_row
-from gguf_audit.pipelines.store.output import Output
-from gguf_audit.pipelines.store.parts import is_local_fs
+from gguf_audit.pipelines.store import Output, is_local_fs
 from gguf_audit.report.format import shown_url as shown
 from gguf_audit.report.html import render_html
 from gguf_audit.report.nightly import NightReport

@@ -35,9 +35,8 @@ from gguf_audit.io.upstream import require_upstream
 from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.commands.sql import EXAMPLE_QUERY, QUIET, summary_lines
 from gguf_audit.pipelines.config import FAIL_ON, ConfigError, ScanConfig, load_config, parse_storage_options_flag
-from gguf_audit.pipelines.listing.discover import Listing
-from gguf_audit.pipelines.nights.export import check_writable, export_night
-from gguf_audit.pipelines.nights.views import VIEW_NAMES
+from gguf_audit.pipelines.listing import Listing
+from gguf_audit.pipelines.nights import VIEW_NAMES, check_writable, export_night
 from gguf_audit.pipelines.scan import (
     Gate,
     ScanObserver,
@@ -50,8 +49,7 @@ from gguf_audit.pipelines.scan import (
     render_estimate,
     run_scan,
 )
-from gguf_audit.pipelines.store.lease import LeaseError
-from gguf_audit.pipelines.store.output import Output, OutputError
+from gguf_audit.pipelines.store import LeaseError, Output, OutputError
 from gguf_audit.redact import RedactFilter, redact_text
 from gguf_audit.report.format import counted, escape, fmt_bytes, shown_url
 

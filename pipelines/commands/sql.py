@@ -35,11 +35,8 @@ from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.io.options import s3_endpoint, s3_region
 from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
-from gguf_audit.pipelines.nights.picture import night_row
-from gguf_audit.pipelines.nights.views import VIEW_NAMES, night_views, sql_literal
-from gguf_audit.pipelines.store.delta import table_uri
-from gguf_audit.pipelines.store.duck import connect, extension_path
-from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.nights import VIEW_NAMES, night_row, night_views, sql_literal
+from gguf_audit.pipelines.store import Output, connect, extension_path, table_uri
 from gguf_audit.redact import REDACTED, redact_text, redact_url
 from gguf_audit.report.format import counted, escape
 from gguf_audit.report.json import dumps

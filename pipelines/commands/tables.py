@@ -23,10 +23,15 @@ from gguf_audit.cli import ExitStatus
 from gguf_audit.errors import GGUFAuditError, UsageError
 from gguf_audit.pipelines.commands import SUMMARIES
 from gguf_audit.pipelines.config import parse_storage_options_flag
-from gguf_audit.pipelines.nights.picture import night_row, picture
-from gguf_audit.pipelines.store.output import COMMIT_ORDER, Output
-from gguf_audit.pipelines.store.parts import is_local_fs
-from gguf_audit.pipelines.store.retention import DEFAULT_MIN_AGE_HOURS, Retention, vacuum_nights
+from gguf_audit.pipelines.nights import night_row, picture
+from gguf_audit.pipelines.store import (
+    COMMIT_ORDER,
+    DEFAULT_MIN_AGE_HOURS,
+    Output,
+    Retention,
+    is_local_fs,
+    vacuum_nights,
+)
 from gguf_audit.report.format import counted
 from gguf_audit.report.format import shown_url as shown
 from gguf_audit.tables.schema import SCHEMAS, TABLE_NAMES

@@ -2,37 +2,15 @@
 
 from __future__ import annotations
 
-from gguf_audit.pipelines.listing.counting import ListingRequests, counting
-from gguf_audit.pipelines.listing.dirs import DirectoryDigests, DirectorySet
-from gguf_audit.pipelines.listing.discover import (
-    DEFAULT_INCLUDE,
-    SAFETENSORS_SUFFIX,
-    DiscoveryError,
-    Listing,
-    Skipped,
-    discover,
-    listed_from_info,
-    read_manifest,
-)
-from gguf_audit.pipelines.listing.hub import HubListingError, KnownRepo, list_hub_root
-from gguf_audit.pipelines.listing.local import LocalWalk, walk_local
+from gguf_audit.pipelines.listing.dirs import DirectorySet
+from gguf_audit.pipelines.listing.discover import DiscoveryError, Listing, discover
+from gguf_audit.pipelines.listing.hub import KnownRepo, rate_limit_waits
 
 __all__ = [
-    "DEFAULT_INCLUDE",
-    "SAFETENSORS_SUFFIX",
-    "DirectoryDigests",
     "DirectorySet",
     "DiscoveryError",
-    "HubListingError",
     "KnownRepo",
     "Listing",
-    "ListingRequests",
-    "LocalWalk",
-    "Skipped",
-    "counting",
     "discover",
-    "list_hub_root",
-    "listed_from_info",
-    "read_manifest",
-    "walk_local",
+    "rate_limit_waits",
 ]

@@ -80,8 +80,8 @@ class DiscoveryError(GGUFAuditError, OSError):
 class Listing:
     """Every file a scan covers, in a stable order, and what listing them cost."""
 
-    files: Sequence[ListedFile]
-    """Held as Arrow columns (:class:`~gguf_audit.tables.listed.ListedFiles`) whatever sequence was given."""
+    files: ListedFiles
+    """The files, as Arrow columns, in the listing's order."""
     seconds: float
     safetensors_dirs: frozenset[str] = frozenset()
     """Directories (URLs without a trailing slash) where the listing saw a ``*.safetensors`` file: full-precision
@@ -95,28 +95,20 @@ class Listing:
     """Entries named, not given a row (a second path to a file or directory listed already); those that may hide
     a file are among :attr:`files` with their ``io.*`` code (:attr:`~.local.Skipped.code`)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "files", ListedFiles.of(self.files))
-
-    @property
-    def compact(self) -> ListedFiles:
-        """:attr:`files` as the Arrow-backed sequence they are held in."""
-        return ListedFiles.of(self.files)
-
     @property
     def total_bytes(self) -> int:
         """The listed sizes added up (files whose size the listing did not give count nothing)."""
-        return self.compact.total_size()
+        return self.files.total_size()
 
     @property
     def read_urls(self) -> dict[str, str]:
         """The URL to read each file from, by its (redacted) URL, for the files whose URL holds credentials."""
-        return self.compact.read_urls()
+        return self.files.read_urls()
 
     @property
     def unsized(self) -> int:
         """Files whose size the listing did not give (manifests of plain URLs): learnt from the first read."""
-        return self.compact.unsized()
+        return self.files.unsized()
 
 
 # --------------------------------------------------------------- listing facts

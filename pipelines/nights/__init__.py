@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from gguf_audit.pipelines.nights.diff import Alerts, alerts, diff_nights, match_problems
-from gguf_audit.pipelines.nights.duplicates import (
-    DUPLICATE_COLUMNS,
-    DuplicateFile,
-    DuplicateGroup,
-    duplicate_groups,
-    night_duplicates,
-)
-from gguf_audit.pipelines.nights.export import check_writable, export_night, night_jsonl, night_sarif, write_text
-from gguf_audit.pipelines.nights.mirror import mirror_changes, night_mirror
+from gguf_audit.pipelines.nights.diff import MODEL_COLUMNS, alerts, diff_nights
+from gguf_audit.pipelines.nights.duplicates import DUPLICATE_COLUMNS, duplicate_groups
+from gguf_audit.pipelines.nights.export import check_writable, export_night
+from gguf_audit.pipelines.nights.mirror import night_mirror
 from gguf_audit.pipelines.nights.nightview import (
-    PROBLEM_COLUMNS,
     compare_stats,
     file_derivations,
     file_rows,
@@ -23,19 +16,16 @@ from gguf_audit.pipelines.nights.nightview import (
     night_templates,
     nights,
     previous_night,
+    problems_of,
     row_llama_cpp,
 )
-from gguf_audit.pipelines.nights.picture import NightNotFound, night_row, picture, picture_table
-from gguf_audit.pipelines.nights.views import VIEW_NAMES, night_views, sql_literal, views_needed
+from gguf_audit.pipelines.nights.picture import night_row, picture
+from gguf_audit.pipelines.nights.views import VIEW_NAMES, night_views, sql_literal
 
 __all__ = [
     "DUPLICATE_COLUMNS",
-    "PROBLEM_COLUMNS",
+    "MODEL_COLUMNS",
     "VIEW_NAMES",
-    "Alerts",
-    "DuplicateFile",
-    "DuplicateGroup",
-    "NightNotFound",
     "alerts",
     "check_writable",
     "compare_stats",
@@ -44,24 +34,17 @@ __all__ = [
     "export_night",
     "file_derivations",
     "file_rows",
-    "match_problems",
-    "mirror_changes",
     "model_rows",
-    "night_duplicates",
-    "night_jsonl",
     "night_mirror",
     "night_problems",
     "night_row",
-    "night_sarif",
     "night_summary",
     "night_templates",
     "night_views",
     "nights",
     "picture",
-    "picture_table",
     "previous_night",
+    "problems_of",
     "row_llama_cpp",
     "sql_literal",
-    "views_needed",
-    "write_text",
 ]

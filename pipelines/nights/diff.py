@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from gguf_audit.pipelines.nights.mirror import mirror_changes
 from gguf_audit.pipelines.nights.nightview import PROBLEM_COLUMNS, night_problems, problems_of, row_llama_cpp
-from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store import Output
 from gguf_audit.report.nightly import (
     Change,
     FileChange,

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store import Output
 from gguf_audit.report.nightly import DuplicateFile, DuplicateGroup
 
 __all__ = ["DUPLICATE_COLUMNS", "DuplicateFile", "DuplicateGroup", "duplicate_groups", "night_duplicates"]

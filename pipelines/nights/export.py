@@ -17,8 +17,7 @@ from gguf_audit.codes import LLAMA_CPP_BUILD
 from gguf_audit.errors import UsageError
 from gguf_audit.pipelines.nights.nightview import PROBLEM_COLUMNS, night_problems, row_llama_cpp
 from gguf_audit.pipelines.nights.picture import night_row
-from gguf_audit.pipelines.store.output import Output
-from gguf_audit.pipelines.store.parts import is_local_fs
+from gguf_audit.pipelines.store import Output, is_local_fs
 from gguf_audit.report.json import dumps
 from gguf_audit.report.sarif import SarifResult, sarif_json, sarif_log, sarif_run
 

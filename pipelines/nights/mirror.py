@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store import Output
 from gguf_audit.report.nightly import MirrorChange, MirrorRow
 
 __all__ = ["mirror_changes", "night_mirror"]

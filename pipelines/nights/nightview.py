@@ -19,8 +19,7 @@ import pyarrow.dataset as ds
 
 from gguf_audit.checks.provenance import Provenance
 from gguf_audit.findings import llama_cpp_of_codes
-from gguf_audit.pipelines.store.delta import scan_table
-from gguf_audit.pipelines.store.output import Output, source_pairs
+from gguf_audit.pipelines.store import Output, scan_table, source_pairs
 from gguf_audit.report.nightly import CompareStat, FileRow, ModelRow, NightSummary, Problem
 from gguf_audit.tables.provenance import PROVENANCE_COLUMNS
 from gguf_audit.tables.schema import PARTITION_COLUMN

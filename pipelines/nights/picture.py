@@ -26,8 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from gguf_audit.errors import GGUFAuditError
-from gguf_audit.pipelines.store.delta import conform, scan_batches
-from gguf_audit.pipelines.store.output import Output, source_pairs
+from gguf_audit.pipelines.store import Output, conform, scan_batches, source_pairs
 from gguf_audit.tables.schema import PARTITION_COLUMN, SCHEMAS, TABLE_NAMES
 
 __all__ = ["NightNotFound", "night_row", "picture", "picture_table"]

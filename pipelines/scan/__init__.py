@@ -9,13 +9,11 @@ from __future__ import annotations
 from gguf_audit.pipelines.scan.collect import ScanResult
 from gguf_audit.pipelines.scan.dry_run import check_protocols, estimate_night, removed_if_left_empty, render_estimate
 from gguf_audit.pipelines.scan.gate import Gate, judge_gate
-from gguf_audit.pipelines.scan.night import RunError
 from gguf_audit.pipelines.scan.run import ScanObserver, run_scan
 from gguf_audit.pipelines.scan.workers import missing_pipeline_module
 
 __all__ = [
     "Gate",
-    "RunError",
     "ScanObserver",
     "ScanResult",
     "check_protocols",

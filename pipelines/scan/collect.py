@@ -27,10 +27,8 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.spill import TableSpill, UrlLedger
-from gguf_audit.pipelines.store.output import Recovered
-from gguf_audit.pipelines.store.parts import PartFile
-from gguf_audit.pipelines.work.execute import BatchResult
-from gguf_audit.pipelines.work.tally import Tally
+from gguf_audit.pipelines.store import PartFile, Recovered
+from gguf_audit.pipelines.work import BatchResult, Tally
 from gguf_audit.redact import redact_url
 from gguf_audit.tables.models import ModelSummary, summarise_model
 from gguf_audit.tables.schema import SCHEMA_VERSION

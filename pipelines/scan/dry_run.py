@@ -21,10 +21,9 @@ from gguf_audit.errors import UsageError
 from gguf_audit.io.options import options_for
 from gguf_audit.io.protocols import ProtocolUnavailable, check_protocol
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.discover import discover
+from gguf_audit.pipelines.listing import discover
 from gguf_audit.pipelines.scan.reuse import base_run, plan_reuse
-from gguf_audit.pipelines.store import LEASE_DIR
-from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store import LEASE_DIR, Output
 from gguf_audit.report.format import counted, fmt_bytes
 
 log = logging.getLogger(__name__)
@@ -86,7 +85,7 @@ def estimate_night(config: ScanConfig) -> NightEstimate:
     )
     log.info("listed %d files (%d bytes) in %.2f s", len(listing.files), listing.total_bytes, listing.seconds)
     plan = plan_reuse(out, base_run_id, listing) if out is not None else None
-    read = listing.compact if plan is None else plan.read
+    read = listing.files if plan is None else plan.read
     audit = config.audit_config
     first = audit.read.initial_bytes
     sampled = audit.samples

@@ -7,7 +7,7 @@ model in the family columns' dict: about half a kilobyte a model). Here the same
   precision, file type, architecture), one row per model, made from the facts
   rows a batch's table at a time and from the carried models' stored rows;
   a model is known by its position in the night's groups
-  (:class:`GroupsView`), its URLs and id read from the groups when needed;
+  (:class:`ModelGroups`), its URLs and id read from the groups when needed;
 - :func:`judge_members` sorts them by family and model id and judges each
   family with NumPy over its rows (anchor, reference, source, finding), as
   :func:`~gguf_audit.checks.lineage.judge_family` does one family of objects;
@@ -33,11 +33,11 @@ import pyarrow.compute as pc
 
 from gguf_audit.checks.lineage import ModelLineage, Pair, no_full_precision, reference_rank
 from gguf_audit.findings import Finding
-from gguf_audit.pipelines.scan.groups import GroupsView
+from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.spill import array_on_disk, driver_phase, released_after_each
 from gguf_audit.tables.lineage import ModelLineageCells
 
-__all__ = ["CARRIED_ROWS", "GroupsView", "LackingFamily", "LineageCells", "Members", "judge_members"]
+__all__ = ["CARRIED_ROWS", "LackingFamily", "LineageCells", "Members", "ModelGroups", "judge_members"]
 
 _BATCH: Final = 4096
 """Rows gathered as Python values before they become an Arrow record batch."""
@@ -120,11 +120,11 @@ class LackingFamily:
 class Members:
     """What lineage knows of each model, a row per model, as columns (built a row at a time, then :meth:`done`).
 
-    ``pos`` is the model's position in the :class:`GroupsView`; a model with facts rows wins over its carried
+    ``pos`` is the model's position in the :class:`ModelGroups`; a model with facts rows wins over its carried
     row, and a later facts row over an earlier one (as a dict of models would keep it).
     """
 
-    def __init__(self, view: GroupsView) -> None:
+    def __init__(self, view: ModelGroups) -> None:
         self.view = view
         self._rows = _Batches(_MEMBER_SCHEMA)
         self.odd: dict[int, tuple[tuple[str, ...], str]] = {}
@@ -136,7 +136,7 @@ class Members:
 
     def add_model(self, position: int, m: ModelLineage, urls: Sequence[str] | None = None) -> None:
         """A model's lineage from its facts (``m``, made and let go of at once); ``urls``: its URLs, if known."""
-        urls = self.view.urls_at(position) if urls is None else urls
+        urls = self.view.members_at(position) if urls is None else urls
         if tuple(urls) != m.urls or (m.urls and _directory(m.urls[0]) != m.directory):
             self.odd[position] = (m.urls, m.directory)
         self._rows.add(position, m.key, m.full_precision, m.file_type_name, m.architecture)
@@ -183,7 +183,7 @@ class Members:
 
     def urls_of(self, position: int) -> Sequence[str]:
         odd = self.odd.get(position)
-        return odd[0] if odd is not None else self.view.urls_at(position)
+        return odd[0] if odd is not None else self.view.members_at(position)
 
     def directories(self, positions: npt.NDArray[np.int32]) -> frozenset[str]:
         """Where the models at ``positions`` live (their first URLs' directories, a batch of URLs at a time)."""
@@ -198,7 +198,7 @@ class Members:
 
     def n_urls(self, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
         """How many files each model at ``positions`` has (as lineage counts them)."""
-        sizes = self.view.sizes_at(positions)
+        sizes = self.view.sizes_at(positions.astype(np.int64))
         if self.odd:
             for i in np.flatnonzero(np.isin(positions, np.fromiter(self.odd, np.int64))).tolist():
                 sizes[i] = len(self.odd[int(positions[i])][0])
@@ -391,9 +391,9 @@ def _codes(column: pa.ChunkedArray) -> _Codes:
     return _Codes(codes, values.take(pa.array(first)))
 
 
-def _id_ranks(view: GroupsView, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+def _id_ranks(view: ModelGroups, positions: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
     """Each of ``positions``' rank in model id order (the positions themselves, when the ids are in order)."""
-    if len(view) < 2 or view.ids_ascend():
+    if len(view) < 2 or view.ids_in_order():
         return positions
     ids = view.id_column()  # made for the sort alone
     order = pc.sort_indices(ids).to_numpy()
@@ -463,7 +463,7 @@ def _in_family_order(members: Members) -> _Ordered:
     )
 
 
-def _family_order(view: GroupsView, table: pa.Table, key_codes: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+def _family_order(view: ModelGroups, table: pa.Table, key_codes: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
     """The rows with a family key, by key then model id (positions, when the groups' ids are in order already)."""
     keyed = np.flatnonzero(key_codes >= 0).astype(np.int32)
     pos = table.column("pos").to_numpy()[keyed]

@@ -24,10 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gguf_audit.codes import LLAMA_CPP_BUILD
-from gguf_audit.pipelines.nights.diff import MODEL_COLUMNS, alerts, diff_nights
-from gguf_audit.pipelines.nights.nightview import previous_night, row_llama_cpp
+from gguf_audit.pipelines.nights import MODEL_COLUMNS, alerts, diff_nights, previous_night, row_llama_cpp
 from gguf_audit.pipelines.scan.collect import ScanResult
-from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.store import Output
 from gguf_audit.report.format import counted
 
 __all__ = ["Gate", "judge_gate"]

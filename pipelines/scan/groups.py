@@ -27,7 +27,7 @@ from gguf_audit.format.shard_names import model_id_for, parse_shard_name, url_pa
 from gguf_audit.pipelines.spill import MappedWriter, array_on_disk, is_mapped, map_column
 from gguf_audit.tables.take import take_strings
 
-__all__ = ["GroupsView", "HashIndex", "ModelGroups", "ModelIds", "string_chunks"]
+__all__ = ["HashIndex", "ModelGroups", "ModelIds", "string_chunks"]
 
 _CHUNK: Final = 4096
 """URLs turned into Python strings at a time (building, iterating, hashing)."""
@@ -197,6 +197,25 @@ class ModelGroups(Mapping[str, Sequence[str]]):
     def positions(self, model_ids: Sequence[str]) -> npt.NDArray[np.int64]:
         """Where each of ``model_ids`` is in the order (-1: not a model of this night)."""
         return self._by_id.find_many(model_ids)
+
+    def positions_of(self, model_ids: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
+        """Where each of an Arrow column of ids is (-1: null, or not a model of this night)."""
+        found = np.full(len(model_ids), -1, dtype=np.int64)
+        for start in range(0, len(model_ids), _CHUNK):
+            chunk = model_ids.slice(start, _CHUNK).to_pylist()
+            valid = [i for i, m in enumerate(chunk) if m is not None]
+            if valid:
+                found[start + np.array(valid)] = self.positions([str(chunk[i]) for i in valid])
+        return found
+
+    def id_column_at(self, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The ids at an Arrow column of positions (null where it is null)."""
+        at = pc.fill_null(positions, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        valid = at >= 0
+        ids: list[str | None] = [None] * len(at)
+        for i, model_id in zip(np.flatnonzero(valid).tolist(), self.ids_at(at[valid]), strict=True):
+            ids[i] = model_id
+        return pa.array(ids, pa.string())
 
     def first_urls(self, positions: npt.NDArray[np.int64]) -> list[str]:
         """The first URL of the model at each of ``positions``."""
@@ -404,103 +423,3 @@ def _ordered_singles(rows: pa.Table, set_ids: pa.ChunkedArray) -> pa.Table:
         return pa.table({"url": rows.column("url"), "model_id": model_ids})
     at_order = pa.array(order)
     return pa.table({"url": rows.column("url").take(at_order), "model_id": model_ids.take(at_order)})
-
-
-_VIEW_BATCH: Final = 4096
-"""Ids a view looks up at a time."""
-
-
-class GroupsView:
-    """The night's models by position, in the groups' order: ids, sizes and URLs.
-
-    Over a :class:`ModelGroups` it is the groups' own columns and index; over a plain mapping, lists of them.
-    """
-
-    def __init__(self, groups: Mapping[str, Sequence[str]]) -> None:
-        self._groups: ModelGroups | None = groups if isinstance(groups, ModelGroups) else None
-        self._keys: list[str] = []
-        self._positions: dict[str, int] = {}
-        self._urls: list[list[str]] = []
-        if self._groups is not None:
-            self._sizes = np.zeros(0, dtype=np.int64)
-        else:
-            self._keys = [str(k) for k in groups]
-            self._positions = {k: i for i, k in enumerate(self._keys)}
-            self._urls = [[str(u) for u in groups[k]] for k in self._keys]
-            self._sizes = np.array([len(u) for u in self._urls], dtype=np.int64)
-
-    def __len__(self) -> int:
-        return len(self._groups) if self._groups is not None else len(self._keys)
-
-    def positions_of(self, model_ids: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
-        """Where each of an Arrow column of ids is (-1: null, or not a model of this night)."""
-        found = np.full(len(model_ids), -1, dtype=np.int64)
-        for start in range(0, len(model_ids), _VIEW_BATCH):
-            chunk = model_ids.slice(start, _VIEW_BATCH).to_pylist()
-            valid = [i for i, m in enumerate(chunk) if m is not None]
-            if valid:
-                found[start + np.array(valid)] = self.positions([str(chunk[i]) for i in valid])
-        return found
-
-    def id_column_at(self, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
-        """The ids at an Arrow column of positions (null where it is null)."""
-        at = pc.fill_null(positions, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        valid = at >= 0
-        ids: list[str | None] = [None] * len(at)
-        for i, model_id in zip(np.flatnonzero(valid).tolist(), self.ids_at(at[valid]), strict=True):
-            ids[i] = model_id
-        return pa.array(ids, pa.string())
-
-    def ids_ascend(self) -> bool:
-        """Whether the ids ascend in the models' order."""
-        if self._groups is not None:
-            return self._groups.ids_in_order()
-        return all(a < b for a, b in itertools.pairwise(self._keys))
-
-    def id_column(self) -> pa.ChunkedArray | pa.Array:
-        """Every id, in order, as one column (made now)."""
-        return self._groups.id_column() if self._groups is not None else pa.array(self._keys, pa.string())
-
-    def size_at(self, position: int) -> int:
-        if self._groups is not None:
-            return self._groups.size_at(position)
-        return int(self._sizes[position])
-
-    def sizes_at(self, positions: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-        """How many files the model at each of ``positions`` has (nothing kept per model to say it)."""
-        at = np.asarray(positions, dtype=np.int64)
-        if self._groups is not None:
-            return self._groups.sizes_at(at)
-        return self._sizes[at]
-
-    def position(self, model_id: str) -> int:
-        """Where ``model_id`` is, or -1."""
-        if self._groups is not None:
-            return self._groups.position(model_id)
-        return self._positions.get(model_id, -1)
-
-    def positions(self, model_ids: Sequence[str]) -> npt.NDArray[np.int64]:
-        """Where each of ``model_ids`` is (-1: none)."""
-        if self._groups is not None:
-            return self._groups.positions(model_ids)
-        return np.array([self._positions.get(m, -1) for m in model_ids], dtype=np.int64)
-
-    def ids_at(self, positions: npt.NDArray[np.int64]) -> list[str]:
-        if self._groups is not None:
-            return self._groups.ids_at(positions)
-        return [self._keys[p] for p in np.asarray(positions, dtype=np.int64).tolist()]
-
-    def first_urls(self, positions: npt.NDArray[np.int64]) -> list[str]:
-        if self._groups is not None:
-            return self._groups.first_urls(positions)
-        return [self._urls[p][0] for p in positions.tolist()]
-
-    def urls_at(self, position: int) -> list[str]:
-        if self._groups is not None:
-            return self._groups.members_at(position)
-        return self._urls[position]
-
-    def id_at(self, position: int) -> str:
-        if self._groups is not None:
-            return self._groups.id_at(position)
-        return self._keys[position]

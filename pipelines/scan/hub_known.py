@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.hub import KnownRepo
-from gguf_audit.pipelines.store.output import Output
+from gguf_audit.pipelines.listing import KnownRepo
+from gguf_audit.pipelines.store import Output
 from gguf_audit.tables.listed import ListedFile
 
 __all__ = ["known_hub_repos"]

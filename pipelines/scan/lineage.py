@@ -62,8 +62,7 @@ from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.format.tensor_table import TensorTableAt
 from gguf_audit.io.options import for_workers, options_for
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.dirs import DirectorySet
-from gguf_audit.pipelines.listing.discover import Listing
+from gguf_audit.pipelines.listing import DirectorySet, Listing
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.families import (
     CARRIED_ROWS,
@@ -73,12 +72,11 @@ from gguf_audit.pipelines.scan.families import (
     Members,
     judge_members,
 )
-from gguf_audit.pipelines.scan.groups import GroupsView
+from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.reuse import reused_shard_facts
 from gguf_audit.pipelines.spill import released_after_each
-from gguf_audit.pipelines.store.output import Output
-from gguf_audit.pipelines.work.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
-from gguf_audit.pipelines.work.tally import FACT_COLUMNS, facts_of
+from gguf_audit.pipelines.store import Output
+from gguf_audit.pipelines.work import FACT_COLUMNS, CompareBatch, CompareOptions, CompareResult, compare_batch, facts_of
 from gguf_audit.tables.lineage import ModelLineageCells, apply_lineage, pair_problems_to_table
 from gguf_audit.tables.models import ModelSummary
 from gguf_audit.tables.provenance import LINEAGE_FACT_COLUMNS
@@ -198,7 +196,7 @@ _STORED: Final = ("model_id", "architecture", "file_type_name", *ModelLineageCel
 """The carried models' stored columns lineage reads."""
 
 
-def _members(collector: Collector, view: GroupsView, carried: pa.Table) -> tuple[Members, list[dict[str, Any]]]:
+def _members(collector: Collector, view: ModelGroups, carried: pa.Table) -> tuple[Members, list[dict[str, Any]]]:
     """What lineage knows of each model, as columns, and the rows projector pairing needs.
 
     The facts are taken one batch's table at a time, a single-file model's
@@ -248,7 +246,7 @@ def _projector_dirs(collector: Collector) -> set[str]:
 def judge_lineage(
     out: Output,
     config: ScanConfig,
-    groups: Mapping[str, Sequence[str]],
+    groups: ModelGroups,
     collector: Collector,
     carried: pa.Table,
     read_urls: Iterable[str],
@@ -264,7 +262,7 @@ def judge_lineage(
 
 def lineage_of(
     config: ScanConfig,
-    groups: Mapping[str, Sequence[str]],
+    groups: ModelGroups,
     collector: Collector,
     carried: pa.Table,
     read_urls: Iterable[str],
@@ -275,7 +273,7 @@ def lineage_of(
     Per model it keeps two numbers (:class:`~gguf_audit.pipelines.scan.families.LineageCells`);
     a carried model's stored row (it kept no facts rows on the driver) says its family.
     """
-    view = GroupsView(groups)
+    view = groups
     members, pairing = _members(collector, view, carried)
     seen, covered = (
         (listing.safetensors_dirs, listing.listed_dirs) if listing is not None else (frozenset(), DirectorySet())
@@ -295,7 +293,7 @@ def lineage_of(
 
 
 def _rejudged(
-    cells: LineageCells, view: GroupsView, carried: pa.Table, read_urls: Iterable[str]
+    cells: LineageCells, view: ModelGroups, carried: pa.Table, read_urls: Iterable[str]
 ) -> tuple[set[str], npt.NDArray[np.bool_]]:
     """The carried models whose family columns changed or whose reference was read this night, and a flag
     per model of those that stay carried."""

@@ -49,8 +49,7 @@ from gguf_audit.decode.fingerprints import metadata_fingerprint
 from gguf_audit.io.hub import parse_hf_url
 from gguf_audit.io.options import options_for
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.discover import DiscoveryError, Listing, discover
-from gguf_audit.pipelines.listing.hub import KnownRepo
+from gguf_audit.pipelines.listing import DiscoveryError, KnownRepo, Listing, discover
 from gguf_audit.pipelines.scan.mirror_verify import (
     Hashed,
     MirrorHead,
@@ -60,10 +59,9 @@ from gguf_audit.pipelines.scan.mirror_verify import (
     stored_sha256,
     unchanged,
 )
-from gguf_audit.pipelines.store.output import Output
-from gguf_audit.pipelines.store.parts import PartFile, RunParts
+from gguf_audit.pipelines.store import Output, PartFile, RunParts
 from gguf_audit.redact import redact_url
-from gguf_audit.tables.listed import ListedFile
+from gguf_audit.tables.listed import ListedFile, ListedFiles
 from gguf_audit.tables.schema import rows_to_table
 
 __all__ = [
@@ -366,7 +364,7 @@ def check_mirror(
     previous = _previous(out, base_run_id)
     source, source_error = _listed_source(config, _known_repos(out, base_run_id, config, previous))
     cost.source_listing_requests = None if source is None else source.requests
-    pairs, failed = _pairs(config, mirror, source or Listing((), 0.0))
+    pairs, failed = _pairs(config, mirror, source or Listing(ListedFiles(), 0.0))
     if source_error is not None:
         failed[""] = f"the source could not be listed ({source_error})"
     elif source is not None and not source.files and mirror.files:

@@ -23,7 +23,7 @@ from fsspec import AbstractFileSystem
 from gguf_audit.errors import GGUFAuditError, describe_exception
 from gguf_audit.format.shard_names import parse_shard_name
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.discover import Listing
+from gguf_audit.pipelines.listing import Listing
 from gguf_audit.pipelines.scan.collect import (
     Collector,
     IncompleteModel,
@@ -45,9 +45,8 @@ from gguf_audit.pipelines.scan.reuse import (
     stored_tables,
 )
 from gguf_audit.pipelines.spill import driver_phase, released_after_each
-from gguf_audit.pipelines.store.output import Output
-from gguf_audit.pipelines.store.parts import PartFile, RunParts
-from gguf_audit.pipelines.work.tally import Tally, facts_of
+from gguf_audit.pipelines.store import Output, PartFile, RunParts
+from gguf_audit.pipelines.work import Tally, facts_of
 from gguf_audit.tables.models import model_problems_to_table, models_to_table
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table, stored_schema
 
@@ -133,7 +132,7 @@ class Night:
         self.listing = listing
         self.model_ids: Mapping[str, str] = groups.model_ids
         with driver_phase("ledger"):  # the ledger read every listed URL
-            self.collector = Collector(listing.compact.urls())
+            self.collector = Collector(listing.files.urls())
         self.parts = RunParts(
             out.url,
             out.fsspec_options,

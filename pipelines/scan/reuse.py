@@ -50,7 +50,7 @@ import pyarrow.dataset as ds
 from gguf_audit import VERDICTS_VERSION
 from gguf_audit.checks.shards import AGREEING_KEYS, SPLIT_NO, ShardFacts
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.discover import Listing
+from gguf_audit.pipelines.listing import Listing
 from gguf_audit.pipelines.scan.groups import HashIndex, ModelGroups, string_chunks
 from gguf_audit.pipelines.spill import (
     MappedWriter,
@@ -59,9 +59,8 @@ from gguf_audit.pipelines.spill import (
     map_table,
     released_after_each,
 )
-from gguf_audit.pipelines.store.output import Output, source_pairs
-from gguf_audit.pipelines.work.batches import ids_of
-from gguf_audit.pipelines.work.tally import Tally
+from gguf_audit.pipelines.store import Output, source_pairs
+from gguf_audit.pipelines.work import Tally, ids_of
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 from gguf_audit.tables.schema import PARTITION_COLUMN
 from gguf_audit.tables.shard_facts import shard_facts_from_tables
@@ -154,7 +153,7 @@ def plan_reuse(out: Output, base_run_id: str | None, listing: Listing) -> ReuseP
     batch's files. The files read are the listing's own columns when they are
     all of it, else taken from it (to the driver's disk when the listing is).
     """
-    compact = listing.compact
+    compact = listing.files
     if base_run_id is None:
         return ReusePlan(ReusedFiles.none(), compact)
     index = HashIndex(string_chunks(compact.url_column()), len(compact), compact.urls_at)

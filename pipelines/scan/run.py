@@ -41,8 +41,7 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import cannot_succeed_on_retry, describe_exception
 from gguf_audit.io.options import for_workers, options_for
 from gguf_audit.pipelines.config import ScanConfig
-from gguf_audit.pipelines.listing.discover import Listing, discover
-from gguf_audit.pipelines.listing.hub import rate_limit_waits
+from gguf_audit.pipelines.listing import Listing, discover, rate_limit_waits
 from gguf_audit.pipelines.scan.cluster import LazyCluster, check_scheduler, import_distributed, threads_per_worker
 from gguf_audit.pipelines.scan.collect import IncompleteModel, ScanResult
 from gguf_audit.pipelines.scan.groups import ModelGroups
@@ -52,9 +51,18 @@ from gguf_audit.pipelines.scan.mirror import check_mirror, check_mirror_config
 from gguf_audit.pipelines.scan.night import CommitObserver, Night, RunError
 from gguf_audit.pipelines.scan.reuse import base_run, plan_reuse
 from gguf_audit.pipelines.spill import driver_phase, map_table, temp_dir_in_memory
-from gguf_audit.pipelines.store.output import Output, OutputError, Recovered, new_run_id
-from gguf_audit.pipelines.work.batches import MAX_SPLITS, Batch, auto_batch_size, iter_batches, split_batch
-from gguf_audit.pipelines.work.execute import BatchResult, TaskOptions, audit_batch, lost_result
+from gguf_audit.pipelines.store import Output, OutputError, Recovered, new_run_id
+from gguf_audit.pipelines.work import (
+    MAX_SPLITS,
+    Batch,
+    BatchResult,
+    TaskOptions,
+    audit_batch,
+    auto_batch_size,
+    iter_batches,
+    lost_result,
+    split_batch,
+)
 from gguf_audit.redact import install_handler_redaction, install_log_redaction
 
 __all__ = ["RunError", "ScanObserver", "run_scan"]
@@ -248,7 +256,7 @@ def _leased_scan(
     with driver_phase("listing"):
         listing, facts.listing_wait_s = _list(config, out, base_run_id)
     with driver_phase("models"):
-        groups = ModelGroups(listing.compact.url_column())
+        groups = ModelGroups(listing.files.url_column())
     with driver_phase("plan"):
         plan = plan_reuse(out, base_run_id, listing)
         observer.listed(listing, len(plan.reuse))
@@ -324,7 +332,7 @@ def _list(config: ScanConfig, out: Output, base_run_id: str | None) -> tuple[Lis
             memory,
         )
     # the listing's columns in a file on the driver's disk, mapped: read by every phase, held by none
-    return dataclasses.replace(listing, files=listing.compact.with_table(map_table)), waited.seconds
+    return dataclasses.replace(listing, files=listing.files.with_table(map_table)), waited.seconds
 
 
 def _audit(config: ScanConfig, night: Night, cluster: LazyCluster, observer: ScanObserver) -> float:

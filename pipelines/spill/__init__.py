@@ -9,26 +9,18 @@ Nothing here goes to a worker, and nothing here knows what a night is.
 
 from __future__ import annotations
 
-from gguf_audit.pipelines.spill._ledger import LEDGER_CACHE_KIB, TableSpill, UrlLedger
+from gguf_audit.pipelines.spill._ledger import TableSpill, UrlLedger
 from gguf_audit.pipelines.spill._mapped import (
-    BATCH_ROWS,
-    ON_DISK_BYTES,
     MappedWriter,
     array_on_disk,
     is_mapped,
-    is_on_disk,
     map_column,
     map_table,
-    mapped_bytes,
-    release_mapped_pages,
     temp_dir_in_memory,
 )
 from gguf_audit.pipelines.spill._phases import PhaseEnd, driver_phase, released_after_each, watch_phases
 
 __all__ = [
-    "BATCH_ROWS",
-    "LEDGER_CACHE_KIB",
-    "ON_DISK_BYTES",
     "MappedWriter",
     "PhaseEnd",
     "TableSpill",
@@ -36,11 +28,8 @@ __all__ = [
     "array_on_disk",
     "driver_phase",
     "is_mapped",
-    "is_on_disk",
     "map_column",
     "map_table",
-    "mapped_bytes",
-    "release_mapped_pages",
     "released_after_each",
     "temp_dir_in_memory",
     "watch_phases",

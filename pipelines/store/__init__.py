@@ -2,104 +2,29 @@
 
 from __future__ import annotations
 
-from gguf_audit.pipelines.store.delta import (
-    RUN_ID_KEY,
-    STORE_ERRORS,
-    DeltaTables,
-    delta_storage_options,
-    one_line,
-    scan_batches,
-    scan_table,
-    table_uri,
-)
-from gguf_audit.pipelines.store.duck import DeltaExtensionMissing, connect, delta_extension_path, extension_path
-from gguf_audit.pipelines.store.layout import (
-    COMPRESSION,
-    MEASURED_LEVEL,
-    SORT_KEYS,
-    TRIAL_ROWS,
-    Layout,
-    choose_layout,
-    in_key_order,
-)
-from gguf_audit.pipelines.store.lease import (
-    DEFAULT_EXPIRY_S,
-    LEASE_DIR,
-    Lease,
-    LeaseError,
-    LeaseHeld,
-    LeaseLost,
-    LeaseState,
-    acquire_lease,
-    process_space,
-    read_lease,
-)
-from gguf_audit.pipelines.store.output import (
-    COMMIT_ORDER,
-    DETAIL_TABLES,
-    PENDING_DIR,
-    NightLost,
-    Output,
-    OutputError,
-    Recovered,
-    new_run_id,
-    source_pairs,
-)
-from gguf_audit.pipelines.store.parts import (
-    ROW_GROUP_ROWS,
-    STATISTICS_COLUMNS,
-    PartFile,
-    PartWriter,
-    RunParts,
-    is_local_fs,
-    part_name,
-)
+from gguf_audit.pipelines.store.delta import conform, scan_batches, scan_table, table_uri
+from gguf_audit.pipelines.store.duck import connect, extension_path
+from gguf_audit.pipelines.store.lease import LEASE_DIR, LeaseError
+from gguf_audit.pipelines.store.output import COMMIT_ORDER, Output, OutputError, Recovered, new_run_id, source_pairs
+from gguf_audit.pipelines.store.parts import PartFile, RunParts, is_local_fs
 from gguf_audit.pipelines.store.retention import DEFAULT_MIN_AGE_HOURS, Retention, vacuum_nights
 
 __all__ = [
     "COMMIT_ORDER",
-    "COMPRESSION",
-    "DEFAULT_EXPIRY_S",
     "DEFAULT_MIN_AGE_HOURS",
-    "DETAIL_TABLES",
     "LEASE_DIR",
-    "MEASURED_LEVEL",
-    "PENDING_DIR",
-    "ROW_GROUP_ROWS",
-    "RUN_ID_KEY",
-    "SORT_KEYS",
-    "STATISTICS_COLUMNS",
-    "STORE_ERRORS",
-    "TRIAL_ROWS",
-    "DeltaExtensionMissing",
-    "DeltaTables",
-    "Layout",
-    "Lease",
     "LeaseError",
-    "LeaseHeld",
-    "LeaseLost",
-    "LeaseState",
-    "NightLost",
     "Output",
     "OutputError",
     "PartFile",
-    "PartWriter",
     "Recovered",
     "Retention",
     "RunParts",
-    "acquire_lease",
-    "choose_layout",
+    "conform",
     "connect",
-    "delta_extension_path",
-    "delta_storage_options",
     "extension_path",
-    "in_key_order",
     "is_local_fs",
     "new_run_id",
-    "one_line",
-    "part_name",
-    "process_space",
-    "read_lease",
     "scan_batches",
     "scan_table",
     "source_pairs",

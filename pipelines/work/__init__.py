@@ -7,39 +7,27 @@ memory or dask itself (``tests/test_layers.py`` checks it in a fresh interpreter
 
 from __future__ import annotations
 
-from gguf_audit.pipelines.work.batches import MAX_SPLITS, Batch, auto_batch_size, iter_batches, split_batch
-from gguf_audit.pipelines.work.compare_task import COMPARE_TABLES, CompareBatch, CompareOptions, compare_batch
-from gguf_audit.pipelines.work.deadline import FILE_DEADLINE_SECONDS, deadline_message, wait_for_files
-from gguf_audit.pipelines.work.execute import (
-    FILE_TABLES,
-    WORKER_POOLS,
-    BatchResult,
-    TaskOptions,
-    audit_batch,
-    lost_result,
-)
+from gguf_audit.pipelines.work.batches import MAX_SPLITS, Batch, auto_batch_size, ids_of, iter_batches, split_batch
+from gguf_audit.pipelines.work.compare_task import CompareBatch, CompareOptions, CompareResult, compare_batch
+from gguf_audit.pipelines.work.execute import BatchResult, TaskOptions, audit_batch, lost_result
 from gguf_audit.pipelines.work.tally import FACT_COLUMNS, Tally, facts_of
 
 __all__ = [
-    "COMPARE_TABLES",
     "FACT_COLUMNS",
-    "FILE_DEADLINE_SECONDS",
-    "FILE_TABLES",
     "MAX_SPLITS",
-    "WORKER_POOLS",
     "Batch",
     "BatchResult",
     "CompareBatch",
     "CompareOptions",
+    "CompareResult",
     "Tally",
     "TaskOptions",
     "audit_batch",
     "auto_batch_size",
     "compare_batch",
-    "deadline_message",
     "facts_of",
+    "ids_of",
     "iter_batches",
     "lost_result",
     "split_batch",
-    "wait_for_files",
 ]

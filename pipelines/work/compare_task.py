@@ -46,7 +46,7 @@ from gguf_audit.format.tensor_table import KnownTable, TableRef, TensorTableAt
 from gguf_audit.io.blocks import ByteStore
 from gguf_audit.io.options import options_for
 from gguf_audit.io.source import IOStats, ReadConfig
-from gguf_audit.pipelines.store.parts import PartFile, RunParts
+from gguf_audit.pipelines.store import PartFile, RunParts
 from gguf_audit.pipelines.work.execute import WORKER_POOLS
 from gguf_audit.redact import redact_text
 from gguf_audit.tables.lineage import compare_rows

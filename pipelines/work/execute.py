@@ -41,7 +41,7 @@ from gguf_audit.io.gate import CpuGate
 from gguf_audit.io.options import options_for
 from gguf_audit.io.source import IOStats
 from gguf_audit.io.upstream import UpstreamCache
-from gguf_audit.pipelines.store.parts import PartFile, RunParts
+from gguf_audit.pipelines.store import PartFile, RunParts
 from gguf_audit.pipelines.work.batches import Batch
 from gguf_audit.pipelines.work.deadline import deadline_message, wait_for_files
 from gguf_audit.pipelines.work.tally import Tally, facts_of

@@ -15,7 +15,8 @@ from gguf_audit.codes import Code
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.reuse import ReadingRuns
-from gguf_audit.pipelines.spill import ON_DISK_BYTES, TableSpill, UrlLedger, is_on_disk, release_mapped_pages
+from gguf_audit.pipelines.spill import TableSpill, UrlLedger
+from gguf_audit.pipelines.spill._mapped import ON_DISK_BYTES, is_on_disk, release_mapped_pages
 from gguf_audit.pipelines.work.batches import ids_of
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 

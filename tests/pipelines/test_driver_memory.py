@@ -22,7 +22,7 @@ from gguf_audit.checks.lineage import ModelLineage, families, judge_family, mode
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan import night as night_module
 from gguf_audit.pipelines.scan.collect import Collector
-from gguf_audit.pipelines.scan.groups import GroupsView, ModelGroups
+from gguf_audit.pipelines.scan.groups import ModelGroups
 from gguf_audit.pipelines.scan.lineage import _members
 from gguf_audit.pipelines.scan.night import DRIVER_ROW_GROUP_ROWS, MODELS_PER_CHUNK
 from gguf_audit.pipelines.scan.run import run_scan
@@ -77,7 +77,7 @@ def test_lineage_keeps_a_row_of_columns_per_model_and_meets_shards_across_tables
     collector = Collector(frozenset(model_of))
     collector.facts.extend([_facts(first), _facts(second)])
 
-    members, pairing = _members(collector, GroupsView(groups), SCHEMAS["models"].empty_table())
+    members, pairing = _members(collector, groups, SCHEMAS["models"].empty_table())
 
     big = model_of[shard_1]
     whole = model_lineage(big, [first[0], second[1]])  # shards met across the batches' tables

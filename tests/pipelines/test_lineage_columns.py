@@ -25,7 +25,6 @@ from gguf_audit.checks.lineage import (
 from gguf_audit.format.shard_names import group_models
 from gguf_audit.pipelines.config import ScanConfig
 from gguf_audit.pipelines.scan import families as families_module
-from gguf_audit.pipelines.scan import groups as groups_module
 from gguf_audit.pipelines.scan import lineage as lineage_module
 from gguf_audit.pipelines.scan.collect import Collector
 from gguf_audit.pipelines.scan.groups import ModelGroups
@@ -110,7 +109,7 @@ def _collection(seed: int, tmp: Path) -> tuple[list[str], list[dict[str, Any]], 
         else:
             urls.append(f"{folder}/m{i}-{rng.choice(['Q4_0', 'F16', 'x'])}.gguf")
     rng.shuffle(urls)
-    groups = group_models(urls)
+    groups = ModelGroups(urls)
     facts: list[dict[str, Any]] = []
     carried: list[dict[str, Any]] = []
     for model_id, members in groups.items():
@@ -156,12 +155,9 @@ def _collection(seed: int, tmp: Path) -> tuple[list[str], list[dict[str, Any]], 
 
 
 @pytest.mark.parametrize("seed", range(12))
-@pytest.mark.parametrize("as_columns", [False, True])
-def test_lineage_from_columns_equals_lineage_from_one_object_per_model(
-    seed: int, as_columns: bool, tmp_path: Path
-) -> None:
+def test_lineage_from_columns_equals_lineage_from_one_object_per_model(seed: int, tmp_path: Path) -> None:
     urls, facts, carried, read = _collection(seed, tmp_path)
-    groups: Mapping[str, Sequence[str]] = ModelGroups(urls) if as_columns else group_models(urls)
+    groups = ModelGroups(urls)
     collector = Collector(urls)
     collector.facts.extend(_facts_tables(facts, 7))
     config = ScanConfig()
@@ -226,15 +222,16 @@ def test_members_keep_each_model_s_last_row_in_the_order_rows_came() -> None:
     """A model's facts row wins over its carried row and a later facts row over an earlier one, as a dict of
     models keeps them; the rows kept stay in the order they came."""
     urls = [f"file:///c/m{i}/m{i}.gguf" for i in range(5)]
-    view = groups_module.GroupsView({u: [u] for u in urls})
+    view = ModelGroups(urls)
+    ids = list(view)  # a single file's model id: its URL without the suffix
 
     def lineage(i: int, file_type: str) -> ModelLineage:
         row = {"url": urls[i], "architecture": "llama", "name": "Tiny", "tensor_set_digest": f"{7:032x}"}
-        return model_lineage(urls[i], [{**row, "file_type_name": file_type, "full_precision": False}])
+        return model_lineage(ids[i], [{**row, "file_type_name": file_type, "full_precision": False}])
 
     members = families_module.Members(view)
     members.add_carried(
-        _carried_table({"model_id": urls[i], "architecture": "llama", "file_type_name": "Q8_0"} for i in (1, 3))
+        _carried_table({"model_id": ids[i], "architecture": "llama", "file_type_name": "Q8_0"} for i in (1, 3))
     )
     for i, file_type in ((4, "Q4_0"), (3, "Q4_K_M"), (4, "IQ2_XXS"), (0, "Q5_0")):
         members.add_model(i, lineage(i, file_type))

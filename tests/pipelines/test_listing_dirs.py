@@ -5,7 +5,7 @@ from __future__ import annotations
 import tracemalloc
 
 from gguf_audit.pipelines.listing.dirs import DirectoryDigests, DirectorySet
-from gguf_audit.pipelines.spill import is_on_disk
+from gguf_audit.pipelines.spill._mapped import is_on_disk
 
 
 def test_a_directory_set_answers_as_the_set_of_its_strings_would() -> None:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from gguf_audit.pipelines.scan.groups import ModelGroups
-from gguf_audit.pipelines.spill import (
+from gguf_audit.pipelines.spill._mapped import (
     BATCH_ROWS,
     ON_DISK_BYTES,
     MappedWriter,
@@ -104,7 +104,7 @@ _RELEASED = """
 import json
 import pyarrow as pa
 import pyarrow.compute as pc
-from gguf_audit.pipelines.spill import map_column, release_mapped_pages
+from gguf_audit.pipelines.spill._mapped import map_column, release_mapped_pages
 
 def rss_file():
     for line in open("/proc/self/status"):
@@ -157,7 +157,7 @@ def test_an_array_on_disk_reads_and_writes_as_the_array_it_was() -> None:
 _ARRAYS = """
 import json
 import numpy as np
-from gguf_audit.pipelines.spill import array_on_disk, release_mapped_pages
+from gguf_audit.pipelines.spill._mapped import array_on_disk, release_mapped_pages
 
 def rss(kind):
     for line in open("/proc/self/status"):
