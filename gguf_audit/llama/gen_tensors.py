@@ -38,7 +38,7 @@ from gguf_audit.llama.generate import (
     _required_reads,
     _tensor_template,
 )
-from gguf_audit.llama.hparams_env import DERIVED, KNOWN_NAMES, RECURRENT_WITHOUT_KV_HEADS
+from gguf_audit.llama.hparams_env import DERIVED, KNOWN_NAMES, RECURRENT_BY_RULE, RECURRENT_WITHOUT_KV_HEADS
 from gguf_audit.llama.loader_sim import set_names
 
 __all__ = ["generate_tensors", "main"]
@@ -150,11 +150,38 @@ def _fields(body: str, kv: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     fields = {f: keys.pop() for f, keys in sorted(reads.items()) if f not in computed}
     fields.update(_derived(flat, fields, computed, reads))
     computed -= set(fields)
-    # The hybrid models' one rule for their recurrent layers: a layer without key/value heads.
-    if len(_RECR_ANY.findall(flat)) == 1 and _RECR_BY_HEADS.search(flat) and "is_recr_impl" not in reads:
-        computed.discard("is_recr_impl")
-        fields["is_recr_impl"] = RECURRENT_WITHOUT_KV_HEADS
+    # The hybrid models' one rule for their recurrent layers: a layer without key/value heads, or a loop's
+    # condition on each layer (nemotron_h: no key/value heads and no feed-forward).
+    if len(_RECR_ANY.findall(flat)) == 1 and "is_recr_impl" not in reads:
+        rule = RECURRENT_WITHOUT_KV_HEADS if _RECR_BY_HEADS.search(flat) else _recr_loop(flat, fields)
+        if rule is not None:
+            computed.discard("is_recr_impl")
+            fields["is_recr_impl"] = rule
     return fields, sorted(computed)
+
+
+_RECR_LOOP = re.compile(
+    r"for\s*\(\s*(?:uint32_t|int|auto)?\s*(\w+)\s*=\s*0\s*;\s*\1\s*<\s*([^;]+);\s*\+\+\1\s*\)\s*\{\s*"
+    r"hparams\.is_recr_impl\[\1\]\s*=\s*([^;]+);\s*\}"
+)
+
+
+def _recr_loop(flat: str, fields: dict[str, str]) -> str | None:
+    """``for (i = 0; i < END; ++i) { hparams.is_recr_impl[i] = EXPR; }`` as :data:`RECURRENT_BY_RULE`, when
+    END and EXPR read only names the environment gives."""
+    m = _RECR_LOOP.search(flat)
+    if m is None:
+        return None
+    var, end, expr = m.groups()
+    try:
+        [[_, _, end_tree]] = parse_body("{ v = " + end + "; }", {})
+        [[_, _, rule_tree]] = parse_body("{ v = " + expr + "; }", {})
+    except (Untranslatable, ValueError):
+        return None
+    known = KNOWN_NAMES | {f"hparams.{f}" for f in fields} | {var}
+    if not (_names(end_tree, set()) | _names(rule_tree, set())) <= known:
+        return None
+    return RECURRENT_BY_RULE + json.dumps([var, end_tree, rule_tree])
 
 
 _SET_ONCE = re.compile(r"hparams\.(\w+)\s*=(?!=)\s*([^;]+);")
@@ -268,7 +295,10 @@ def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
             stops[arch] = {"fields": fields, "computed": computed, "types": types, "stops": found}
         program, why = _translate(body, ids, helpers, fields, (numbers, arch_id))
         reads = _names(program, set()) if program is not None else set()
-        if "hparams.is_recr" in reads and fields.get("is_recr_impl") != RECURRENT_WITHOUT_KV_HEADS:
+        rule = fields.get("is_recr_impl", "")
+        if "hparams.is_recr" in reads and not (
+            rule == RECURRENT_WITHOUT_KV_HEADS or rule.startswith(RECURRENT_BY_RULE)
+        ):
             program, why = None, "its recurrent layers are not the ones without key/value heads"
         elif any(f"hparams.{f}" in reads for f in computed):
             program, why = (

@@ -20,7 +20,12 @@ import numpy as np
 from gguf_audit.format.model import Header, StringArray, ValueType
 from gguf_audit.llama.loader_sim import Unmodelled
 
-__all__ = ["DERIVED", "KNOWN_NAMES", "RECURRENT_WITHOUT_KV_HEADS", "HeaderEnv"]
+__all__ = ["DERIVED", "KNOWN_NAMES", "RECURRENT_BY_RULE", "RECURRENT_WITHOUT_KV_HEADS", "HeaderEnv"]
+
+RECURRENT_BY_RULE: Final = "=rule:"
+"""``fields["is_recr_impl"]`` set by a loop over the layers (``for (i = 0; i < END; ++i) is_recr_impl[i] =
+EXPR;``): this prefix, then ``[i, END, EXPR]`` as JSON; a layer at or past END keeps the initial 0 (the
+hybrids are not ``llm_arch_is_recurrent``)."""
 
 DERIVED: Final = "=expr:"
 """``fields[f]`` of a field the architecture's ``load_arch_hparams`` sets once from other values
@@ -291,20 +296,21 @@ class HeaderEnv:
             return self.field(name)
         return self.scalar(self.fields.get(name, template), default)
 
-    def evaluate(self, e: object) -> int:
-        """A derived field's expression (:data:`DERIVED`): numbers, names, calls and the plain operators."""
+    def evaluate(self, e: object, bound: Mapping[str, int] | None = None) -> int:
+        """A derived field's expression (:data:`DERIVED`, :data:`RECURRENT_BY_RULE`): numbers, names (``bound``
+        first: a loop's variable), calls and the plain operators."""
         if isinstance(e, int):
             return e
         if isinstance(e, str):
-            return self(e, ())
+            return bound[e] if bound and e in bound else self(e, ())
         if not isinstance(e, list) or not e:
             raise Unmodelled(f"the expression {e!r}")
         if e[0] == "fn":
-            return self(str(e[1]), tuple(self.evaluate(a) for a in e[2]))
+            return self(str(e[1]), tuple(self.evaluate(a, bound) for a in e[2]))
         if e[0] == "!" and len(e) == 2:
-            return int(not self.evaluate(e[1]))
+            return int(not self.evaluate(e[1], bound))
         if e[0] in _OPS and len(e) == 3:
-            return _OPS[e[0]](self.evaluate(e[1]), self.evaluate(e[2]))
+            return _OPS[e[0]](self.evaluate(e[1], bound), self.evaluate(e[2], bound))
         raise Unmodelled(f"the operator {e[0]!r}")
 
     def mla(self) -> tuple[int, int] | None:
@@ -316,7 +322,11 @@ class HeaderEnv:
         return (k, v) if k and v else None
 
     def is_recr(self, il: int) -> bool:
-        if self.fields.get("is_recr_impl") != RECURRENT_WITHOUT_KV_HEADS:
+        rule = self.fields.get("is_recr_impl", "")
+        if rule.startswith(RECURRENT_BY_RULE):
+            var, end, expr = json.loads(rule.removeprefix(RECURRENT_BY_RULE))
+            return il < self.evaluate(end) and bool(self.evaluate(expr, {var: il}))
+        if rule != RECURRENT_WITHOUT_KV_HEADS:
             raise Unmodelled("the recurrent layers")
         return self.array("n_head_kv_arr")[il] == 0
 

@@ -211,6 +211,11 @@ def _variants(arch: str) -> dict[str, list[KV]]:
         # a hybrid's recurrent layer (lfm2moe, granitehybrid): no key/value heads
         "head_count_kv [2, 0]": [kv_array(f"{arch}.attention.head_count_kv", ValueType.INT32, [2, 0])],
         "feed_forward_length [128, 96]": [kv_array(f"{arch}.feed_forward_length", ValueType.INT32, [128, 96])],
+        # nemotron_h's recurrent layer: no key/value heads and no feed-forward
+        "head_count_kv [2, 0], feed_forward_length [128, 0]": [
+            kv_array(f"{arch}.attention.head_count_kv", ValueType.INT32, [2, 0]),
+            kv_array(f"{arch}.feed_forward_length", ValueType.INT32, [128, 0]),
+        ],
         "head_count_kv 4": [kv_u32(f"{arch}.attention.head_count_kv", 4)],
         "longrope": [kv_str(f"{arch}.rope.scaling.type", "longrope")],
         "block_count 3": [kv_u32(f"{arch}.block_count", 3)],
