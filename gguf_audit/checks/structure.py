@@ -156,7 +156,7 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
     # The parser stops where gguf.cpp does, at the first info it refuses; its findings say what was left unread.
     unread = header.n_tensors - len(header.tensors)
     for index, t in enumerate(header.tensors):
-        found = list(_check_name(t))
+        found = _check_name(t)
         if t.name in seen:
             duplicates += 1
             if duplicates <= MAX_DUPLICATE_FINDINGS:
@@ -169,7 +169,8 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
                     )
                 )
         seen.add(t.name)
-        found += [*_check_dims(t), *_check_type(t)]
+        found += _check_dims(t)
+        found += _check_type(t)
         if unread > 0 and index == len(header.tensors) - 1:
             note = f"; gguf.cpp stops reading there, as the parser did: {unread} of {header.n_tensors} infos unread"
             found = [replace(f, message=f.message + note) for f in found]
@@ -181,50 +182,45 @@ def _check_tensor_infos(header: Header) -> Iterator[Finding]:
         )
 
 
-def _check_name(t: TensorInfo) -> Iterator[Finding]:
+# The per-tensor checks return lists rather than yield: they run for every tensor of every file, and
+# nearly always find nothing.
+
+
+def _check_name(t: TensorInfo) -> list[Finding]:
+    found = []
     if b"\0" in t.raw_name:
-        yield finding(
-            Code.TENSOR_NUL_IN_NAME,
-            f"tensor name {quote(t.raw_name)} holds a NUL byte at {t.raw_name.index(0)}; ggml names it {t.name!r}",
-            tensor=t.name,
-            offset=t.info_offset,
+        found.append(
+            finding(
+                Code.TENSOR_NUL_IN_NAME,
+                f"tensor name {quote(t.raw_name)} holds a NUL byte at {t.raw_name.index(0)}; ggml names it {t.name!r}",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
         )
     name_bytes = len(t.raw_name) if t.raw_name else len(t.name.encode("utf-8", "surrogateescape"))
     if name_bytes >= GGML_MAX_NAME:
-        yield finding(
-            Code.TENSOR_NAME_TOO_LONG,
-            f"tensor name {quote(t.name, 80)} is {name_bytes} bytes; ggml allows at most {GGML_MAX_NAME - 1}",
-            tensor=t.name,
-            offset=t.info_offset,
+        found.append(
+            finding(
+                Code.TENSOR_NAME_TOO_LONG,
+                f"tensor name {quote(t.name, 80)} is {name_bytes} bytes; ggml allows at most {GGML_MAX_NAME - 1}",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
         )
+    return found
 
 
-def _check_dims(t: TensorInfo) -> Iterator[Finding]:
+def _check_dims(t: TensorInfo) -> list[Finding]:
     if len(t.shape) > GGML_MAX_DIMS:
-        yield finding(
-            Code.TENSOR_BAD_DIMS,
-            f"tensor {quote(t.name)} has {len(t.shape)} dimensions; ggml allows at most {GGML_MAX_DIMS}",
-            tensor=t.name,
-            offset=t.info_offset,
-        )
-        return
-    negative = [d for d in t.shape if d < 0]
-    if negative:
-        yield finding(
-            Code.TENSOR_BAD_DIMS,
-            f"tensor {quote(t.name)} has a negative dimension {negative[0]} in shape {list(t.shape)}",
-            tensor=t.name,
-            offset=t.info_offset,
-        )
-        return
-    ne = ggml_ne(t.shape)
-    if not gguf_elements_fit(ne):
-        yield finding(
-            Code.TENSOR_BAD_DIMS,
-            f"tensor {quote(t.name)} with shape {list(t.shape)} has {t.n_elements} elements, past int64",
-            tensor=t.name,
-            offset=t.info_offset,
-        )
+        why = f"has {len(t.shape)} dimensions; ggml allows at most {GGML_MAX_DIMS}"
+    elif t.shape and min(t.shape) < 0:
+        negative = [d for d in t.shape if d < 0]
+        why = f"has a negative dimension {negative[0]} in shape {list(t.shape)}"
+    elif not gguf_elements_fit(ggml_ne(t.shape)):
+        why = f"with shape {list(t.shape)} has {t.n_elements} elements, past int64"
+    else:
+        return []
+    return [finding(Code.TENSOR_BAD_DIMS, f"tensor {quote(t.name)} {why}", tensor=t.name, offset=t.info_offset)]
 
 
 def _ggml_elements_fit(ne: Sequence[int]) -> bool:
@@ -244,53 +240,60 @@ def ggml_ne(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(shape) + (1,) * (GGML_MAX_DIMS - len(shape))
 
 
-def _check_type(t: TensorInfo) -> Iterator[Finding]:
+def _check_type(t: TensorInfo) -> list[Finding]:
     info = t.type_info
     if info.status is TypeStatus.REMOVED:
         hint = " (ids 34 to 37 mean other types in forks such as ik_llama.cpp)" if 34 <= t.type_id <= 37 else ""
-        yield finding(
-            Code.TENSOR_REMOVED_TYPE,
-            f"tensor {quote(t.name)} has type {info.name} (id {t.type_id}), whose support was removed{hint}",
-            tensor=t.name,
-            offset=t.info_offset,
-        )
-        return
+        return [
+            finding(
+                Code.TENSOR_REMOVED_TYPE,
+                f"tensor {quote(t.name)} has type {info.name} (id {t.type_id}), whose support was removed{hint}",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
+        ]
     if info.status is TypeStatus.UNKNOWN:
         hint = (
             "a fork's own type (ik_llama.cpp numbers its quantizations past 100, e.g. 142 and 143)"
             if t.type_id >= 100
             else "forks such as ik_llama.cpp number their own types (there ids 34 to 37 mean other things too)"
         )
-        yield finding(
-            Code.TENSOR_UNKNOWN_TYPE,
-            f"tensor {quote(t.name)} has ggml type id {t.type_id}, outside llama.cpp's 0 to {GGML_TYPE_COUNT - 1}: "
-            f"{hint}; llama.cpp refuses it",
-            tensor=t.name,
-            offset=t.info_offset,
-        )
-        return
-    if any(d < 0 for d in t.shape):
-        return
+        return [
+            finding(
+                Code.TENSOR_UNKNOWN_TYPE,
+                f"tensor {quote(t.name)} has ggml type id {t.type_id}, outside llama.cpp's 0 to "
+                f"{GGML_TYPE_COUNT - 1}: {hint}; llama.cpp refuses it",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
+        ]
+    if t.shape and min(t.shape) < 0:
+        return []
     # ggml pads a shape with 1s: a tensor of no dimensions has rows of one element, which
     # no block-quantized type divides (gguf.cpp refuses it).
-    row = ggml_ne(t.shape)[0]
+    row = t.shape[0] if t.shape else 1
     if row % info.block_elems:
-        yield finding(
-            Code.TENSOR_ROW_NOT_BLOCK_MULTIPLE,
-            f"tensor {quote(t.name)} of type {info.name} has rows of {row} elements, "
-            f"not a multiple of the block size {info.block_elems}",
-            tensor=t.name,
-            offset=t.info_offset,
-        )
-    elif t.n_elements // info.block_elems > _SIZE_MAX // info.block_bytes:
+        return [
+            finding(
+                Code.TENSOR_ROW_NOT_BLOCK_MULTIPLE,
+                f"tensor {quote(t.name)} of type {info.name} has rows of {row} elements, "
+                f"not a multiple of the block size {info.block_elems}",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
+        ]
+    if t.n_elements // info.block_elems > _SIZE_MAX // info.block_bytes:
         nbytes = t.n_elements // info.block_elems * info.block_bytes
-        yield finding(
-            Code.TENSOR_SIZE_OVERFLOW,
-            f"tensor {quote(t.name)} with shape {list(t.shape)} ({t.n_elements} elements, within int64) needs "
-            f"{nbytes} bytes of {info.name}, past SIZE_MAX {endangers('byte_size')}",
-            tensor=t.name,
-            offset=t.info_offset,
-        )
+        return [
+            finding(
+                Code.TENSOR_SIZE_OVERFLOW,
+                f"tensor {quote(t.name)} with shape {list(t.shape)} ({t.n_elements} elements, within int64) "
+                f"needs {nbytes} bytes of {info.name}, past SIZE_MAX {endangers('byte_size')}",
+                tensor=t.name,
+                offset=t.info_offset,
+            )
+        ]
+    return []
 
 
 def _padded(n: int, alignment: int) -> int:
