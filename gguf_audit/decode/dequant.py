@@ -41,7 +41,12 @@ F32Array = npt.NDArray[np.float32]
 
 _NIBBLE_SHIFTS: Final = np.array([0, 4], dtype=np.uint8).reshape(1, 1, 2, 1)
 _CRUMB_SHIFTS: Final = np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)
-_BIT_SHIFTS: Final = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)
+# The same fields taken from 64-bit words, eight bytes at once: numpy's loops then run 8x fewer times.
+_LOW_NIBBLES: Final = np.uint64(0x0F0F0F0F0F0F0F0F)
+_LOW_CRUMBS: Final = np.uint64(0x0303030303030303)
+_LOW_BITS: Final = np.uint64(0x0101010101010101)
+_WORD_CRUMB_SHIFTS: Final = np.array([0, 2, 4, 6], dtype=np.uint64).reshape(1, 1, 4, 1)
+_WORD_BIT_SHIFTS: Final = np.arange(8, dtype=np.uint64).reshape(1, 8, 1)
 
 
 def _fp16(blocks: U8Array, offset: int) -> F32Array:
@@ -61,11 +66,29 @@ def _fp16(blocks: U8Array, offset: int) -> F32Array:
 
 
 def _nibbles(qs: U8Array, groups: int) -> U8Array:
-    """Bytes split into their low then their high nibbles, per run of ``qs.shape[1] // groups`` bytes."""
+    """Each of ``groups`` runs of a block's bytes split into its low nibbles then its high ones.
+
+    Worked on 64-bit words (eight nibbles of a kind at once); each run's
+    length is a multiple of 8 bytes in every layout that uses this.
+    """
     n = qs.shape[0]
-    q = qs.reshape(n, groups, 1, -1) >> _NIBBLE_SHIFTS
-    q &= np.uint8(0x0F)
-    return q.reshape(n, -1)
+    words = np.ascontiguousarray(qs).view(np.uint64).reshape(n * groups, -1)
+    low = words & _LOW_NIBBLES
+    high = words >> np.uint64(4)
+    high &= _LOW_NIBBLES
+    return np.hstack([low, high]).view(np.uint8).reshape(n, -1)
+
+
+def _words(raw: U8Array, *shape: int) -> npt.NDArray[np.uint64]:
+    """Each block's bytes as 64-bit words (a contiguous copy), reshaped to ``(n, *shape)``."""
+    return np.ascontiguousarray(raw).view(np.uint64).reshape(raw.shape[0], *shape)
+
+
+def _bit_planes(qh: U8Array) -> U8Array:
+    """32 bytes per block as 8 runs of 32 bits: run ``s`` is bit ``s`` of each byte, as 0 or 1."""
+    bits = _words(qh, 1, 4) >> _WORD_BIT_SHIFTS
+    bits &= _LOW_BITS
+    return bits.view(np.uint8).reshape(qh.shape[0], -1)
 
 
 def _scaled(q: npt.NDArray[np.generic], scale: F32Array, width: int) -> F32Array:
@@ -79,11 +102,7 @@ def _scaled(q: npt.NDArray[np.generic], scale: F32Array, width: int) -> F32Array
 
 def decode_q4_0(blocks: U8Array) -> F32Array:
     """block_q4_0: fp16 d, 16 bytes of nibbles; ``(q - 8) * d``."""
-    n = blocks.shape[0]
-    q = np.empty((n, 2, 16), dtype=np.uint8)
-    np.bitwise_and(blocks[:, 2:], np.uint8(0x0F), out=q[:, 0])
-    np.right_shift(blocks[:, 2:], np.uint8(4), out=q[:, 1])
-    q = q.view(np.int8)
+    q = _nibbles(blocks[:, 2:], 1).view(np.int8)
     q -= np.int8(8)
     return _scaled(q, _fp16(blocks, 0), 32)
 
@@ -94,11 +113,22 @@ def decode_q8_0(blocks: U8Array) -> F32Array:
 
 
 def _k_scales(packed: U8Array) -> tuple[U8Array, U8Array]:
-    """The eight 6-bit scales and mins of a Q4_K or Q5_K block (ggml's ``get_scale_min_k4``)."""
-    lo, mid, hi = packed[:, 0:4], packed[:, 4:8], packed[:, 8:12]
-    sc = np.concatenate([lo & np.uint8(63), (hi & np.uint8(15)) | ((lo >> np.uint8(2)) & np.uint8(48))], axis=1)
-    m = np.concatenate([mid & np.uint8(63), (hi >> np.uint8(4)) | ((mid >> np.uint8(2)) & np.uint8(48))], axis=1)
-    return sc, m
+    """The eight 6-bit scales and mins of a Q4_K or Q5_K block (ggml's ``get_scale_min_k4``).
+
+    The 12 bytes as three little-endian words, four scales a word: scales
+    0-3 are the low 6 bits of bytes 0-3, scales 4-7 the low nibbles of bytes
+    8-11 under the top 2 bits of bytes 0-3; the mins likewise from bytes
+    4-7 and the high nibbles of bytes 8-11.
+    """
+    words = np.ascontiguousarray(packed).view("<u4").astype(np.uint32)
+    lo, mid, hi = words[:, 0], words[:, 1], words[:, 2]
+    sc = np.empty((packed.shape[0], 2), dtype=np.uint32)
+    m = np.empty((packed.shape[0], 2), dtype=np.uint32)
+    sc[:, 0] = lo & 0x3F3F3F3F
+    sc[:, 1] = (hi & 0x0F0F0F0F) | ((lo >> 2) & 0x30303030)
+    m[:, 0] = mid & 0x3F3F3F3F
+    m[:, 1] = ((hi >> 4) & 0x0F0F0F0F) | ((mid >> 2) & 0x30303030)
+    return sc.view(np.uint8), m.view(np.uint8)
 
 
 def _with_min(q: U8Array, blocks: U8Array) -> F32Array:
@@ -118,11 +148,10 @@ def decode_q4_k(blocks: U8Array) -> F32Array:
 
 def decode_q5_k(blocks: U8Array) -> F32Array:
     """block_q5_K: as Q4_K, with a fifth bit per quant in qh[32]: bit ``s`` of qh[l] for run ``s``."""
-    n = blocks.shape[0]
     q = _nibbles(blocks[:, 48:], 4)
-    high = blocks[:, 16:48].reshape(n, 1, 32) >> _BIT_SHIFTS
-    high &= np.uint8(1)
-    q |= high.reshape(n, -1) << np.uint8(4)
+    high = _bit_planes(blocks[:, 16:48])
+    high <<= np.uint8(4)
+    q |= high
     return _with_min(q, blocks)
 
 
@@ -133,11 +162,10 @@ def decode_q6_k(blocks: U8Array) -> F32Array:
     quant's two high bits from qh's 32 bytes at shifts 0, 2, 4, 6; value
     ``(d * scale) * (q - 32)`` per 16 quants.
     """
-    n = blocks.shape[0]
     q = _nibbles(blocks[:, :128], 2)
-    high = blocks[:, 128:192].reshape(n, 2, 1, 32) >> _CRUMB_SHIFTS
-    high &= np.uint8(3)
-    q |= high.reshape(n, -1) << np.uint8(4)
+    high = _crumbs(blocks[:, 128:192])
+    high <<= np.uint8(4)
+    q |= high
     qi = q.view(np.int8)
     qi -= np.int8(32)
     scale = _fp16(blocks, 208) * blocks[:, 192:208].view(np.int8)
@@ -150,15 +178,6 @@ _IQ4_VALUES: Final = np.array(
     [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float32
 )
 """ggml's kvalues_iq4nl (ggml-common.h): the non-linear 4-bit grid of IQ4_NL and IQ4_XS."""
-
-
-def _halves(qs: U8Array) -> U8Array:
-    """Each block's bytes split into low nibbles then high ones (Q4_0's element order)."""
-    n = qs.shape[0]
-    q = np.empty((n, 2, qs.shape[1]), dtype=np.uint8)
-    np.bitwise_and(qs, np.uint8(0x0F), out=q[:, 0])
-    np.right_shift(qs, np.uint8(4), out=q[:, 1])
-    return q.reshape(n, -1)
 
 
 def _fifth_bits(qh: U8Array) -> U8Array:
@@ -177,12 +196,12 @@ def _plus_min(q: U8Array, blocks: U8Array) -> F32Array:
 
 def decode_q4_1(blocks: U8Array) -> F32Array:
     """block_q4_1: fp16 d, fp16 m, 16 bytes of nibbles; ``q * d + m``."""
-    return _plus_min(_halves(blocks[:, 4:]), blocks)
+    return _plus_min(_nibbles(blocks[:, 4:], 1), blocks)
 
 
 def decode_q5_0(blocks: U8Array) -> F32Array:
     """block_q5_0: fp16 d, qh[4], 16 bytes of nibbles; ``(q - 16) * d``."""
-    q = _halves(blocks[:, 6:])
+    q = _nibbles(blocks[:, 6:], 1)
     q |= _fifth_bits(blocks[:, 2:6])
     qi = q.view(np.int8)
     qi -= np.int8(16)
@@ -191,14 +210,14 @@ def decode_q5_0(blocks: U8Array) -> F32Array:
 
 def decode_q5_1(blocks: U8Array) -> F32Array:
     """block_q5_1: fp16 d, fp16 m, qh[4], 16 bytes of nibbles; ``q * d + m``."""
-    q = _halves(blocks[:, 8:])
+    q = _nibbles(blocks[:, 8:], 1)
     q |= _fifth_bits(blocks[:, 4:8])
     return _plus_min(q, blocks)
 
 
 def decode_iq4_nl(blocks: U8Array) -> F32Array:
     """block_iq4_nl: fp16 d, 16 bytes of nibbles indexing kvalues_iq4nl; ``d * value``."""
-    values = _IQ4_VALUES[_halves(blocks[:, 2:])]
+    values = _IQ4_VALUES[_nibbles(blocks[:, 2:], 1)]
     values *= _fp16(blocks, 0)
     return values
 
@@ -214,7 +233,7 @@ def decode_iq4_xs(blocks: U8Array) -> F32Array:
     high = np.ascontiguousarray(blocks[:, 2:4]).view("<u2").astype(np.uint16) >> (2 * np.arange(8, dtype=np.uint16))
     scale = (low.reshape(n, 8) | ((high & np.uint16(3)) << np.uint16(4)).astype(np.uint8)).view(np.int8)
     scale -= np.int8(32)
-    values = _IQ4_VALUES[_halves(blocks[:, 8:].reshape(n * 8, 16)).reshape(n, 256)]
+    values = _IQ4_VALUES[_nibbles(blocks[:, 8:], 8)]
     values = values.reshape(n, 8, 32)
     values *= (_fp16(blocks, 0) * scale).reshape(n, 8, 1)
     return values.reshape(n, 256)
@@ -224,11 +243,10 @@ def decode_iq4_xs(blocks: U8Array) -> F32Array:
 
 
 def _crumbs(qs: U8Array) -> U8Array:
-    """2-bit fields of 32-byte runs: bits 0-1 of the run's bytes, then 2-3, 4-5, 6-7 (Q2_K, Q3_K, TQ2_0)."""
-    n = qs.shape[0]
-    q = qs.reshape(n, -1, 1, 32) >> _CRUMB_SHIFTS
-    q &= np.uint8(3)
-    return q.reshape(n, -1)
+    """2-bit fields of 32-byte runs: bits 0-1 of the run's bytes, then 2-3, 4-5, 6-7 (Q2_K, Q3_K, Q6_K, TQ2_0)."""
+    q = _words(qs, -1, 1, 4) >> _WORD_CRUMB_SHIFTS
+    q &= _LOW_CRUMBS
+    return q.view(np.uint8).reshape(qs.shape[0], -1)
 
 
 def decode_q2_k(blocks: U8Array) -> F32Array:
@@ -256,10 +274,10 @@ def decode_q3_k(blocks: U8Array) -> F32Array:
     high = (packed[:, 8:].reshape(n, 1, 4) >> _CRUMB_SHIFTS.reshape(1, 4, 1)) & np.uint8(3)
     scale = (low.reshape(n, 16) | (high.reshape(n, 16) << np.uint8(4))).view(np.int8)
     scale -= np.int8(32)
-    hbits = blocks[:, :32].reshape(n, 1, 32) >> _BIT_SHIFTS
-    hbits &= np.uint8(1)
+    hbits = _bit_planes(blocks[:, :32])
+    hbits <<= np.uint8(2)
     q = _crumbs(blocks[:, 32:96])
-    q += hbits.reshape(n, 256) << np.uint8(2)
+    q += hbits
     qi = q.view(np.int8)
     qi -= np.int8(4)
     return _scaled(qi, _fp16(blocks, 108) * scale, 16)
