@@ -21,7 +21,7 @@ from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import ValueType
 from gguf_audit.gguf_constants import Keys
-from gguf_audit.llama import llama_tables
+from gguf_audit.llama import llama_tables, tensor_programs
 from gguf_audit.llama.arch_stops import ArchStop, first_arch_stop
 
 __all__ = ["check_hparams", "refused_in_load_hparams"]
@@ -191,8 +191,8 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
 def _arch_stop(f: HeaderFacts) -> ArchStop | None:
     """The first stop of the architecture's own ``load_arch_hparams`` the file reaches: after the base
     ``load_hparams`` (its keys readable, none of its asserts failing, ``n_rot`` right)."""
-    if f.arch is None or not _reached(f, *_READS_BEFORE):
-        return None
+    if f.arch is None or f.arch not in tensor_programs().hparams_stops or not _reached(f, *_READS_BEFORE):
+        return None  # (most architectures have no stop: nothing more to read)
     tables = llama_tables()
     n_layer = _u32(f, Keys.LLM.BLOCK_COUNT)
     if n_layer is None or not 0 < n_layer <= tables.max_layers:
