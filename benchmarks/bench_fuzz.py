@@ -15,7 +15,8 @@ lengths equal to the bytes left). No oracle is asked. It prints:
 - the slowest mutants (CPU time), each against its seed's through the same steps (median of 5; target at most 10x):
   first as measured once in the stream, then re-measured as the seeds are (median of 5), which takes a
   single garbage collection or scheduling hiccup out of a ratio over a ~7 ms seed;
-- peak memory (the process's peak resident set, and its growth over the start).
+- peak memory: of a fresh process auditing each of the slowest mutants (and a seed), and of this process
+  (which also generates the mutants: 10^6 records encoded in Python take hundreds of MiB).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -75,6 +77,46 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+_AUDIT_RSS = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from bench_fuzz import judge
+from gguf_audit.audit import AuditConfig
+from gguf_audit.samples import SampleConfig
+
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+config = AuditConfig(templates=sys.argv[3] == "1", samples=SampleConfig() if sys.argv[4] == "1" else None)
+# ru_maxrss would carry the parent's peak across exec: reset the high-water mark (Linux) and read VmHWM.
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+start = hwm()
+judge(Path(sys.argv[2]), config)
+print(start, hwm())
+"""
+
+
+def audit_rss_bytes(path: Path, args: argparse.Namespace) -> tuple[int, int]:
+    """Peak RSS of a fresh process that audits ``path`` (as :func:`judge` does), and its growth over the audit.
+
+    This process's own peak also holds the mutants it generated (10^6 records encoded in Python), so the
+    audit's memory is measured apart."""
+    flags = ["1" if args.templates else "0", "1" if args.samples else "0"]
+    here = os.fspath(Path(__file__).resolve().parent)
+    out = subprocess.run(
+        [sys.executable, "-c", _AUDIT_RSS, here, os.fspath(path), *flags], capture_output=True, check=True, text=True
+    )
+    start, peak = (int(v) for v in out.stdout.split()[-2:])
+    return peak, peak - start
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=int, default=100_000)
@@ -111,11 +153,15 @@ def main(argv: list[str] | None = None) -> int:
             slow.sort(reverse=True, key=lambda s: s[:3])
             del slow[SLOWEST:]
         wall = time.perf_counter() - began
-        again = {}
+        again, memory = {}, {}
         for _, _, ident, m in slow:
             path = m.write(folder)
             again[ident] = statistics.median(judge(path, config)[0] for _ in range(5))
+            memory[ident] = audit_rss_bytes(path, args)
             path.unlink()
+        content, _, size = encode(seeds[0])
+        seed_path = Mutant("seed-rss", "seed", seeds[0].name, content, size).write(folder)
+        seed_memory = audit_rss_bytes(seed_path, args)
     peak = peak_rss_bytes()
     print(f"mutants: {args.mutants} in {wall:.0f} s ({args.mutants / wall:.0f}/s), seed {args.seed}")
     print(f"kinds: {dict(sorted(kinds.items()))}")
@@ -126,12 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     for ident, codes in internal[:SHOWN]:
         print(f"  {ident}: {codes}")
     print("seed times (ms): " + ", ".join(f"{k.removesuffix('.gguf')} {v * 1e3:.1f}" for k, v in base.items()))
-    print("slowest mutants against their seed (once in the stream; re-measured, median of 5):")
+    print(
+        "slowest mutants against their seed (once in the stream; re-measured, median of 5; "
+        "peak RSS of a fresh process auditing it, and its growth over the audit):"
+    )
     for ratio, seconds, ident, m in slow:
         median = again[ident]
         remeasured = f"{median / base[m.seed]:6.1f}x  {median * 1e3:8.1f} ms"
-        print(f"  {ratio:6.1f}x  {seconds * 1e3:8.1f} ms  |  {remeasured}  {ident}")
-    print(f"peak RSS: {peak / 2**20:.0f} MiB ({(peak - start_rss) / 2**20:.0f} MiB over the start)")
+        rss, grown = memory[ident]
+        print(f"  {ratio:6.1f}x  {seconds * 1e3:8.1f} ms  |  {remeasured}  {mib(rss)} (+{mib(grown)})  {ident}")
+    print(f"a seed audited the same way: {mib(seed_memory[0])} (+{mib(seed_memory[1])})")
+    print(f"peak RSS of this process, mutant generation included: {mib(peak)} ({mib(peak - start_rss)} over the start)")
     return 1 if crashes or internal else 0
 
 

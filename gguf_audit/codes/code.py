@@ -37,6 +37,7 @@ class Code(StrEnum):
     HEADER_INVALID_BOOL = "header.invalid_bool"
     HEADER_NONCANONICAL_KEY = "header.noncanonical_key"
     HEADER_TOO_LARGE = "header.too_large"
+    HEADER_TOO_MANY_ENTRIES = "header.too_many_entries"
     # tensor
     TENSOR_NAME_TOO_LONG = "tensor.name_too_long"
     TENSOR_DUPLICATE_NAME = "tensor.duplicate_name"

@@ -121,4 +121,13 @@ ENTRIES: Final[tuple[CodeInfo, ...]] = (
         None,
         "The header is larger than the configured read limit; the file was not judged past it.",
     ),
+    CodeInfo(
+        Code.HEADER_TOO_MANY_ENTRIES,
+        Severity.ERROR,
+        None,
+        (
+            "The header claims more key-value pairs or tensor infos than any real model has (past gguf-audit's "
+            "read budgets), with no refused record among those read; the file was not judged past them."
+        ),
+    ),
 )

@@ -17,6 +17,7 @@ from typing import Final
 from gguf_audit.errors import FormatError
 from gguf_audit.format.model import KV, StringArray, ValueType
 from gguf_audit.format.reader import Checkpoint, RawTensor, Reader, Short
+from gguf_audit.format.walk import walk_short_items
 from gguf_audit.format.wire import SCALAR_SIZE
 
 __all__ = ["estimate_header_bytes"]
@@ -143,7 +144,7 @@ def _partial_array(r: Reader, kv_pos: int, needed: int) -> _PartialArray | None:
         return _PartialArray(key, n, head + n * size, size)
     if item_type is not ValueType.STRING:
         return _PartialArray(key, n, head + n * 16, 16)
-    ends = _item_ends(r.buf, start, n, sub.count.unpack_from, sub.count_bytes)
+    ends = _item_ends(r.buf, start, n, sub.count.unpack_from, sub.count_bytes, not r.v1 and r.order == "little")
     done = len(ends)
     if done < 2:
         mean = sub.count_bytes + 8
@@ -154,11 +155,16 @@ def _partial_array(r: Reader, kv_pos: int, needed: int) -> _PartialArray | None:
 
 
 def _item_ends(
-    buf: bytes | memoryview, start: int, n: int, unpack: Callable[..., tuple[int]], prefix: int
+    buf: bytes | memoryview, start: int, n: int, unpack: Callable[..., tuple[int]], prefix: int, walk: bool
 ) -> list[int]:
-    """End offsets of the whole string items held in ``buf`` from ``start``."""
+    """End offsets of the whole string items held in ``buf`` from ``start`` (``walk``: u64 little-endian
+    lengths, most of them found in bulk first)."""
     ends: list[int] = []
     pos, limit = start, len(buf)
+    if walk:
+        prefixes, pos = walk_short_items(buf, start, n)
+        if len(prefixes):
+            ends = [*prefixes[1:].tolist(), pos]
     while len(ends) < n and pos + prefix <= limit:
         pos += prefix + unpack(buf, pos)[0]
         if pos > limit:

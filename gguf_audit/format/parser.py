@@ -10,7 +10,10 @@ Every count and length read from the file is checked against a named limit
 (:class:`~gguf_audit.format.wire.Limits`) and against the bytes that can
 remain in the file before anything is allocated (the cursor of
 :mod:`gguf_audit.format.reader`), so a forged header costs no more memory
-than its own bytes. Problems that stop decoding raise :class:`FormatError`;
+than its own bytes, and a header that claims more records than any real
+model has is read no further than the read budgets
+(:attr:`~gguf_audit.format.wire.Limits.max_kv_read`, ``max_tensor_read``),
+so it costs no more time either. Problems that stop decoding raise :class:`FormatError`;
 problems that do not (invalid UTF-8, odd bools) are returned as findings on
 the header, and the structural rules llama.cpp applies to a decoded header
 live in :mod:`gguf_audit.checks.structure`. This module reads the records in
@@ -19,6 +22,7 @@ file order and assembles the :class:`Header`.
 
 from __future__ import annotations
 
+import functools
 import struct
 
 from gguf_audit.bounded import quote
@@ -160,8 +164,13 @@ def _parse_from(buf: bytes | memoryview, file_size: int | None, cp: Checkpoint, 
             r.check_count(n_tensors, MIN_TENSOR_BYTES[family], limits.max_tensor_count, "the tensor count", at)
             r.check_count(n_kv, MIN_KV_BYTES[family], limits.max_kv_count, "the key-value count", n_kv_at)
             clean_pos, clean_findings = r.pos, len(r.findings)
+        # Past the read budget each key is checked as gguf.cpp does while reading (empty, repeated).
+        budget = _KeyBudget(kvs, n_kv, limits) if n_kv > limits.max_kv_read else None
         while len(kvs) < n_kv:
-            kvs.append(_read_kv(r, len(kvs)))
+            kv = _read_kv(r, len(kvs))
+            if budget is not None:
+                budget.check(kv, len(kvs))
+            kvs.append(kv)
             clean_pos, clean_findings = r.pos, len(r.findings)
         family = 1 if r.v1 else 2
         if len(tensors) == 0 and n_tensors:
@@ -171,6 +180,8 @@ def _parse_from(buf: bytes | memoryview, file_size: int | None, cp: Checkpoint, 
         # It never reads a v1 file's infos: those are read on, for the v1 verdict's message.
         seen = {t.raw_name for t in tensors}
         while len(tensors) < n_tensors and (r.v1 or not tensors or not _stopped(tensors[-1], len(seen), len(tensors))):
+            if len(tensors) >= limits.max_tensor_read:
+                raise _too_many(f"{n_tensors:,} tensor infos", limits.max_tensor_read, "none refused", 8)
             t = _read_tensor_info(r, len(tensors))
             tensors.append(t)
             seen.add(t.raw_name)
@@ -189,14 +200,65 @@ def _parse_from(buf: bytes | memoryview, file_size: int | None, cp: Checkpoint, 
                 tuple(tensors),
                 tuple(r.findings[:clean_findings]),
             )
-        estimate = estimate_header_bytes(r, short.needed, kvs, tensors, n_kv, n_tensors, checkpoint)
+        # Records past the read budgets are never read: a claim of millions asks for no more bytes than the budget's.
+        counts = min(n_kv, limits.max_kv_read), min(n_tensors, limits.max_tensor_read)
+        estimate = estimate_header_bytes(r, short.needed, kvs, tensors, *counts, checkpoint)
         return NeedMore(short.needed, estimate, checkpoint)
     return _finish(r, cp, kvs, tensors, n_kv, n_tensors, file_size)
 
 
+class _KeyBudget:
+    """The key-value loop of a header that claims more records than :attr:`Limits.max_kv_read`.
+
+    gguf.cpp refuses the file at the first empty key or the first key written
+    twice byte for byte, and reads no further; the parser stops there too. With
+    neither among the budget's records the file is not judged: reading on would
+    cost a Python object and a structural check per record.
+    """
+
+    __slots__ = ("limit", "n_kv", "seen")
+
+    def __init__(self, kvs: list[KV], n_kv: int, limits: Limits) -> None:
+        self.n_kv = n_kv
+        self.limit = limits.max_kv_read
+        self.seen = {kv.raw_key for kv in kvs}
+
+    def check(self, kv: KV, index: int) -> None:
+        claims = f"the header claims {self.n_kv:,} key-value pairs"
+        if not kv.raw_key:
+            raise FormatError(
+                Code.HEADER_EMPTY_KEY,
+                f"key {index} is empty; gguf.cpp stops reading there, and so does the parser ({claims})",
+                kv.offset,
+            )
+        if kv.raw_key in self.seen:
+            raise FormatError(
+                Code.HEADER_DUPLICATE_KEY,
+                f"key {index}, {quote(kv.raw_key)}, repeats an earlier key; gguf.cpp stops reading there, "
+                f"and so does the parser ({claims})",
+                kv.offset,
+            )
+        self.seen.add(kv.raw_key)
+        if index + 1 >= self.limit:
+            raise _too_many(f"{self.n_kv:,} key-value pairs", self.limit, "none empty or repeated", 16)
+
+
+def _too_many(claim: str, limit: int, clean: str, count_offset: int) -> FormatError:
+    return FormatError(
+        Code.HEADER_TOO_MANY_ENTRIES,
+        f"the header claims {claim}, more than any real model has; the parser read {limit:,} of them "
+        f"({clean}, where llama.cpp would stop) and judges the file no further",
+        count_offset,
+    )
+
+
 def _stopped(last: RawTensor, distinct_names: int, read: int) -> bool:
     """Whether gguf.cpp stops after ``last``, the latest of ``read`` infos (``distinct_names`` names among them)."""
-    return distinct_names < read or gguf_refuses_info(last.shape, last.type_id)
+    return distinct_names < read or _refuses_info(last.shape, last.type_id)
+
+
+# Most tensors share a handful of (shape, type) pairs: one block's shapes repeat in every block.
+_refuses_info = functools.lru_cache(maxsize=4096)(gguf_refuses_info)
 
 
 def _read_kv(r: Reader, index: int) -> KV:
@@ -214,7 +276,30 @@ def _read_kv(r: Reader, index: int) -> KV:
     return KV(key, vtype, r.read_scalar(vtype, label), at, raw_key=raw)
 
 
+_TENSOR_TAIL = struct.Struct("<iQ")
+"""A v2/v3 little-endian tensor info after its dims: the ggml type and the data offset."""
+
+
 def _read_tensor_info(r: Reader, index: int) -> RawTensor:
+    """One tensor info; a record held whole, of a short ASCII name without NUL, is read in a few unpacks
+    (the common case, the same result), anything else field by field with every check."""
+    buf, at = r.buf, r.pos
+    if r.bo == "<" and not r.v1 and at + 8 <= r.safe_end:
+        name_end = at + 8 + r.u64.unpack_from(buf, at)[0]
+        if name_end - at - 8 < GGML_MAX_NAME and name_end + 4 <= r.safe_end:
+            n_dims = r.u32.unpack_from(buf, name_end)[0]
+            end = name_end + 16 + 8 * n_dims
+            if n_dims <= r.limits.max_dims and end <= r.safe_end:
+                raw = bytes(buf[at + 8 : name_end])
+                if raw.isascii() and b"\0" not in raw:
+                    shape = struct.unpack_from(f"<{n_dims}q", buf, name_end + 4)
+                    type_id, offset = _TENSOR_TAIL.unpack_from(buf, end - 12)
+                    r.pos = end
+                    return RawTensor(raw.decode("ascii"), raw, shape, type_id, offset, at)
+    return _read_tensor_info_checked(r, index)
+
+
+def _read_tensor_info_checked(r: Reader, index: int) -> RawTensor:
     at = r.pos
     name, raw = r.read_name(f"the name of tensor {index}", GGML_MAX_NAME)
     if b"\0" in raw:
@@ -281,14 +366,7 @@ def _finish(
 
 
 def _tensor_info(t: RawTensor, data_offset: int) -> TensorInfo:
-    n_elements = 1
-    for d in t.shape:
-        n_elements *= d
-    info = ggml_type_info(t.type_id)
-    if info.status is TypeStatus.SUPPORTED and n_elements >= 0 and all(d >= 0 for d in t.shape):
-        n_bytes = -(-n_elements // info.block_elems) * info.block_bytes
-    else:
-        n_bytes = 0
+    n_elements, n_bytes = _sizes(t.shape, t.type_id)
     return TensorInfo(
         name=t.name,
         shape=t.shape,
@@ -300,6 +378,18 @@ def _tensor_info(t: RawTensor, data_offset: int) -> TensorInfo:
         info_offset=t.info_offset,
         raw_name=t.raw_name,
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _sizes(shape: tuple[int, ...], type_id: int) -> tuple[int, int]:
+    """Elements and data bytes of a tensor (0 bytes when the type is unknown or a dim negative)."""
+    n_elements = 1
+    for d in shape:
+        n_elements *= d
+    info = ggml_type_info(type_id)
+    if info.status is TypeStatus.SUPPORTED and n_elements >= 0 and all(d >= 0 for d in shape):
+        return n_elements, -(-n_elements // info.block_elems) * info.block_bytes
+    return n_elements, 0
 
 
 def _effective_alignment(kv: KV | None) -> int:

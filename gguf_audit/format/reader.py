@@ -23,9 +23,13 @@ from gguf_audit.codes import Code
 from gguf_audit.errors import FormatError
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import KV, ByteOrder, StringArray, Value, ValueType, decode_utf8, escape_invalid
+from gguf_audit.format.walk import walk_short_items
 from gguf_audit.format.wire import SCALAR_CODE, SCALAR_SIZE, VALUE_TYPES, Limits
 
 __all__ = ["Checkpoint", "RawTensor", "Reader", "Short"]
+
+_WALK_MIN_ITEMS = 32
+"""String arrays this long or longer are walked in bulk (:mod:`gguf_audit.format.walk`); shorter ones item by item."""
 
 _NAME_SHOWN_BYTES = 48
 """Bytes of an over-long tensor name quoted in its finding: the name itself is never read."""
@@ -76,6 +80,8 @@ class Reader:
         # The end of what can exist: the file if its size is known, else what we hold
         # when we hold everything there is (caller passes file_size=len(buf) then).
         self.limit_end = file_size if file_size is not None else None
+        # Where reads can neither run short nor pass the end of the file.
+        self.safe_end = self.blen if file_size is None else min(self.blen, file_size)
         self.limits = limits
         self.order = order
         self.bo = "<" if order == "little" else ">"
@@ -301,13 +307,19 @@ class Reader:
         # At most one int64 per length prefix held in the buffer.
         starts = array("q", bytes(8 * n))
         first = pos = self.pos
-        i = 0
+        done = 0
+        if not self.v1 and self.order == "little" and n >= _WALK_MIN_ITEMS:
+            # Most items found in bulk; the loop below reads on from where the walk stopped.
+            prefixes, pos = walk_short_items(buf, first, n)
+            done = len(prefixes)
+            np.frombuffer(starts, dtype=np.int64)[:done] = prefixes + prefix
+        i = done
         # The hot loop of any vocabulary: only the lengths are read here. The
         # text is validated in bulk below and decoded on access. A short
         # buffer shows up as struct.error on the next length, or as an end
         # past the buffer after the last one.
         try:
-            for i in range(n):
+            for i in range(done, n):
                 start = pos + prefix
                 pos = start + unpack(buf, pos)[0]
                 starts[i] = start

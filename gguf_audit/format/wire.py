@@ -56,6 +56,14 @@ class Limits:
     max_depth: int = 4
     """Arrays nested in arrays: bounds recursion on a forged file (the attack:
     arrays of arrays, a dozen bytes a level, that exhaust the stack)."""
+    max_kv_read: int = 4096
+    """Key-value records read when the header claims more. Real models have under a thousand; past this
+    budget the parser stops at the first empty or repeated key (where gguf.cpp refuses the file) or, with
+    none among the budget, gives up on the file (``header.too_many_entries``). The attack: a million
+    tiny records, a dozen bytes each, that cost a Python object and a check apiece."""
+    max_tensor_read: int = 1 << 17
+    """Tensor infos read when the header claims more (the largest real models have tens of thousands): past
+    it the parser gives up on the file, as with ``max_kv_read``."""
     max_dims: int = 64
     """Dimensions of a tensor read before giving up (ggml itself allows 4,
     :data:`GGML_MAX_DIMS`; more is reported by the structural checks, and a
