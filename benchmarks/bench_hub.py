@@ -1,6 +1,6 @@
 """hf:// reads over the local Hub: our concurrent resolve-URL reads against the huggingface_hub client's.
 
-Run as ``python benchmarks/bench_hub.py [--latency-ms 30] [--cdn both|on|off] [--markdown]``.
+Run as ``python benchmarks/bench_hub.py [--latency-ms 30] [--cdn both|on|off] [--against COMMIT] [--markdown]``.
 Uploads the corpus models and the four-shard split set (13 files, 25 MB) to
 :class:`~gguf_audit.testing.hub.LocalHub` in two repositories, adds the
 latency to every request, and reads the same files in each mode, header-only
@@ -17,6 +17,10 @@ header read as ``configs/hf-mirror.toml``):
 - ``HfFileSystem.open, no cache``: the same ranges through
   ``open(..., cache_type="none")``, seek and read, one file after another.
 
+With ``--against COMMIT`` (``1306658``: last week's figures), our two modes run
+again with that commit's code in a child process against the same servers
+(``hub_against.py``), right after this tree's.
+
 Each with the Hub serving the bytes from its resolve URL itself (``--cdn off``) and with every LFS resolve
 redirected to a presigned CDN URL on a second loopback server, with the same latency (``--cdn on``; the
 real Hub's case). Per mode: wall time, resolve, CDN and API requests per file, bytes served per
@@ -29,13 +33,17 @@ their wall time is a lower bound for an audit through them.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from hub_against import OldTree, export
 
 from gguf_audit.audit import AuditConfig, AuditTarget, FileAudit, audit_file
 from gguf_audit.io.hub_source import CDN_URLS
@@ -213,7 +221,27 @@ def _counts(seen: Served) -> tuple[int, int, int, int]:
     return seen.resolves, seen.cdn_requests, seen.api, seen.served
 
 
-def run(latency_s: float, cdn: bool) -> list[Row]:
+def _old_rows(hub: LocalHub, refs: Sequence[HubFileRef], scan: str, against: tuple[str, Path]) -> list[Row]:
+    """Our two modes with an older commit's code (a child process), on the same servers."""
+    commit, tree = against
+    n, cdn = len(refs), hub.cdn is not None
+    old = OldTree(tree, hub.endpoint, [asdict(r) for r in refs], scan)
+    try:
+        rows = []
+        for mode, line in (("16 files at once", "pooled"), ("one file at a time", "serial")):
+            answers: list[tuple[float, int]] = []
+            wall, seen = _measure(hub, functools.partial(_append, answers, old, line))
+            rows.append(Row(cdn, scan, f"ours at {commit}, {mode}", n, wall, *_counts(seen), answers[-1][1]))
+        return rows
+    finally:
+        old.close()
+
+
+def _append(answers: list[tuple[float, int]], old: OldTree, line: str) -> None:
+    answers.append(old.run(line))
+
+
+def run(latency_s: float, cdn: bool, against: tuple[str, Path] | None = None) -> list[Row]:
     rows: list[Row] = []
     with RangeHTTPServer() as cdn_server, LocalHub(cdn=cdn_server if cdn else None) as hub:
         refs = _upload(hub)
@@ -222,6 +250,8 @@ def run(latency_s: float, cdn: bool) -> list[Row]:
         hub.latency_s = cdn_server.latency_s = latency_s
         for scan, config in CONFIGS.items():
             rows += _rows(hub, refs, scan, config)
+            if against is not None:
+                rows += _old_rows(hub, refs, scan, against)
     return rows
 
 
@@ -238,11 +268,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="both",
         help="LFS resolves redirect to a CDN server (on), are served by the Hub (off), or both runs",
     )
+    parser.add_argument("--against", metavar="COMMIT", help="our reads at COMMIT too (1306658: last week's)")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
-    rows = [row for cdn in (False, True) if args.cdn in ("both", "on" if cdn else "off")
-            for row in run(args.latency_ms / 1000, cdn)]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="gguf-bench-hub-") as tmp:
+        against = (args.against, export(args.against, Path(tmp))) if args.against else None
+        rows = [row for cdn in (False, True) if args.cdn in ("both", "on" if cdn else "off")
+                for row in run(args.latency_ms / 1000, cdn, against)]  # fmt: skip
     if args.markdown:
         print("| " + " | ".join(HEADERS) + " |")
         print("|---|---|---|" + "---:|" * (len(HEADERS) - 3))
