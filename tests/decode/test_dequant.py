@@ -9,6 +9,7 @@ scales, and the all-zero and all-0xFF blocks.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +17,7 @@ import pytest
 from gguf.constants import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_dequantize
 
+from gguf_audit.decode import dequant
 from gguf_audit.decode.kernels import decode_blocks
 from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.testing.ggml_decode import GgmlDecode, ggml_to_float
@@ -52,6 +54,22 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.IQ4_NL: (0,),
     Q.IQ4_XS: (0,),
     Q.TQ2_0: (64,),
+}
+
+DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] = {
+    Q.Q4_0: dequant.decode_q4_0,
+    Q.Q4_1: dequant.decode_q4_1,
+    Q.Q5_0: dequant.decode_q5_0,
+    Q.Q5_1: dequant.decode_q5_1,
+    Q.Q8_0: dequant.decode_q8_0,
+    Q.Q2_K: dequant.decode_q2_k,
+    Q.Q3_K: dequant.decode_q3_k,
+    Q.Q4_K: dequant.decode_q4_k,
+    Q.Q5_K: dequant.decode_q5_k,
+    Q.Q6_K: dequant.decode_q6_k,
+    Q.IQ4_NL: dequant.decode_iq4_nl,
+    Q.IQ4_XS: dequant.decode_iq4_xs,
+    Q.TQ2_0: dequant.decode_tq2_0,
 }
 
 
@@ -108,3 +126,17 @@ def test_a_block_decodes_the_same_alone_and_in_a_batch(type_id: int) -> None:
         _assert_same_bits(
             decode_blocks(raw[i * size : (i + 1) * size], type_id), together[i * elems : (i + 1) * elems], "the batch"
         )
+
+
+@pytest.mark.parametrize("type_id", FAST_TYPES, ids=lambda t: t.name)
+def test_a_strided_block_array_decodes_like_a_contiguous_one(type_id: int) -> None:
+    # The kernels read fp16 fields in place when the block array is contiguous; a strided one takes the copy path.
+    size = ggml_type_info(type_id).block_bytes
+    blocks = np.frombuffer(_blocks(type_id, 4), dtype=np.uint8).reshape(-1, size)
+    wide = np.zeros((blocks.shape[0], size + 3), dtype=np.uint8)
+    wide[:, 1 : size + 1] = blocks
+    strided = wide[:, 1 : size + 1]
+    assert not strided.flags.c_contiguous
+    decode = DECODERS[type_id]
+    with np.errstate(all="ignore"):
+        _assert_same_bits(decode(strided).reshape(-1), decode(blocks).reshape(-1), "the contiguous blocks")
