@@ -109,9 +109,9 @@ class ValueType(IntEnum):
         return self.name.lower()
 
 
-def _join(buf: bytes | memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> bytes:
-    """The bytes ``buf[starts[i]:ends[i]]`` of every item, concatenated: one numpy gather, no per-item loop."""
-    lengths = ends - starts
+def _join(buf: bytes | memoryview, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> bytes:
+    """The bytes ``buf[starts[i]:starts[i] + lengths[i]]`` of every item, concatenated: one numpy gather, no
+    per-item loop."""
     total = int(lengths.sum())
     if total == 0:
         return b""
@@ -134,7 +134,7 @@ class StringArray(Sequence[str]):
     through them, so it is gathered once per file.
     """
 
-    __slots__ = ("_buf", "_cut", "_ends", "_joined", "_starts")
+    __slots__ = ("_buf", "_cut", "_ends", "_joined", "_lengths", "_starts")
 
     def __init__(self, buf: bytes | memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> None:
         self._buf = buf
@@ -142,6 +142,7 @@ class StringArray(Sequence[str]):
         self._ends = ends
         self._joined: bytes | None = None
         self._cut: StringArray | None = None
+        self._lengths: npt.NDArray[np.int64] | None = None
 
     def __reduce__(self) -> tuple[type[StringArray], tuple[bytes | memoryview, Any, Any]]:
         # The kept join and cut are derived: a copy rebuilds them when asked.
@@ -171,8 +172,12 @@ class StringArray(Sequence[str]):
         return bytes(self._buf[int(self._starts[index]) : int(self._ends[index])])
 
     def lengths(self) -> npt.NDArray[np.int64]:
-        """Byte length of every item."""
-        return self._ends - self._starts
+        """Byte length of every item (made once and kept, read-only)."""
+        if self._lengths is None:
+            lengths = self._ends - self._starts
+            lengths.setflags(write=False)
+            self._lengths = lengths
+        return self._lengths
 
     def up_to_nul(self) -> StringArray:
         """The items as a C reader sees them: each cut at its first NUL byte (llama.cpp builds its token
@@ -199,7 +204,7 @@ class StringArray(Sequence[str]):
     def joined_bytes(self) -> bytes:
         """Every item's undecoded bytes, concatenated in order (gathered once, then kept)."""
         if self._joined is None:
-            self._joined = _join(self._buf, self._starts, self._ends)
+            self._joined = _join(self._buf, self._starts, self.lengths())
         return self._joined
 
     def edge_words(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:

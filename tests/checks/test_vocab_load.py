@@ -271,3 +271,14 @@ def test_a_seeded_sweep_agrees_with_the_oracle(tmp_path: Path, oracle: Oracle) -
         if llama_cpp_verdict(found) is not _ORACLE_VERDICT[answer.verdict]:
             wrong[path.name] = (answer.verdict, answer.message[-100:], sorted({f.code for f in found}))
     assert wrong == {}
+
+
+def test_the_duplicate_message_names_the_cut_only_when_a_token_holds_a_nul() -> None:
+    """The texts are compared up to their first NUL; the message says so only when that cut a token (the zero
+    bytes of the length words between the texts are no NUL of any token)."""
+    found = _findings()
+    plain = [f for f in found["llama with a duplicate token"] if f.code == "tokenizer.duplicate_token"]
+    cut = [f for f in found["llama with a token equal to another up to a NUL"] if f.code == "tokenizer.duplicate_token"]
+    assert len(plain) == len(cut) == 1
+    assert "NUL" not in plain[0].message
+    assert "each read up to its first NUL byte" in cut[0].message
