@@ -92,8 +92,9 @@ def _proven_chain(seg: npt.NDArray[np.uint8], limit: int) -> npt.NDArray[np.int6
         return empty
     # Each candidate's successor, when it is a candidate too; -1 when not.
     nxt = cand + _PREFIX + (seg[cand].astype(np.int64) | (seg[cand + 1].astype(np.int64) << 8))
-    at = np.minimum(np.searchsorted(cand, nxt), len(cand) - 1)
-    succ = np.where(cand[at] == nxt, at, -1)
+    index_of = np.full(len(seg) + 1, -1, dtype=np.int32)
+    index_of[cand] = np.arange(len(cand), dtype=np.int32)
+    succ = index_of[np.minimum(nxt, len(seg))]
     # Mostly each candidate leads to the next one; the chain is followed in Python only across the
     # places where it does not (a stray candidate skipped, or the end).
     breaks = np.flatnonzero(succ != np.arange(1, len(cand) + 1))
