@@ -23,6 +23,7 @@ import numpy.typing as npt
 __all__ = [
     "decode_iq4_nl",
     "decode_iq4_xs",
+    "decode_mxfp4",
     "decode_q2_k",
     "decode_q3_k",
     "decode_q4_0",
@@ -292,3 +293,22 @@ def decode_tq2_0(blocks: U8Array) -> F32Array:
     q = _crumbs(blocks[:, :64]).view(np.int8)
     q -= np.int8(1)
     return _scaled(q, _fp16(blocks, 64), 256)
+
+
+# --- MXFP4 ---------------------------------------------------------------------------
+
+_FP4_VALUES: Final = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.float32)
+"""ggml's kvalues_mxfp4 (ggml-common.h): twice the E2M1 values, which the halved scale makes whole."""
+
+
+def decode_mxfp4(blocks: U8Array) -> F32Array:
+    """block_mxfp4: an E8M0 exponent e, 16 bytes of E2M1 nibbles; ``value * d``.
+
+    d is ``GGML_E8M0_TO_FP32_HALF(e)``, 2**(e - 128) built from its bits (a
+    subnormal for e < 2; e = 0xFF gives 2**127, not NaN).
+    """
+    e = blocks[:, 0].astype(np.uint32)
+    bits = np.where(e < 2, np.uint32(0x00200000) << e, (e - np.uint32(1)) << np.uint32(23))
+    values = _FP4_VALUES[_nibbles(blocks[:, 1:], 1)]
+    values *= bits.astype(np.uint32).view(np.float32).reshape(-1, 1)
+    return values

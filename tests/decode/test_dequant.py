@@ -37,6 +37,7 @@ FAST_TYPES = [
     Q.IQ4_NL,
     Q.IQ4_XS,
     Q.TQ2_0,
+    Q.MXFP4,
 ]
 
 # Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
@@ -54,6 +55,7 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.IQ4_NL: (0,),
     Q.IQ4_XS: (0,),
     Q.TQ2_0: (64,),
+    Q.MXFP4: (),
 }
 
 DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] = {
@@ -70,6 +72,7 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.IQ4_NL: dequant.decode_iq4_nl,
     Q.IQ4_XS: dequant.decode_iq4_xs,
     Q.TQ2_0: dequant.decode_tq2_0,
+    Q.MXFP4: dequant.decode_mxfp4,
 }
 
 
