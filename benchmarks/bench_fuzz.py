@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         rss, grown = memory[ident]
         print(f"  {ratio:6.1f}x  {seconds * 1e3:8.1f} ms  |  {remeasured}  {mib(rss)} (+{mib(grown)})  {ident}")
     print(f"a seed audited the same way: {mib(seed_memory[0])} (+{mib(seed_memory[1])})")
-    print(f"peak RSS of this process, mutant generation included: {mib(peak)} ({mib(peak - start_rss)} over the start)")
+    print(f"peak RSS: {mib(peak)} ({mib(peak - start_rss)} over the start; this process, mutant generation included)")
     return 1 if crashes or internal else 0
 
 
