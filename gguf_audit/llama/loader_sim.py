@@ -249,16 +249,27 @@ class _Compiler:
         xid = self.expr(xid_e) if xid_e is not None else None
         dims = [self.expr(d) for d in dims_e]
         flags_of = self.expr(flags_e)
+        # Most calls give constant flags: taken once here rather than asked per call.
+        fixed_flags: int | None = None
+        if isinstance(flags_e, bool | int):
+            fixed_flags = int(flags_e)
+        elif isinstance(flags_e, str) and flags_e not in self.local:
+            fixed_flags = _CONSTANTS.get(flags_e)
         tail = "." + suffix if suffix else ""
         plain = base + tail
+        # The usual name has one block id and no expert id: joined from its two sides, not searched for.
+        sides = plain.split("{bid}") if xid is None else []
 
         def run(fr: _Frame) -> None:
-            name = plain
-            if bid is not None:
-                name = name.replace("{bid}", str(bid(fr)))
+            if bid is None:
+                name = plain
+            elif len(sides) == 2:
+                name = sides[0] + str(bid(fr)) + sides[1]
+            else:
+                name = plain.replace("{bid}", str(bid(fr)))
             if xid is not None:
                 name = name.replace("{xid}", str(xid(fr)))
-            flags = flags_of(fr)
+            flags = fixed_flags if fixed_flags is not None else flags_of(fr)
             got = fr.present.get(name)
             if got is None:
                 if fr.make is not None and not flags & (_NOT_REQUIRED | _DUPLICATED):
