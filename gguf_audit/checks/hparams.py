@@ -17,6 +17,7 @@ import numpy as np
 
 from gguf_audit.checks.arch import block_index
 from gguf_audit.checks.facts import LAYER_ARRAY_TYPES, HeaderFacts
+from gguf_audit.checks.metadata import wrong_type
 from gguf_audit.codes import Code
 from gguf_audit.findings import Finding, finding
 from gguf_audit.format.model import ValueType
@@ -85,6 +86,10 @@ _READS_BEFORE: Final[dict[str, tuple[tuple[str, bool], ...]]] = {
         (Keys.Rope.SCALING_TYPE, False),
     ),
 }
+# The keys check_key_types holds to one type for every architecture beyond the generated ones.
+_COMMON_KEY_TYPES: Final = frozenset(
+    {Keys.LLM.VOCAB_SIZE, Keys.Attention.LAYERNORM_EPS, Keys.Attention.LAYERNORM_RMS_EPS}
+)
 _GGUF_TYPES: Final = {
     "uint32": ValueType.UINT32,
     "float32": ValueType.FLOAT32,
@@ -127,6 +132,8 @@ def refused_in_load_hparams(f: HeaderFacts) -> bool:
     if f.arch in _N_ROT_IS_HEAD_SIZE and n_layer and any(_check_n_rot(f, n_layer)):
         return True
     if any(t.format(arch=f.arch) not in f.header.metadata for t in llama_tables().arch_required_keys.get(f.arch, {})):
+        return True
+    if any(_optional_wrong_types(f)):
         return True
     stop = _arch_stop(f)
     return stop is not None and stop.throws
@@ -188,6 +195,23 @@ def check_hparams(f: HeaderFacts) -> Iterator[Finding]:
     yield from _check_arch_stop(f)
 
 
+_VALUE_TYPES: Final = {**_GGUF_TYPES, "int32": ValueType.INT32}
+
+
+def _optional_wrong_types(f: HeaderFacts) -> Iterator[Finding]:
+    """The keys the architecture's ``load_arch_hparams`` always reads without requiring them, stored as
+    another type: ``get_key`` throws 'wrong type' all the same. (The keys every architecture reads and
+    the required ones are :func:`~gguf_audit.checks.metadata.check_key_types`'.)"""
+    tables = llama_tables()
+    required = tables.arch_required_keys.get(f.arch or "", {})
+    for template, type_name in tables.arch_optional_key_types.get(f.arch or "", {}).items():
+        if template in tables.hparams_key_types or template in required or template in _COMMON_KEY_TYPES:
+            continue
+        kv = f.header.metadata.get(f.key(template))
+        if kv is not None and kv.type is not _VALUE_TYPES[type_name]:
+            yield wrong_type(kv, type_name)
+
+
 def _arch_stop(f: HeaderFacts) -> ArchStop | None:
     """The first stop of the architecture's own ``load_arch_hparams`` the file reaches: after the base
     ``load_hparams`` (its keys readable, none of its asserts failing, ``n_rot`` right)."""
@@ -206,11 +230,18 @@ def _arch_stop(f: HeaderFacts) -> ArchStop | None:
         return None
     own = tables.arch_required_keys.get(f.arch, {})
 
-    def reached(after: Sequence[str]) -> bool:
+    optional = tables.arch_optional_key_types.get(f.arch, {})
+
+    def reached(after: Sequence[str], after_optional: Sequence[str]) -> bool:
         for template in after:
             kv = f.header.metadata.get(f.key(template))
             expected = _GGUF_TYPES.get(own.get(template, ""))
             if kv is None or (expected is not None and kv.type is not expected):
+                return False
+        for template in after_optional:  # absent is fine; another type throws
+            kv = f.header.metadata.get(f.key(template))
+            expected = _VALUE_TYPES.get(optional.get(template, ""))
+            if kv is not None and expected is not None and kv.type is not expected:
                 return False
         return True
 
@@ -218,6 +249,8 @@ def _arch_stop(f: HeaderFacts) -> ArchStop | None:
 
 
 def _check_arch_stop(f: HeaderFacts) -> Iterator[Finding]:
+    if _reached(f, *_READS_BEFORE):
+        yield from _optional_wrong_types(f)
     stop = _arch_stop(f)
     if stop is None:
         return

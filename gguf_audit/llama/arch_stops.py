@@ -79,10 +79,13 @@ class _TypedEnv:
         return kv.value
 
 
-def first_arch_stop(header: Header, arch: str, reached: Callable[[Sequence[str]], bool]) -> ArchStop | None:
+def first_arch_stop(
+    header: Header, arch: str, reached: Callable[[Sequence[str], Sequence[str]], bool]
+) -> ArchStop | None:
     """The first stop of ``arch``'s ``load_arch_hparams`` that ``header``'s keys reach; None when none is,
-    or the answer is not known. ``reached(after)`` says whether the loader reads the keys ``after``
-    (templates) without throwing: a stop after one it cannot read is never reached."""
+    or the answer is not known. ``reached(after, optional)`` says whether the loader reads the keys
+    ``after`` (templates, required) and ``optional`` (not required) without throwing: a stop after one it
+    cannot read is never reached."""
     spec = tensor_programs().hparams_stops.get(arch)
     if spec is None:
         return None
@@ -92,7 +95,7 @@ def first_arch_stop(header: Header, arch: str, reached: Callable[[Sequence[str]]
         if "program" not in stop:
             return None
         after = tuple(stop["after"])
-        if not reached(after):
+        if not reached(after, tuple(stop.get("after_optional", ()))):
             return None  # llama.cpp throws on that key first
         try:
             said = simulate(stop["program"], {}, env, {}).stopped

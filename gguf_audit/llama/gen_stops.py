@@ -139,11 +139,13 @@ def hparams_stops(
     fields: dict[str, str],
     computed: list[str],
     required_before: Callable[[str], Iterable[str]],
+    optional_before: Callable[[str], Iterable[str]],
     presence: Callable[[str, str], str | None],
 ) -> tuple[list[dict[str, Any]], set[str]]:
     """The stops of the ``load_arch_hparams`` ``body`` (from its opening brace), in order, and the
     hparams fields they read. ``fields``/``computed`` are the function's (:func:`gen_tensors._fields`);
-    ``required_before(prefix)`` gives the keys a body prefix always requires; ``presence`` names an
+    ``required_before(prefix)`` gives the keys a body prefix always requires, ``optional_before(prefix)``
+    those it always reads without requiring them; ``presence`` names an
     optional read's key and type (see :func:`_translated`)."""
     text = strip_comments(body)
     known = KNOWN_NAMES | {f"hparams.{f}" for f in fields}
@@ -167,7 +169,12 @@ def hparams_stops(
             own |= _read_names(let[2], set())
         names = {n for n in own if not n.startswith((FLOAT, PRESENT))} - {s[1] for s in lets} - known
         names |= {n for n in own if n.removeprefix("hparams.") in computed}
-        entry: dict[str, Any] = {"said": _said(statement), "after": sorted(required_before(text[:start] + "}"))}
+        prefix = text[:start] + "}"
+        entry: dict[str, Any] = {
+            "said": _said(statement),
+            "after": sorted(required_before(prefix)),
+            "after_optional": sorted(optional_before(prefix)),
+        }
         if names:
             entry["why"] = f"needs {', '.join(sorted(names)[:4])}"
         else:

@@ -287,6 +287,7 @@ def generate_tensors(src: Path, *, build: str) -> dict[str, Any]:
             fields,
             computed,
             lambda prefix: _required_reads(prefix, field_types, kv),
+            lambda prefix: _required_reads(prefix, field_types, kv, optional=True),
             lambda key, field: _presence(key, field, kv, typed),
         )
         if found:

@@ -46,6 +46,9 @@ _CPP_TO_GGUF: Final = {
 }
 
 
+_SCALAR_GGUF: Final = frozenset({"uint32", "int32", "float32", "bool", "string"})
+
+
 class GenerateError(Exception):
     """The source did not have the shape the generator reads."""
 
@@ -207,9 +210,10 @@ def _statement_calls(flat: str) -> list[tuple[str, str]]:
     return calls
 
 
-def _required_reads(body: str, fields: dict[str, str], kv: dict[str, str]) -> dict[str, str]:
+def _required_reads(body: str, fields: dict[str, str], kv: dict[str, str], *, optional: bool = False) -> dict[str, str]:
     """The keys a function body always reads with ``required`` (the default), each with its GGUF type
-    (``uint32``; ``uint32|array`` for ``get_key_or_arr``; ``array`` for ``get_arr``; ``?`` unknown)."""
+    (``uint32``; ``uint32|array`` for ``get_key_or_arr``; ``array`` for ``get_arr``; ``?`` unknown);
+    with ``optional``, the reads it always makes with ``required = false`` instead."""
     # Comments out first: `/*required=*/false` is an optional read, and a brace in a comment is no block.
     flat = _depth_one(re.sub(r"/\*.*?\*/|//[^\n]*", "", body, flags=re.S))
     locals_ = {n: t for t, n in re.findall(r"\b(uint32_t|int32_t|float|bool|std::string)\s+(\w+)", flat)}
@@ -217,7 +221,8 @@ def _required_reads(body: str, fields: dict[str, str], kv: dict[str, str]) -> di
     for fn, args in _statement_calls(flat):
         parts = _split_args(args)
         n_required_at = {"get_key": 2, "get_arr": 2, "get_key_or_arr": 3}[fn]
-        if not parts or parts[0] not in kv or (len(parts) > n_required_at and parts[n_required_at] == "false"):
+        is_optional = len(parts) > n_required_at and parts[n_required_at] == "false"
+        if not parts or parts[0] not in kv or is_optional is not optional:
             continue
         target = parts[1] if len(parts) > 1 else ""
         ctype = fields.get(target.removeprefix("hparams.")) if target.startswith("hparams.") else locals_.get(target)
@@ -227,7 +232,8 @@ def _required_reads(body: str, fields: dict[str, str], kv: dict[str, str]) -> di
         elif fn == "get_key_or_arr" and gtype != "?":
             gtype += "|array"
         out[kv[parts[0]].replace("%s", "{arch}")] = gtype
-    out.update(_throwing_reads(body, kv))
+    if not optional:
+        out.update(_throwing_reads(body, kv))
     return out
 
 
@@ -260,8 +266,11 @@ def _block_end(text: str) -> int:
     return len(text)
 
 
-def _arch_required_keys(src: Path, hparams_h: str, kv: dict[str, str]) -> dict[str, dict[str, str]]:
-    """Each llama_model_* class to the keys its ``load_arch_hparams`` (or its base's) always requires."""
+def _arch_required_keys(
+    src: Path, hparams_h: str, kv: dict[str, str], *, optional: bool = False
+) -> dict[str, dict[str, str]]:
+    """Each llama_model_* class to the keys its ``load_arch_hparams`` (or its base's) always requires (with
+    ``optional``: always reads, not requiring them)."""
     fields = _hparams_field_types(hparams_h)
     headers = (src / "src" / "models" / "models.h").read_text()
     bases = dict(re.findall(r"struct\s+(llama_model_\w+)\s*:\s*public\s+(llama_model_\w+)", headers))
@@ -269,7 +278,7 @@ def _arch_required_keys(src: Path, hparams_h: str, kv: dict[str, str]) -> dict[s
     for cpp in sorted((src / "src" / "models").glob("*.cpp")):
         text = cpp.read_text()
         for m in re.finditer(r"void\s+(llama_model_\w+)::load_arch_hparams\([^)]*\)\s*\{", text):
-            own[m.group(1)] = _required_reads(text[m.end() - 1 :], fields, kv)
+            own[m.group(1)] = _required_reads(text[m.end() - 1 :], fields, kv, optional=optional)
     out: dict[str, dict[str, str]] = {}
     for cls in set(own) | set(bases):
         seen = cls
@@ -328,7 +337,9 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
     classes = _model_classes(model_cpp)
     class_tensors = _class_tensors(src)
     class_keys = _arch_required_keys(src, hparams_h, kv)
+    class_optional = _arch_required_keys(src, hparams_h, kv, optional=True)
     arch_keys: dict[str, dict[str, str]] = {}
+    arch_optional: dict[str, dict[str, str]] = {}
     common = set(re.findall(r"\bLLM_TENSOR_\w+", model_cpp))
     arch_tensors: dict[str, list[str]] = {}
     mtp: list[str] = []
@@ -337,6 +348,9 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
         if cls is None:
             continue
         arch_keys[name] = class_keys.get(cls, {})
+        scalar = {k: t for k, t in class_optional.get(cls, {}).items() if t in _SCALAR_GGUF}
+        if scalar:
+            arch_optional[name] = scalar
         if _NEXTN in class_tensors.get(cls, set()):
             mtp.append(name)
         ids = (class_tensors.get(cls, set()) | common) & tensor_ids.keys()
@@ -371,6 +385,7 @@ def generate(src: Path, *, build: str, commit: str) -> dict[str, Any]:
         "arch_tensors": arch_tensors,
         "mtp_architectures": sorted(mtp),
         "arch_required_keys": arch_keys,
+        "arch_optional_key_types": arch_optional,
         "rope_scaling_types": sorted(rope.values()),
         "tensor_suffixes": suffixes,
         "bare_tensor_names": bare,

@@ -45,6 +45,9 @@ class LlamaTables:
     """Per architecture, the keys its ``load_arch_hparams`` always requires, each with its GGUF type
     (``uint32``, ``float32``, ``bool``; ``uint32|array`` a value or per-layer array; ``array`` or ``?``
     when the generator could not tell)."""
+    arch_optional_key_types: Mapping[str, Mapping[str, str]]
+    """Per architecture, the scalar keys its ``load_arch_hparams`` always reads but does not require, each
+    with the one GGUF type it reads (another type throws 'wrong type' all the same)."""
     keys: frozenset[str]
     """``LLM_KV_NAMES``, ``{arch}`` where the architecture goes."""
     hparams_key_types: Mapping[str, str]
@@ -83,6 +86,9 @@ class LlamaTables:
             mtp_architectures=frozenset(doc["mtp_architectures"]),
             arch_required_keys=MappingProxyType(
                 {str(a): MappingProxyType(dict(keys)) for a, keys in doc["arch_required_keys"].items()}
+            ),
+            arch_optional_key_types=MappingProxyType(
+                {str(a): MappingProxyType(dict(keys)) for a, keys in doc.get("arch_optional_key_types", {}).items()}
             ),
             keys=frozenset(doc["keys"]),
             hparams_key_types=MappingProxyType(dict(doc["hparams_key_types"])),

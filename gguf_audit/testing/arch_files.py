@@ -32,6 +32,7 @@ __all__ = [
     "complete_model",
     "env_of",
     "model_kvs",
+    "optional_key_cases",
     "retag_cases",
     "semantic_cases",
     "variant_cases",
@@ -334,7 +335,7 @@ def _embedding_only(arch: str) -> list[Tensor]:
 def _first_stop(arch: str, kvs: list[KV]) -> str | None:
     header = parse_header(build_gguf(kvs, []), file_size=None)
     assert isinstance(header, Header)
-    got = first_arch_stop(header, arch, lambda after: True)
+    got = first_arch_stop(header, arch, lambda after, optional: True)
     return None if got is None else ("throw: " if got.throws else "") + got.said
 
 
@@ -403,3 +404,21 @@ def _program_said(node: Any) -> str:
             if said:
                 return said
     return ""
+
+
+def optional_key_cases() -> list[Case]:
+    """Each key an architecture's ``load_arch_hparams`` always reads without requiring it
+    (``arch_optional_key_types``), stored as another type in its small model (a string; a number for a
+    string key): ``get_key`` throws 'wrong type' for it all the same, so llama.cpp refuses the file
+    (or stops earlier, on an assert before the read: the oracle says which)."""
+    cases: list[Case] = []
+    for arch, keys in sorted(llama_tables().arch_optional_key_types.items()):
+        made = complete_model(arch) or complete_model(arch, moe=True)
+        kvs, tensors = made if made is not None else (model_kvs(arch), _embedding_only(arch))
+        for template, type_name in sorted(keys.items()):
+            key = template.format(arch=arch)
+            wrong = kv_u32(key, 1) if type_name == "string" else kv_str(key, "x")
+            edited = [kv for kv in kvs if kv.key != key] + [wrong]
+            shown = "uint32" if type_name == "string" else "string"
+            cases.append(Case(f"{arch} {key} ({type_name}) as {shown}", edited, tensors, "refused"))
+    return cases
