@@ -249,7 +249,7 @@ def _arch_stop(f: HeaderFacts) -> ArchStop | None:
 
 
 def _check_arch_stop(f: HeaderFacts) -> Iterator[Finding]:
-    if _reached(f, *_READS_BEFORE):
+    if f.arch in llama_tables().arch_optional_key_types and _reached(f, *_READS_BEFORE):
         yield from _optional_wrong_types(f)
     stop = _arch_stop(f)
     if stop is None:
