@@ -131,7 +131,7 @@ class Night:
         self.plan = plan
         self.listing = listing
         self.model_ids: Mapping[str, str] = groups.model_ids
-        with driver_phase("ledger"):  # the ledger read every listed URL
+        with driver_phase("night.ledger"):  # the ledger read every listed URL
             self.collector = Collector(listing.files.urls())
         self.parts = RunParts(
             out.url,

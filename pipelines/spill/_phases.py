@@ -9,7 +9,8 @@ and at the end of each the mapped pages, Arrow's free pages and the C heap's
 go back to the system. This is the one place that does it.
 
 A benchmark (``benchmarks/bench_driver.py --phases``) subscribes with
-:func:`watch_phases` and measures what it likes at each phase's end.
+:func:`watch_phases` and measures what it likes at each phase's end. A name
+with a dot (``audit.batch``, ``parts.layout``) is a step within a phase.
 """
 
 from __future__ import annotations

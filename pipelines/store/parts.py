@@ -172,7 +172,7 @@ class PartWriter:
         layout = self._layout
         if layout is None:
             # the trial writes' freed buffers (the driver's files) are not held to the night's end
-            with driver_phase("layout") if self.measure else contextlib.nullcontext():
+            with driver_phase("parts.layout") if self.measure else contextlib.nullcontext():
                 layout = self._layout = choose_layout(self.schema, rows, complete=last, measure=self.measure)
         writer = self._writer
         if writer is None:
