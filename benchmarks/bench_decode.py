@@ -9,11 +9,13 @@ ggml's decoder is timed the same way, alternating with ours, and the table adds
 its MB/s and our speed as a fraction of it (``ratio``); it also checks the two
 agree bit for bit on those blocks. Times are this process's CPU time (both
 decoders run on one thread), so other processes on the machine skew them less
-than wall time would. It writes nothing but that table to stdout.
+than wall time would. It writes nothing but that table to stdout;
+``--types Q4_K Q5_K`` limits it to those types.
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 from functools import partial
@@ -116,12 +118,18 @@ def _best(runs: list[Callable[[], object]]) -> list[float]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description="Decode throughput per ggml type, beside ggml's to_float.")
+    parser.add_argument("--types", nargs="+", metavar="NAME", help="only these types (e.g. Q4_K Q5_K)")
+    args = parser.parse_args()
+    wanted = {name.upper() for name in args.types} if args.types else None
     rng = np.random.default_rng(0)
     print(f"{'type':<8} {'id':>3} {'block':>6} {'MiB':>6} {'MB/s':>9} {'Melem/s':>9} {'ggml MB/s':>10} {'ratio':>6}")
     for type_id in range(GGML_TYPE_COUNT):
         if not has_decoder(type_id):
             continue
         info = ggml_type_info(type_id)
+        if wanted is not None and info.name not in wanted:
+            continue
         n_blocks = max(1, TARGET_BYTES // info.block_bytes)
         raw = valid_blocks(info.name, info.block_bytes, n_blocks, rng)
         n_elems = len(raw) // info.block_bytes * info.block_elems

@@ -47,7 +47,7 @@ _LOW_NIBBLES: Final = np.uint64(0x0F0F0F0F0F0F0F0F)
 _LOW_CRUMBS: Final = np.uint64(0x0303030303030303)
 _LOW_BITS: Final = np.uint64(0x0101010101010101)
 _WORD_CRUMB_SHIFTS: Final = np.array([0, 2, 4, 6], dtype=np.uint64).reshape(1, 1, 4, 1)
-_WORD_BIT_SHIFTS: Final = np.arange(8, dtype=np.uint64).reshape(1, 8, 1)
+_PLANE_SHIFTS: Final = np.arange(8, dtype=np.uint64).reshape(8, 1)
 
 
 def _fp16(blocks: U8Array, offset: int) -> F32Array:
@@ -73,15 +73,19 @@ def _fp16(blocks: U8Array, offset: int) -> F32Array:
 def _nibbles(qs: U8Array, groups: int) -> U8Array:
     """Each of ``groups`` runs of a block's bytes split into its low nibbles then its high ones.
 
-    Worked on 64-bit words (eight nibbles of a kind at once); each run's
-    length is a multiple of 8 bytes in every layout that uses this.
+    Worked on 64-bit words (eight nibbles of a kind at once), each half
+    computed over the whole array in one flat pass; the halves are then
+    interleaved run by run as opaque items of a run's size (one long copy
+    loop, not one loop per run). Each run's length is a multiple of 8 bytes
+    in every layout that uses this.
     """
     n = qs.shape[0]
-    words = np.ascontiguousarray(qs).view(np.uint64).reshape(n * groups, -1)
+    words = np.ascontiguousarray(qs).view(np.uint64)
     low = words & _LOW_NIBBLES
     high = words >> np.uint64(4)
     high &= _LOW_NIBBLES
-    return np.hstack([low, high]).view(np.uint8).reshape(n, -1)
+    run = f"V{qs.shape[1] // groups}"
+    return np.stack((low.view(run), high.view(run)), axis=2).view(np.uint8).reshape(n, -1)
 
 
 def _words(raw: U8Array, *shape: int) -> npt.NDArray[np.uint64]:
@@ -89,11 +93,16 @@ def _words(raw: U8Array, *shape: int) -> npt.NDArray[np.uint64]:
     return np.ascontiguousarray(raw).view(np.uint64).reshape(raw.shape[0], *shape)
 
 
-def _bit_planes(qh: U8Array) -> U8Array:
-    """32 bytes per block as 8 runs of 32 bits: run ``s`` is bit ``s`` of each byte, as 0 or 1."""
-    bits = _words(qh, 1, 4) >> _WORD_BIT_SHIFTS
-    bits &= _LOW_BITS
-    return bits.view(np.uint8).reshape(qh.shape[0], -1)
+def _bit_planes(qh: U8Array, at: int) -> U8Array:
+    """32 bytes per block as 8 runs of 32: run ``s`` is bit ``s`` of each byte, moved to bit ``at``.
+
+    Each plane is taken from the whole array's 64-bit words in one flat pass,
+    then the planes are transposed into block order as opaque 32-byte items.
+    """
+    planes = np.ascontiguousarray(qh).view(np.uint64).reshape(1, -1) >> _PLANE_SHIFTS
+    planes &= _LOW_BITS
+    planes <<= np.uint64(at)
+    return np.ascontiguousarray(planes.view("V32").T).view(np.uint8).reshape(qh.shape[0], -1)
 
 
 def _scaled(q: npt.NDArray[np.generic], scale: F32Array, width: int) -> F32Array:
@@ -154,9 +163,7 @@ def decode_q4_k(blocks: U8Array) -> F32Array:
 def decode_q5_k(blocks: U8Array) -> F32Array:
     """block_q5_K: as Q4_K, with a fifth bit per quant in qh[32]: bit ``s`` of qh[l] for run ``s``."""
     q = _nibbles(blocks[:, 48:], 4)
-    high = _bit_planes(blocks[:, 16:48])
-    high <<= np.uint8(4)
-    q |= high
+    q |= _bit_planes(blocks[:, 16:48], 4)
     return _with_min(q, blocks)
 
 
@@ -279,10 +286,8 @@ def decode_q3_k(blocks: U8Array) -> F32Array:
     high = (packed[:, 8:].reshape(n, 1, 4) >> _CRUMB_SHIFTS.reshape(1, 4, 1)) & np.uint8(3)
     scale = (low.reshape(n, 16) | (high.reshape(n, 16) << np.uint8(4))).view(np.int8)
     scale -= np.int8(32)
-    hbits = _bit_planes(blocks[:, :32])
-    hbits <<= np.uint8(2)
     q = _crumbs(blocks[:, 32:96])
-    q += hbits
+    q += _bit_planes(blocks[:, :32], 2)
     qi = q.view(np.int8)
     qi -= np.int8(4)
     return _scaled(qi, _fp16(blocks, 108) * scale, 16)
