@@ -40,7 +40,7 @@ class CpuGate:
     """At most ``slots`` threads of a process doing CPU work at once; released around reads.
 
     Thread-safe; one gate is shared by every thread that audits files in a
-    process (see :class:`~gguf_audit.pipelines.scan.execute.AuditPools`).
+    process (see :class:`~gguf_audit.pipelines.work.execute.AuditPools`).
     """
 
     def __init__(self, slots: int) -> None:
