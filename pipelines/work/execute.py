@@ -20,6 +20,7 @@ cannot be built keeps a ``files`` row saying why.
 from __future__ import annotations
 
 import functools
+import gc
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -298,10 +299,13 @@ def _audit_and_write(batch: Batch, options: TaskOptions, rows: _Rows) -> None:
 
 
 @functools.cache
-def _redact_logs() -> None:
-    """Once per worker process: its log lines, ours and the libraries', show URLs without their credentials."""
+def _settle_worker() -> None:
+    """Once per worker process: its log lines, ours and the libraries', show URLs without their credentials;
+    and what the process holds by now (modules, tables, caches) leaves the cyclic collector's generations, so
+    the full collections that a file's many short-lived objects set off walk only what the audits made."""
     install_log_redaction()
     install_handler_redaction()
+    gc.freeze()
 
 
 def audit_batch(batch: Batch, options: TaskOptions) -> BatchResult:
@@ -310,7 +314,7 @@ def audit_batch(batch: Batch, options: TaskOptions) -> BatchResult:
     Never raises for a file's sake; a batch whose data files cannot be
     written at all raises (the driver reruns it, then splits it).
     """
-    _redact_logs()
+    _settle_worker()
     rows = _Rows(RunParts(options.out, options.out_storage_options, options.run_id, batch.batch_id, FILE_TABLES))
     try:
         _audit_and_write(batch, options, rows)
