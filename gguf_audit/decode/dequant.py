@@ -34,6 +34,7 @@ __all__ = [
     "decode_q5_k",
     "decode_q6_k",
     "decode_q8_0",
+    "decode_tq1_0",
     "decode_tq2_0",
 ]
 
@@ -298,6 +299,40 @@ def decode_tq2_0(blocks: U8Array) -> F32Array:
     q = _crumbs(blocks[:, :64]).view(np.int8)
     q -= np.int8(1)
     return _scaled(q, _fp16(blocks, 64), 256)
+
+
+# --- TQ1_0 -------------------------------------------------------------------------
+
+_POW3: Final = np.array([1, 3, 9, 27, 81], dtype=np.uint8).reshape(5, 1)
+
+
+def _trits(raw: U8Array, count: int) -> npt.NDArray[np.int8]:
+    """(count, raw.size) int8: digit ``k`` of each byte's base-3 fraction, less 1 (-1, 0 or 1).
+
+    ggml's ``((uint8_t)(b * 3**k) * 3) >> 8`` is 0 below 86, 2 above 170 and
+    1 between: two comparisons of the wrapped byte instead of a widening multiply.
+    """
+    q = np.ascontiguousarray(raw).reshape(1, -1) * _POW3[:count]
+    t = (q > np.uint8(170)).view(np.int8)
+    t -= (q < np.uint8(86)).view(np.int8)
+    return t
+
+
+def decode_tq1_0(blocks: U8Array) -> F32Array:
+    """block_tq1_0: qs[48] of five trits a byte, qh[4] of four, fp16 d; ``(t - 1) * d``.
+
+    Block order: trit ``k`` of qs[0:32] for k = 0..4, then of qs[32:48], then
+    trit ``k`` of qh[0:4] for k = 0..3. The trits are computed digit-major over
+    all blocks, then moved into block order as opaque 16- and 4-byte items.
+    """
+    n = blocks.shape[0]
+    out = np.empty((n, 16), dtype="V16")
+    head = _trits(blocks[:, :48], 5).view("V16").reshape(5, n, 3)
+    out[:, :10].reshape(n, 5, 2)[...] = head[:, :, :2].transpose(1, 0, 2)
+    out[:, 10:15] = head[:, :, 2].T
+    tail = _trits(blocks[:, 48:52], 4).view("V4").reshape(4, n)
+    out[:, 15] = np.ascontiguousarray(tail.T).view("V16").reshape(n)
+    return _scaled(out.view(np.int8).reshape(n, 256), _fp16(blocks, 52), 256)
 
 
 # --- MXFP4 ---------------------------------------------------------------------------

@@ -253,7 +253,7 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.IQ1_M: _via_gguf(Q.IQ1_M),
     Q.IQ4_NL: dequant.decode_iq4_nl,
     Q.IQ4_XS: dequant.decode_iq4_xs,
-    Q.TQ1_0: _via_gguf(Q.TQ1_0),
+    Q.TQ1_0: dequant.decode_tq1_0,
     Q.TQ2_0: dequant.decode_tq2_0,
     Q.MXFP4: dequant.decode_mxfp4,
     Q.NVFP4: _via_gguf(Q.NVFP4),

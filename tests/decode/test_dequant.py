@@ -36,6 +36,7 @@ FAST_TYPES = [
     Q.Q6_K,
     Q.IQ4_NL,
     Q.IQ4_XS,
+    Q.TQ1_0,
     Q.TQ2_0,
     Q.MXFP4,
 ]
@@ -54,6 +55,7 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.Q6_K: (208,),
     Q.IQ4_NL: (0,),
     Q.IQ4_XS: (0,),
+    Q.TQ1_0: (52,),
     Q.TQ2_0: (64,),
     Q.MXFP4: (),
 }
@@ -71,6 +73,7 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.Q6_K: dequant.decode_q6_k,
     Q.IQ4_NL: dequant.decode_iq4_nl,
     Q.IQ4_XS: dequant.decode_iq4_xs,
+    Q.TQ1_0: dequant.decode_tq1_0,
     Q.TQ2_0: dequant.decode_tq2_0,
     Q.MXFP4: dequant.decode_mxfp4,
 }
