@@ -22,10 +22,10 @@ import pyarrow.compute as pc
 
 from gguf_audit.checks.hub_gguf import HubGGUF
 from gguf_audit.codes import Code
-from gguf_audit.redact import redact_url
+from gguf_audit.redact import REDACTED, redact_url
 from gguf_audit.tables.take import take_rows, take_strings
 
-__all__ = ["ListedFile", "ListedFiles"]
+__all__ = ["ListedFile", "ListedFiles", "redaction_collisions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +292,26 @@ class ListedFiles(Sequence[ListedFile]):
 
     def __repr__(self) -> str:
         return f"ListedFiles({len(self)} files)"
+
+
+def redaction_collisions(parts: Sequence[ListedFiles]) -> dict[str, int]:
+    """The redacted URLs that stand for more than one listed URL (they differ only in what redaction blanks:
+    a query value that is not harmless, a token-shaped path segment), each with how many others it hides.
+
+    Only rows whose URL holds the redaction mark can collide; a listing has none or few, so this costs a
+    substring test over the URLs. :meth:`ListedFiles.first_of_each_url` keeps the first of each.
+    """
+    raws: dict[str, set[str]] = {}
+    for part in parts:
+        urls = part.url_column()
+        marked = pc.fill_null(pc.match_substring(urls, REDACTED), False)
+        if not pc.any(marked).as_py():
+            continue
+        at = np.flatnonzero(marked.to_numpy(zero_copy_only=False))
+        for position, url in zip(at.tolist(), take_strings(urls, at), strict=True):
+            rare = part._rare.get(position)
+            raws.setdefault(url, set()).add(rare.read_url if rare is not None and rare.read_url else url)
+    return {url: len(seen) - 1 for url, seen in sorted(raws.items()) if len(seen) > 1}
 
 
 def _batch_of(files: Sequence[ListedFile]) -> pa.RecordBatch:

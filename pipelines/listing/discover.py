@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import fnmatch
 import io
+import logging
 import os
 import posixpath
 import time
@@ -47,9 +48,11 @@ from gguf_audit.pipelines.listing.hub import KnownRepo, list_hub_root
 from gguf_audit.pipelines.listing.local import Skipped, unaudited_files, walk_local
 from gguf_audit.pipelines.listing.objects import KeyStream, StreamedFiles, s3_keys, streams_keys
 from gguf_audit.redact import redact_text
-from gguf_audit.tables.listed import ListedFile, ListedFiles
+from gguf_audit.tables.listed import ListedFile, ListedFiles, redaction_collisions
 
 SAFETENSORS_SUFFIX: Final = ".safetensors"
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_INCLUDE",
@@ -480,7 +483,9 @@ def discover(
         skipped = [s for s in skipped if s.code is None]
     # A root's own listing names each path once: only several roots or a manifest can name a URL twice.
     found, seen.found = seen.found, []
-    files = found[0] if len(found) == 1 and not seen.from_manifest else ListedFiles.first_of_each_url(found)
+    collided = redaction_collisions(found)
+    one_each = len(found) == 1 and not seen.from_manifest and not collided
+    files = found[0] if one_each else ListedFiles.first_of_each_url(found)
     del found
     seen.listed_dirs.update(sorted(seen.safetensors))
     named = {s.url for s in skipped}
@@ -491,7 +496,26 @@ def discover(
         frozenset(seen.safetensors),
         seen.listed_dirs.build(),
         requests.count,
-        tuple(s for s in skipped if s.url not in taken),
+        tuple(s for s in skipped if s.url not in taken) + _collisions_named(collided),
+    )
+
+
+def _collisions_named(collided: dict[str, int]) -> tuple[Skipped, ...]:
+    """The files a redacted URL hides (it is a file's identity, so only the first listed is audited)."""
+    for url, hidden in collided.items():
+        log.warning(
+            "%s stands for %d more listed URL(s) that differ only in what redaction hides: only the "
+            "first listed is audited",
+            url,
+            hidden,
+        )
+    return tuple(
+        Skipped(
+            url,
+            f"{hidden} more listed URL(s) redact to this one (they differ only in a secret-looking "
+            "part): only the first listed is audited",
+        )
+        for url, hidden in collided.items()
     )
 
 

@@ -210,3 +210,24 @@ def test_safetensors_beside_ggufs_are_noted_not_listed_for_audit(tmp_path: Path)
     assert len(listing.listed_dirs) == 2 and f"file://{tmp_path}" not in listing.listed_dirs
     # A single file given as the root does not vouch for its directory.
     assert len(discover([str(tmp_path / "b" / "m-Q8_0.gguf")]).listed_dirs) == 0
+
+
+def test_urls_that_redact_alike_are_named_not_dropped_silently(tmp_path: Path) -> None:
+    (tmp_path / "m.txt").write_text(
+        "http://h/a.gguf?sig=s3cr3tA\nhttp://h/a.gguf?sig=s3cr3tB\nhttp://h/a.gguf?sig=s3cr3tA\nhttp://h/b.gguf?sig=x\n"
+    )
+    listing = discover([], manifests=[str(tmp_path / "m.txt")])
+    assert [f.url for f in listing.files] == ["http://h/a.gguf?sig=***", "http://h/b.gguf?sig=***"]
+    assert listing.files[0].source_url == "http://h/a.gguf?sig=s3cr3tA"  # the first listed is the one audited
+    named = [s for s in listing.skipped if s.url == "http://h/a.gguf?sig=***"]
+    assert len(named) == 1 and named[0].reason.startswith("1 more listed URL(s) redact to this one")
+    assert "s3cr3t" not in str(named[0])
+
+
+def test_token_shaped_paths_that_redact_alike_are_one_file_named(tmp_path: Path) -> None:
+    a, b = "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "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"
+    (tmp_path / "m.txt").write_text(f"http://h/{a}.gguf\nhttp://h/{b}.gguf\n")
+    listing = discover([], manifests=[str(tmp_path / "m.txt")])
+    assert [f.url for f in listing.files] == ["http://h/***.gguf"]  # a URL is a file's identity: one row
+    assert [s.url for s in listing.skipped] == ["http://h/***.gguf"]
+    assert a not in str(listing.skipped) and b not in str(listing.skipped)
