@@ -24,6 +24,7 @@ __all__ = [
     "decode_iq4_nl",
     "decode_iq4_xs",
     "decode_mxfp4",
+    "decode_nvfp4",
     "decode_q2_k",
     "decode_q3_k",
     "decode_q4_0",
@@ -352,3 +353,31 @@ def decode_mxfp4(blocks: U8Array) -> F32Array:
     values = _FP4_VALUES[_nibbles(blocks[:, 1:], 1)]
     values *= bits.astype(np.uint32).view(np.float32).reshape(-1, 1)
     return values
+
+
+def _ue4m3_halves() -> F32Array:
+    """ggml's ``ggml_ue4m3_to_fp32`` of every byte: half the UE4M3 value (bias 7), bit 7 ignored.
+
+    0x00 and 0x7F give 0; exponent field 0 is subnormal, ``m * 2**-9``. All
+    256 values are exact in float32.
+    """
+    x = np.arange(256)
+    e = (x >> 3) & 0xF
+    m = x & 7
+    value = np.where(e == 0, m * 2.0**-9, (1 + m / 8) * 2.0 ** (e - 7)) * 0.5
+    value[(x == 0) | (x == 0x7F)] = 0.0
+    return value.astype(np.float32)
+
+
+_UE4M3_HALVES: Final = _ue4m3_halves()
+
+
+def decode_nvfp4(blocks: U8Array) -> F32Array:
+    """block_nvfp4: d[4] UE4M3 scales, qs[32] of E2M1 nibbles; four runs of 16, ``value * d[s]``.
+
+    Run ``s`` is the low nibbles of qs[8s:8s + 8] then their high nibbles.
+    """
+    n = blocks.shape[0]
+    values = _FP4_VALUES[_nibbles(blocks[:, 4:], 4)].reshape(n, 4, 16)
+    values *= _UE4M3_HALVES[blocks[:, :4]].reshape(n, 4, 1)
+    return values.reshape(n, 64)

@@ -256,7 +256,7 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.TQ1_0: dequant.decode_tq1_0,
     Q.TQ2_0: dequant.decode_tq2_0,
     Q.MXFP4: dequant.decode_mxfp4,
-    Q.NVFP4: _via_gguf(Q.NVFP4),
+    Q.NVFP4: dequant.decode_nvfp4,
 }
 
 # (offset, width) of each multi-byte field gguf_convert_endian.py swaps, per

@@ -39,6 +39,7 @@ FAST_TYPES = [
     Q.TQ1_0,
     Q.TQ2_0,
     Q.MXFP4,
+    Q.NVFP4,
 ]
 
 # Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
@@ -58,6 +59,7 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.TQ1_0: (52,),
     Q.TQ2_0: (64,),
     Q.MXFP4: (),
+    Q.NVFP4: (),
 }
 
 DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] = {
@@ -76,6 +78,7 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.TQ1_0: dequant.decode_tq1_0,
     Q.TQ2_0: dequant.decode_tq2_0,
     Q.MXFP4: dequant.decode_mxfp4,
+    Q.NVFP4: dequant.decode_nvfp4,
 }
 
 
