@@ -19,8 +19,10 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from gguf.quants import IQ1_S
 
 __all__ = [
+    "decode_iq1_s",
     "decode_iq4_nl",
     "decode_iq4_xs",
     "decode_mxfp4",
@@ -381,3 +383,40 @@ def decode_nvfp4(blocks: U8Array) -> F32Array:
     values = _FP4_VALUES[_nibbles(blocks[:, 4:], 4)].reshape(n, 4, 16)
     values *= _UE4M3_HALVES[blocks[:, :4]].reshape(n, 4, 1)
     return values.reshape(n, 64)
+
+
+# --- IQ1_S ------------------------------------------------------------------------------
+
+
+def _iq1s_values() -> F32Array:
+    """(4096, 8) float32: ggml's iq1s_grid rows (from gguf-py's copy) plus IQ1S_DELTA, then minus it.
+
+    Row ``i + 2048`` is grid row ``i`` less 0.125; both sums are exact.
+    """
+    IQ1_S.init_grid()  # type: ignore[no-untyped-call]  # gguf-py leaves it unannotated
+    grid = np.asarray(IQ1_S.grid, dtype=np.float32).reshape(2048, 8)
+    delta = np.float32(0.125)
+    return np.concatenate([grid + delta, grid - delta])
+
+
+_IQ1S_VALUES: Final = _iq1s_values()
+_GRID_HIGH_SHIFTS: Final = np.array([0, 3, 6, 9], dtype=np.uint16).reshape(1, 1, 4)
+
+
+def decode_iq1_s(blocks: U8Array) -> F32Array:
+    """block_iq1_s: fp16 d, qs[32], qh[8] (uint16); eight runs of 32 as four grid rows of 8.
+
+    Run ``r``: ``dl = d * (2 * ((qh >> 12) & 7) + 1)``, delta -0.125 when
+    qh's bit 15 is set, else 0.125; row ``l``'s index is qs[4r + l] with bits
+    ``3l..3l+2`` of qh above it; ``dl * (grid + delta)``.
+    """
+    n = blocks.shape[0]
+    qh = np.ascontiguousarray(blocks[:, 34:50]).view("<u2").astype(np.uint16)
+    dl = _fp16(blocks, 0) * (2 * ((qh >> np.uint16(12)) & np.uint16(7)) + np.uint16(1))
+    index = (qh.reshape(n, 8, 1) >> _GRID_HIGH_SHIFTS) & np.uint16(7)
+    index <<= np.uint16(8)
+    index |= (qh.reshape(n, 8, 1) >> np.uint16(4)) & np.uint16(0x0800)  # the delta's sign picks the table half
+    index |= blocks[:, 2:34].reshape(n, 8, 4)
+    values: F32Array = _IQ1S_VALUES[index].reshape(n, 8, 32)
+    values *= dl.reshape(n, 8, 1)
+    return values.reshape(n, 256)

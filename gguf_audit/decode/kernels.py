@@ -249,7 +249,7 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.IQ2_S: _via_gguf_signed_grid(Q.IQ2_S),
     Q.IQ3_XXS: _via_gguf_signed_grid(Q.IQ3_XXS),
     Q.IQ3_S: _via_gguf_signed_grid(Q.IQ3_S),
-    Q.IQ1_S: _via_gguf(Q.IQ1_S),
+    Q.IQ1_S: dequant.decode_iq1_s,
     Q.IQ1_M: _via_gguf(Q.IQ1_M),
     Q.IQ4_NL: dequant.decode_iq4_nl,
     Q.IQ4_XS: dequant.decode_iq4_xs,

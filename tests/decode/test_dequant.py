@@ -40,6 +40,7 @@ FAST_TYPES = [
     Q.TQ2_0,
     Q.MXFP4,
     Q.NVFP4,
+    Q.IQ1_S,
 ]
 
 # Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
@@ -60,6 +61,7 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.TQ2_0: (64,),
     Q.MXFP4: (),
     Q.NVFP4: (),
+    Q.IQ1_S: (0,),
 }
 
 DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] = {
@@ -79,6 +81,7 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.TQ2_0: dequant.decode_tq2_0,
     Q.MXFP4: dequant.decode_mxfp4,
     Q.NVFP4: dequant.decode_nvfp4,
+    Q.IQ1_S: dequant.decode_iq1_s,
 }
 
 
