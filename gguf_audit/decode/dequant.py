@@ -22,6 +22,7 @@ import numpy.typing as npt
 from gguf.quants import IQ1_S
 
 __all__ = [
+    "decode_iq1_m",
     "decode_iq1_s",
     "decode_iq4_nl",
     "decode_iq4_xs",
@@ -55,16 +56,21 @@ _PLANE_SHIFTS: Final = np.arange(8, dtype=np.uint64).reshape(8, 1)
 
 
 def _fp16(blocks: U8Array, offset: int) -> F32Array:
-    """The fp16 field at ``offset`` of every block, as float32, shape (n, 1).
-
-    A NaN comes out quiet with its sign and payload, as ggml's conversion
-    gives it (see :func:`gguf_audit.decode.kernels._fp16_to_f32`).
-    """
+    """The fp16 field at ``offset`` of every block, as float32, shape (n, 1) (see :func:`_half`)."""
     if blocks.flags.c_contiguous and blocks.shape[1] % 2 == 0 and offset % 2 == 0:
         # Read in place as a strided column of uint16: no copy of each 2-byte field first.
         h = blocks.view("<u2")[:, offset // 2].astype(np.uint16)
     else:
         h = np.ascontiguousarray(blocks[:, offset : offset + 2]).view("<u2").reshape(-1).astype(np.uint16)
+    return _half(h)
+
+
+def _half(h: npt.NDArray[np.uint16]) -> F32Array:
+    """fp16 bit patterns ``h`` (n,) as float32, shape (n, 1).
+
+    A NaN comes out quiet with its sign and payload, as ggml's conversion
+    gives it (see :func:`gguf_audit.decode.kernels._fp16_to_f32`).
+    """
     bits = h.view(np.float16).astype(np.float32).view(np.uint32)
     special = (h & np.uint16(0x7C00)) == np.uint16(0x7C00)
     if special.any():
@@ -419,4 +425,27 @@ def decode_iq1_s(blocks: U8Array) -> F32Array:
     index |= blocks[:, 2:34].reshape(n, 8, 4)
     values: F32Array = _IQ1S_VALUES[index].reshape(n, 8, 32)
     values *= dl.reshape(n, 8, 1)
+    return values.reshape(n, 256)
+
+
+def decode_iq1_m(blocks: U8Array) -> F32Array:
+    """block_iq1_m: qs[32], qh[16], scales[8] (four uint16); sixteen runs of 16 as two grid rows of 8.
+
+    d is the fp16 made of the top nibbles of the four scale words (word 0's
+    lowest). Run ``k``'s 3-bit scale sits at bit ``3 * (k % 4)`` of word
+    ``k / 4``: ``dl = d * (2 * s + 1)``. Grid row ``g``'s index is qs[g] with
+    nibble ``g % 2`` of qh[g / 2] above it, whose bit 3 is the delta's sign.
+    """
+    n = blocks.shape[0]
+    words = np.ascontiguousarray(blocks[:, 48:56]).view("<u2").astype(np.uint16)
+    top = words >> np.uint16(12)
+    d = _half(top[:, 0] | (top[:, 1] << np.uint16(4)) | (top[:, 2] << np.uint16(8)) | (top[:, 3] << np.uint16(12)))
+    scale = (words.reshape(n, 4, 1) >> _GRID_HIGH_SHIFTS) & np.uint16(7)
+    dl = d * (2 * scale.reshape(n, 16) + np.uint16(1))
+    qh = blocks[:, 32:48]
+    index = np.stack((qh & np.uint8(0x0F), qh >> np.uint8(4)), axis=2).reshape(n, 32).astype(np.uint16)
+    index <<= np.uint16(8)
+    index |= blocks[:, :32]
+    values: F32Array = _IQ1S_VALUES[index].reshape(n, 16, 16)
+    values *= dl.reshape(n, 16, 1)
     return values.reshape(n, 256)

@@ -250,7 +250,7 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.IQ3_XXS: _via_gguf_signed_grid(Q.IQ3_XXS),
     Q.IQ3_S: _via_gguf_signed_grid(Q.IQ3_S),
     Q.IQ1_S: dequant.decode_iq1_s,
-    Q.IQ1_M: _via_gguf(Q.IQ1_M),
+    Q.IQ1_M: dequant.decode_iq1_m,
     Q.IQ4_NL: dequant.decode_iq4_nl,
     Q.IQ4_XS: dequant.decode_iq4_xs,
     Q.TQ1_0: dequant.decode_tq1_0,

@@ -41,6 +41,7 @@ FAST_TYPES = [
     Q.MXFP4,
     Q.NVFP4,
     Q.IQ1_S,
+    Q.IQ1_M,
 ]
 
 # Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
@@ -62,6 +63,7 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.MXFP4: (),
     Q.NVFP4: (),
     Q.IQ1_S: (0,),
+    Q.IQ1_M: (),
 }
 
 DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] = {
@@ -82,6 +84,7 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.MXFP4: dequant.decode_mxfp4,
     Q.NVFP4: dequant.decode_nvfp4,
     Q.IQ1_S: dequant.decode_iq1_s,
+    Q.IQ1_M: dequant.decode_iq1_m,
 }
 
 
