@@ -3,8 +3,8 @@
 Pure: bytes in, numpy arrays out, no I/O. :mod:`gguf_audit.decode.scales`
 checks the same blocks' scale fields the way ggml's validator does.
 
-The legacy types (Q4_0 to Q8_0), the K-quants Q2_K to Q6_K, IQ4_NL, IQ4_XS,
-TQ2_0 and MXFP4 are decoded by :mod:`gguf_audit.decode.dequant`, several times
+The legacy types (Q4_0 to Q8_0), the K-quants Q2_K to Q6_K, IQ1_S, IQ1_M,
+IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4 and NVFP4 are decoded by :mod:`gguf_audit.decode.dequant`, several times
 faster than gguf-py. For the others, where gguf-py has a dequantizer that
 matches ggml bit for bit (checked against ggml's ``to_float`` on random
 blocks, NaN and Inf scales included), it is used. The rest are written here from the block layouts in
