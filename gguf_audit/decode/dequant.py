@@ -19,11 +19,12 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.quants import IQ1_S
+from gguf.quants import IQ1_S, IQ2_XXS
 
 __all__ = [
     "decode_iq1_m",
     "decode_iq1_s",
+    "decode_iq2_xxs",
     "decode_iq4_nl",
     "decode_iq4_xs",
     "decode_mxfp4",
@@ -448,4 +449,49 @@ def decode_iq1_m(blocks: U8Array) -> F32Array:
     index |= blocks[:, :32]
     values: F32Array = _IQ1S_VALUES[index].reshape(n, 16, 16)
     values *= dl.reshape(n, 16, 1)
+    return values.reshape(n, 256)
+
+
+# --- IQ2_XXS ----------------------------------------------------------------------------
+
+
+def _iq2xxs_values() -> F32Array:
+    """(256, 8) float32: ggml's iq2xxs_grid rows, from gguf-py's copy."""
+    IQ2_XXS.init_grid()  # type: ignore[no-untyped-call]  # gguf-py leaves it unannotated
+    return np.asarray(IQ2_XXS.grid, dtype=np.float32).reshape(256, 8)
+
+
+def _sign_rows() -> npt.NDArray[np.uint32]:
+    """(128, 8) uint32: ggml's ksigns_iq2xs[i] (i with an even-parity bit 7) as float sign bits.
+
+    ggml writes ``* (sign ? -1.f : 1.f)``, which its Release build compiles to
+    a flip of the sign bit: XORed in, a NaN's sign flips too, as in ggml.
+    """
+    i = np.arange(128)
+    parity = np.bitwise_xor.reduce((i.reshape(-1, 1) >> np.arange(7)) & 1, axis=1)
+    bits = ((i | (parity << 7)).reshape(-1, 1) >> np.arange(8)) & 1
+    rows: npt.NDArray[np.uint32] = bits.astype(np.uint32) << np.uint32(31)
+    return rows
+
+
+_IQ2XXS_VALUES: Final = _iq2xxs_values()
+_SIGN_ROWS: Final = _sign_rows()
+_SIGN_SHIFTS: Final = np.array([0, 7, 14, 21], dtype=np.uint32).reshape(1, 1, 4)
+
+
+def decode_iq2_xxs(blocks: U8Array) -> F32Array:
+    """block_iq2_xxs: fp16 d, then eight runs of 32 as two little-endian uint32 each.
+
+    The first word's bytes index iq2xxs_grid (four rows of 8); the second's
+    7-bit fields at 0, 7, 14, 21 pick each row's signs, its top 4 bits ``s``
+    the scale ``db = d * (0.5 + s) * 0.25``; a value is ``db * grid`` with the sign bit flipped.
+    """
+    n = blocks.shape[0]
+    qs = np.ascontiguousarray(blocks[:, 2:66])
+    high = qs.view("<u4").reshape(n, 8, 2)[:, :, 1]
+    db = _fp16(blocks, 0) * (np.float32(0.5) + (high >> np.uint32(28)).astype(np.float32))
+    db *= np.float32(0.25)
+    values: F32Array = _IQ2XXS_VALUES[qs.reshape(n, 8, 8)[:, :, :4]]
+    values *= db.reshape(n, 8, 1, 1)
+    values.view(np.uint32)[...] ^= _SIGN_ROWS[(high.reshape(n, 8, 1) >> _SIGN_SHIFTS) & np.uint32(127)]
     return values.reshape(n, 256)
