@@ -19,11 +19,12 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.quants import IQ1_S, IQ2_XXS
+from gguf.quants import IQ1_S, IQ2_XS, IQ2_XXS
 
 __all__ = [
     "decode_iq1_m",
     "decode_iq1_s",
+    "decode_iq2_xs",
     "decode_iq2_xxs",
     "decode_iq4_nl",
     "decode_iq4_xs",
@@ -461,6 +462,12 @@ def _iq2xxs_values() -> F32Array:
     return np.asarray(IQ2_XXS.grid, dtype=np.float32).reshape(256, 8)
 
 
+def _iq2xs_values() -> F32Array:
+    """(512, 8) float32: ggml's iq2xs_grid rows, from gguf-py's copy."""
+    IQ2_XS.init_grid()  # type: ignore[no-untyped-call]  # gguf-py leaves it unannotated
+    return np.asarray(IQ2_XS.grid, dtype=np.float32).reshape(512, 8)
+
+
 def _sign_rows() -> npt.NDArray[np.uint32]:
     """(128, 8) uint32: ggml's ksigns_iq2xs[i] (i with an even-parity bit 7) as float sign bits.
 
@@ -475,6 +482,7 @@ def _sign_rows() -> npt.NDArray[np.uint32]:
 
 
 _IQ2XXS_VALUES: Final = _iq2xxs_values()
+_IQ2XS_VALUES: Final = _iq2xs_values()
 _SIGN_ROWS: Final = _sign_rows()
 _SIGN_SHIFTS: Final = np.array([0, 7, 14, 21], dtype=np.uint32).reshape(1, 1, 4)
 
@@ -494,4 +502,23 @@ def decode_iq2_xxs(blocks: U8Array) -> F32Array:
     values: F32Array = _IQ2XXS_VALUES[qs.reshape(n, 8, 8)[:, :, :4]]
     values *= db.reshape(n, 8, 1, 1)
     values.view(np.uint32)[...] ^= _SIGN_ROWS[(high.reshape(n, 8, 1) >> _SIGN_SHIFTS) & np.uint32(127)]
+    return values.reshape(n, 256)
+
+
+def decode_iq2_xs(blocks: U8Array) -> F32Array:
+    """block_iq2_xs: fp16 d, qs[32] (uint16), scales[8]; sixteen runs of 16 as two grid rows of 8.
+
+    A qs word's low 9 bits index iq2xs_grid, its top 7 pick the row's signs
+    (ksigns_iq2xs); run ``k``'s scale is nibble ``k % 2`` of scales[k / 2],
+    ``db = d * (0.5 + s) * 0.25``; a value is ``db * grid`` with the sign bit flipped.
+    """
+    n = blocks.shape[0]
+    q = np.ascontiguousarray(blocks[:, 2:66]).view("<u2").astype(np.uint16)
+    scales = blocks[:, 66:74]
+    nibble = np.stack((scales & np.uint8(0x0F), scales >> np.uint8(4)), axis=2).reshape(n, 16)
+    db = _fp16(blocks, 0) * (np.float32(0.5) + nibble.astype(np.float32))
+    db *= np.float32(0.25)
+    values: F32Array = _IQ2XS_VALUES[q & np.uint16(511)]
+    values.reshape(n, 16, 16)[...] *= db.reshape(n, 16, 1)
+    values.view(np.uint32)[...] ^= _SIGN_ROWS[q >> np.uint16(9)]
     return values.reshape(n, 256)

@@ -43,6 +43,7 @@ FAST_TYPES = [
     Q.IQ1_S,
     Q.IQ1_M,
     Q.IQ2_XXS,
+    Q.IQ2_XS,
 ]
 
 # Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
@@ -66,6 +67,7 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.IQ1_S: (0,),
     Q.IQ1_M: (),
     Q.IQ2_XXS: (0,),
+    Q.IQ2_XS: (0,),
 }
 
 DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] = {
@@ -88,6 +90,7 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.IQ1_S: dequant.decode_iq1_s,
     Q.IQ1_M: dequant.decode_iq1_m,
     Q.IQ2_XXS: dequant.decode_iq2_xxs,
+    Q.IQ2_XS: dequant.decode_iq2_xs,
 }
 
 
@@ -127,7 +130,7 @@ def test_decodes_like_ggml(type_id: int, seed: int) -> None:
 
 
 # ggml's Release build flips these types' sign bits where gguf-py multiplies by -1: the two differ on a NaN scale only.
-SIGN_FLIP_TYPES = {Q.IQ2_XXS}
+SIGN_FLIP_TYPES = {Q.IQ2_XXS, Q.IQ2_XS}
 
 
 @pytest.mark.parametrize("type_id", FAST_TYPES, ids=lambda t: t.name)
