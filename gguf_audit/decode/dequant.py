@@ -19,13 +19,14 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.quants import IQ1_S, IQ2_XS, IQ2_XXS
+from gguf.quants import IQ1_S, IQ2_XS, IQ2_XXS, IQ3_XXS
 
 __all__ = [
     "decode_iq1_m",
     "decode_iq1_s",
     "decode_iq2_xs",
     "decode_iq2_xxs",
+    "decode_iq3_xxs",
     "decode_iq4_nl",
     "decode_iq4_xs",
     "decode_mxfp4",
@@ -468,6 +469,12 @@ def _iq2xs_values() -> F32Array:
     return np.asarray(IQ2_XS.grid, dtype=np.float32).reshape(512, 8)
 
 
+def _iq3xxs_values() -> F32Array:
+    """(256, 4) float32: ggml's iq3xxs_grid rows, from gguf-py's copy."""
+    IQ3_XXS.init_grid()  # type: ignore[no-untyped-call]  # gguf-py leaves it unannotated
+    return np.asarray(IQ3_XXS.grid, dtype=np.float32).reshape(256, 4)
+
+
 def _sign_rows() -> npt.NDArray[np.uint32]:
     """(128, 8) uint32: ggml's ksigns_iq2xs[i] (i with an even-parity bit 7) as float sign bits.
 
@@ -483,6 +490,7 @@ def _sign_rows() -> npt.NDArray[np.uint32]:
 
 _IQ2XXS_VALUES: Final = _iq2xxs_values()
 _IQ2XS_VALUES: Final = _iq2xs_values()
+_IQ3XXS_VALUES: Final = _iq3xxs_values()
 _SIGN_ROWS: Final = _sign_rows()
 _SIGN_SHIFTS: Final = np.array([0, 7, 14, 21], dtype=np.uint32).reshape(1, 1, 4)
 
@@ -521,4 +529,21 @@ def decode_iq2_xs(blocks: U8Array) -> F32Array:
     values: F32Array = _IQ2XS_VALUES[q & np.uint16(511)]
     values.reshape(n, 16, 16)[...] *= db.reshape(n, 16, 1)
     values.view(np.uint32)[...] ^= _SIGN_ROWS[q >> np.uint16(9)]
+    return values.reshape(n, 256)
+
+
+def decode_iq3_xxs(blocks: U8Array) -> F32Array:
+    """block_iq3_xxs: fp16 d, qs[64] indexing iq3xxs_grid (rows of 4), then eight uint32 of scales and signs.
+
+    Run ``r`` (32 values) is grid rows qs[8r:8r + 8]; its word's 7-bit fields
+    at 0, 7, 14, 21 pick the signs of each 8, its top 4 bits ``s`` the scale
+    ``db = d * (0.5 + s) * 0.5``; a value is ``db * grid`` with the sign bit flipped.
+    """
+    n = blocks.shape[0]
+    words = np.ascontiguousarray(blocks[:, 66:98]).view("<u4").reshape(n, 8, 1)
+    db = _fp16(blocks, 0) * (np.float32(0.5) + (words.reshape(n, 8) >> np.uint32(28)).astype(np.float32))
+    db *= np.float32(0.5)
+    values: F32Array = _IQ3XXS_VALUES[blocks[:, 2:66]].reshape(n, 8, 32)
+    values *= db.reshape(n, 8, 1)
+    values.view(np.uint32).reshape(n, 8, 4, 8)[...] ^= _SIGN_ROWS[(words >> _SIGN_SHIFTS) & np.uint32(127)]
     return values.reshape(n, 256)

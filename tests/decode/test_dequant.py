@@ -44,6 +44,7 @@ FAST_TYPES = [
     Q.IQ1_M,
     Q.IQ2_XXS,
     Q.IQ2_XS,
+    Q.IQ3_XXS,
 ]
 
 # Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
@@ -68,6 +69,7 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.IQ1_M: (),
     Q.IQ2_XXS: (0,),
     Q.IQ2_XS: (0,),
+    Q.IQ3_XXS: (0,),
 }
 
 DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] = {
@@ -91,6 +93,7 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.IQ1_M: dequant.decode_iq1_m,
     Q.IQ2_XXS: dequant.decode_iq2_xxs,
     Q.IQ2_XS: dequant.decode_iq2_xs,
+    Q.IQ3_XXS: dequant.decode_iq3_xxs,
 }
 
 
@@ -130,7 +133,7 @@ def test_decodes_like_ggml(type_id: int, seed: int) -> None:
 
 
 # ggml's Release build flips these types' sign bits where gguf-py multiplies by -1: the two differ on a NaN scale only.
-SIGN_FLIP_TYPES = {Q.IQ2_XXS, Q.IQ2_XS}
+SIGN_FLIP_TYPES = {Q.IQ2_XXS, Q.IQ2_XS, Q.IQ3_XXS}
 
 
 @pytest.mark.parametrize("type_id", FAST_TYPES, ids=lambda t: t.name)
