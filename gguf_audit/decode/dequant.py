@@ -19,13 +19,14 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.quants import IQ1_S, IQ2_XS, IQ2_XXS, IQ3_XXS
+from gguf.quants import IQ1_S, IQ2_XS, IQ2_XXS, IQ3_S, IQ3_XXS
 
 __all__ = [
     "decode_iq1_m",
     "decode_iq1_s",
     "decode_iq2_xs",
     "decode_iq2_xxs",
+    "decode_iq3_s",
     "decode_iq3_xxs",
     "decode_iq4_nl",
     "decode_iq4_xs",
@@ -475,23 +476,37 @@ def _iq3xxs_values() -> F32Array:
     return np.asarray(IQ3_XXS.grid, dtype=np.float32).reshape(256, 4)
 
 
-def _sign_rows() -> npt.NDArray[np.uint32]:
-    """(128, 8) uint32: ggml's ksigns_iq2xs[i] (i with an even-parity bit 7) as float sign bits.
+def _iq3s_values() -> F32Array:
+    """(512, 4) float32: ggml's iq3s_grid rows, from gguf-py's copy."""
+    IQ3_S.init_grid()  # type: ignore[no-untyped-call]  # gguf-py leaves it unannotated
+    return np.asarray(IQ3_S.grid, dtype=np.float32).reshape(512, 4)
+
+
+def _byte_sign_rows() -> npt.NDArray[np.uint32]:
+    """(256, 8) uint32: bit ``j`` of byte ``i`` as the float sign bit of element ``j``.
 
     ggml writes ``* (sign ? -1.f : 1.f)``, which its Release build compiles to
     a flip of the sign bit: XORed in, a NaN's sign flips too, as in ggml.
     """
-    i = np.arange(128)
-    parity = np.bitwise_xor.reduce((i.reshape(-1, 1) >> np.arange(7)) & 1, axis=1)
-    bits = ((i | (parity << 7)).reshape(-1, 1) >> np.arange(8)) & 1
+    bits = (np.arange(256).reshape(-1, 1) >> np.arange(8)) & 1
     rows: npt.NDArray[np.uint32] = bits.astype(np.uint32) << np.uint32(31)
     return rows
+
+
+def _ksigns() -> npt.NDArray[np.int64]:
+    """ggml's ksigns_iq2xs: each 7-bit ``i`` with an even-parity bit 7 above it."""
+    i = np.arange(128)
+    parity: npt.NDArray[np.int64] = np.bitwise_xor.reduce((i.reshape(-1, 1) >> np.arange(7)) & 1, axis=1)
+    return i | (parity << 7)
 
 
 _IQ2XXS_VALUES: Final = _iq2xxs_values()
 _IQ2XS_VALUES: Final = _iq2xs_values()
 _IQ3XXS_VALUES: Final = _iq3xxs_values()
-_SIGN_ROWS: Final = _sign_rows()
+_IQ3S_VALUES: Final = _iq3s_values()
+_BYTE_SIGN_ROWS: Final = _byte_sign_rows()
+_SIGN_ROWS: Final = _BYTE_SIGN_ROWS[_ksigns()]
+_BYTE_BITS: Final = np.arange(8, dtype=np.uint8).reshape(1, 1, 8)
 _SIGN_SHIFTS: Final = np.array([0, 7, 14, 21], dtype=np.uint32).reshape(1, 1, 4)
 
 
@@ -546,4 +561,24 @@ def decode_iq3_xxs(blocks: U8Array) -> F32Array:
     values: F32Array = _IQ3XXS_VALUES[blocks[:, 2:66]].reshape(n, 8, 32)
     values *= db.reshape(n, 8, 1)
     values.view(np.uint32).reshape(n, 8, 4, 8)[...] ^= _SIGN_ROWS[(words >> _SIGN_SHIFTS) & np.uint32(127)]
+    return values.reshape(n, 256)
+
+
+def decode_iq3_s(blocks: U8Array) -> F32Array:
+    """block_iq3_s: fp16 d, qs[64], qh[8], signs[32], scales[4]; eight runs of 32, eight grid rows of 4 each.
+
+    Row ``m`` of run ``r`` indexes iq3s_grid with qs[8r + m] and bit ``m`` of
+    qh[r] above it; signs[k] holds the signs of values ``8k..8k + 7``; run
+    ``r``'s scale is nibble ``r % 2`` of scales[r / 2], ``db = d * (1 + 2 * s)``.
+    """
+    n = blocks.shape[0]
+    scales = blocks[:, 106:110]
+    nibble = np.stack((scales & np.uint8(0x0F), scales >> np.uint8(4)), axis=2).reshape(n, 8)
+    db = _fp16(blocks, 0) * (2 * nibble.astype(np.float32) + np.float32(1))
+    index = (blocks[:, 66:74].reshape(n, 8, 1) >> _BYTE_BITS) & np.uint8(1)
+    index = index.astype(np.uint16) << np.uint16(8)
+    index |= blocks[:, 2:66].reshape(n, 8, 8)
+    values: F32Array = _IQ3S_VALUES[index].reshape(n, 8, 32)
+    values *= db.reshape(n, 8, 1)
+    values.view(np.uint32).reshape(n, 32, 8)[...] ^= _BYTE_SIGN_ROWS[blocks[:, 74:106]]
     return values.reshape(n, 256)

@@ -4,7 +4,7 @@ Pure: bytes in, numpy arrays out, no I/O. :mod:`gguf_audit.decode.scales`
 checks the same blocks' scale fields the way ggml's validator does.
 
 The legacy types (Q4_0 to Q8_0), the K-quants Q2_K to Q6_K, IQ1_S, IQ1_M,
-IQ2_XXS, IQ2_XS, IQ3_XXS, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4 and NVFP4 are
+IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4 and NVFP4 are
 decoded by :mod:`gguf_audit.decode.dequant`, several times faster than gguf-py.
 For the others, where gguf-py has a dequantizer that matches ggml bit for
 bit (checked against ggml's ``to_float`` on random blocks, NaN and Inf
@@ -14,7 +14,7 @@ layouts in ``ggml/src/ggml-common.h``:
 - F16: gguf-py casts through numpy, which keeps a signalling NaN signalling;
   ggml's ``ggml_compute_fp16_to_fp32`` scales by 2**-112 after building the
   bits, and that multiply quiets it. We copy ggml.
-- IQ2_S, IQ3_S: gguf-py's values, except in blocks
+- IQ2_S: gguf-py's values, except in blocks
   whose scale is NaN, where ggml's Release build gives the NaN the element's
   sign and gguf-py does not (see :func:`_via_gguf_signed_grid`).
 - Q1_0, Q2_0 (gguf-py has no dequantizer for them) and Q8_K
@@ -249,7 +249,7 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.IQ2_XS: dequant.decode_iq2_xs,
     Q.IQ2_S: _via_gguf_signed_grid(Q.IQ2_S),
     Q.IQ3_XXS: dequant.decode_iq3_xxs,
-    Q.IQ3_S: _via_gguf_signed_grid(Q.IQ3_S),
+    Q.IQ3_S: dequant.decode_iq3_s,
     Q.IQ1_S: dequant.decode_iq1_s,
     Q.IQ1_M: dequant.decode_iq1_m,
     Q.IQ4_NL: dequant.decode_iq4_nl,

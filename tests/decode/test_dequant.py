@@ -45,6 +45,7 @@ FAST_TYPES = [
     Q.IQ2_XXS,
     Q.IQ2_XS,
     Q.IQ3_XXS,
+    Q.IQ3_S,
 ]
 
 # Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
@@ -70,6 +71,7 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.IQ2_XXS: (0,),
     Q.IQ2_XS: (0,),
     Q.IQ3_XXS: (0,),
+    Q.IQ3_S: (0,),
 }
 
 DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] = {
@@ -94,6 +96,7 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.IQ2_XXS: dequant.decode_iq2_xxs,
     Q.IQ2_XS: dequant.decode_iq2_xs,
     Q.IQ3_XXS: dequant.decode_iq3_xxs,
+    Q.IQ3_S: dequant.decode_iq3_s,
 }
 
 
@@ -133,7 +136,7 @@ def test_decodes_like_ggml(type_id: int, seed: int) -> None:
 
 
 # ggml's Release build flips these types' sign bits where gguf-py multiplies by -1: the two differ on a NaN scale only.
-SIGN_FLIP_TYPES = {Q.IQ2_XXS, Q.IQ2_XS, Q.IQ3_XXS}
+SIGN_FLIP_TYPES = {Q.IQ2_XXS, Q.IQ2_XS, Q.IQ3_XXS, Q.IQ3_S}
 
 
 @pytest.mark.parametrize("type_id", FAST_TYPES, ids=lambda t: t.name)
