@@ -3,9 +3,10 @@
 Pure: bytes in, numpy arrays out, no I/O. :mod:`gguf_audit.decode.scales`
 checks the same blocks' scale fields the way ggml's validator does.
 
-The legacy types (Q4_0 to Q8_0), the K-quants Q2_K to Q6_K, IQ1_S, IQ1_M,
-IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4 and NVFP4 are
-decoded by :mod:`gguf_audit.decode.dequant`, several times faster than gguf-py.
+The legacy types (Q4_0 to Q8_0), the K-quants Q2_K to Q6_K, IQ4_NL, IQ4_XS,
+TQ1_0, TQ2_0, MXFP4 and NVFP4 are decoded by :mod:`gguf_audit.decode.dequant`,
+IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S by
+:mod:`gguf_audit.decode.dequant_grid`, several times faster than gguf-py.
 For the others, where gguf-py has a dequantizer that matches ggml bit for
 bit (checked against ggml's ``to_float`` on random blocks, NaN and Inf
 scales included), it is used. The rest are written here from the block
@@ -40,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 from gguf.quants import dequantize as gguf_dequantize
 
-from gguf_audit.decode import dequant
+from gguf_audit.decode import dequant, dequant_grid
 from gguf_audit.errors import GGUFAuditError
 from gguf_audit.format.ggml_types import GGML_TYPE_COUNT, TypeStatus, ggml_type_info
 from gguf_audit.gguf_constants import GGMLQuantizationType as Q
@@ -245,13 +246,13 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.Q5_K: dequant.decode_q5_k,
     Q.Q6_K: dequant.decode_q6_k,
     Q.Q8_K: _decode_q8_k,
-    Q.IQ2_XXS: dequant.decode_iq2_xxs,
-    Q.IQ2_XS: dequant.decode_iq2_xs,
+    Q.IQ2_XXS: dequant_grid.decode_iq2_xxs,
+    Q.IQ2_XS: dequant_grid.decode_iq2_xs,
     Q.IQ2_S: _via_gguf_signed_grid(Q.IQ2_S),
-    Q.IQ3_XXS: dequant.decode_iq3_xxs,
-    Q.IQ3_S: dequant.decode_iq3_s,
-    Q.IQ1_S: dequant.decode_iq1_s,
-    Q.IQ1_M: dequant.decode_iq1_m,
+    Q.IQ3_XXS: dequant_grid.decode_iq3_xxs,
+    Q.IQ3_S: dequant_grid.decode_iq3_s,
+    Q.IQ1_S: dequant_grid.decode_iq1_s,
+    Q.IQ1_M: dequant_grid.decode_iq1_m,
     Q.IQ4_NL: dequant.decode_iq4_nl,
     Q.IQ4_XS: dequant.decode_iq4_xs,
     Q.TQ1_0: dequant.decode_tq1_0,

@@ -17,7 +17,7 @@ import pytest
 from gguf.constants import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_dequantize
 
-from gguf_audit.decode import dequant
+from gguf_audit.decode import dequant, dequant_grid
 from gguf_audit.decode.kernels import decode_blocks
 from gguf_audit.format.ggml_types import ggml_type_info
 from gguf_audit.testing.ggml_decode import GgmlDecode, ggml_to_float
@@ -91,12 +91,12 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.TQ2_0: dequant.decode_tq2_0,
     Q.MXFP4: dequant.decode_mxfp4,
     Q.NVFP4: dequant.decode_nvfp4,
-    Q.IQ1_S: dequant.decode_iq1_s,
-    Q.IQ1_M: dequant.decode_iq1_m,
-    Q.IQ2_XXS: dequant.decode_iq2_xxs,
-    Q.IQ2_XS: dequant.decode_iq2_xs,
-    Q.IQ3_XXS: dequant.decode_iq3_xxs,
-    Q.IQ3_S: dequant.decode_iq3_s,
+    Q.IQ1_S: dequant_grid.decode_iq1_s,
+    Q.IQ1_M: dequant_grid.decode_iq1_m,
+    Q.IQ2_XXS: dequant_grid.decode_iq2_xxs,
+    Q.IQ2_XS: dequant_grid.decode_iq2_xs,
+    Q.IQ3_XXS: dequant_grid.decode_iq3_xxs,
+    Q.IQ3_S: dequant_grid.decode_iq3_s,
 }
 
 
