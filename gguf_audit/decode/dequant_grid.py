@@ -14,13 +14,14 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from gguf.quants import IQ1_S, IQ2_XS, IQ2_XXS, IQ3_S, IQ3_XXS
+from gguf.quants import IQ1_S, IQ2_S, IQ2_XS, IQ2_XXS, IQ3_S, IQ3_XXS
 
 from gguf_audit.decode.dequant import F32Array, U8Array, _fp16, _half
 
 __all__ = [
     "decode_iq1_m",
     "decode_iq1_s",
+    "decode_iq2_s",
     "decode_iq2_xs",
     "decode_iq2_xxs",
     "decode_iq3_s",
@@ -115,6 +116,12 @@ def _iq3s_values() -> F32Array:
     return np.asarray(IQ3_S.grid, dtype=np.float32).reshape(512, 4)
 
 
+def _iq2s_values() -> F32Array:
+    """(1024, 8) float32: ggml's iq2s_grid rows, from gguf-py's copy."""
+    IQ2_S.init_grid()  # type: ignore[no-untyped-call]  # gguf-py leaves it unannotated
+    return np.asarray(IQ2_S.grid, dtype=np.float32).reshape(1024, 8)
+
+
 def _byte_sign_rows() -> npt.NDArray[np.uint32]:
     """(256, 8) uint32: bit ``j`` of byte ``i`` as the float sign bit of element ``j``.
 
@@ -137,6 +144,7 @@ _IQ2XXS_VALUES: Final = _iq2xxs_values()
 _IQ2XS_VALUES: Final = _iq2xs_values()
 _IQ3XXS_VALUES: Final = _iq3xxs_values()
 _IQ3S_VALUES: Final = _iq3s_values()
+_IQ2S_VALUES: Final = _iq2s_values()
 _BYTE_SIGN_ROWS: Final = _byte_sign_rows()
 _SIGN_ROWS: Final = _BYTE_SIGN_ROWS[_ksigns()]
 _BYTE_BITS: Final = np.arange(8, dtype=np.uint8).reshape(1, 1, 8)
@@ -214,4 +222,29 @@ def decode_iq3_s(blocks: U8Array) -> F32Array:
     values: F32Array = _IQ3S_VALUES[index].reshape(n, 8, 32)
     values *= db.reshape(n, 8, 1)
     values.view(np.uint32).reshape(n, 32, 8)[...] ^= _BYTE_SIGN_ROWS[blocks[:, 74:106]]
+    return values.reshape(n, 256)
+
+
+_CRUMB_SHIFTS: Final = np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4)
+
+
+def decode_iq2_s(blocks: U8Array) -> F32Array:
+    """block_iq2_s: fp16 d, qs[64] (32 grid indices, then 32 sign bytes), qh[8], scales[8]; runs of 16.
+
+    Grid row ``g`` (of 8 values) indexes iq2s_grid with qs[g] and bits
+    ``2(g % 4)``, ``2(g % 4) + 1`` of qh[g / 4] above it; qs[32 + g] holds its
+    signs; run ``k``'s scale is nibble ``k % 2`` of scales[k / 2],
+    ``db = d * (0.5 + s) * 0.25``.
+    """
+    n = blocks.shape[0]
+    scales = blocks[:, 74:82]
+    nibble = np.stack((scales & np.uint8(0x0F), scales >> np.uint8(4)), axis=2).reshape(n, 16)
+    db = _fp16(blocks, 0) * (np.float32(0.5) + nibble.astype(np.float32))
+    db *= np.float32(0.25)
+    index = ((blocks[:, 66:74].reshape(n, 8, 1) >> _CRUMB_SHIFTS) & np.uint8(3)).astype(np.uint16)
+    index <<= np.uint16(8)
+    index |= blocks[:, 2:34].reshape(n, 8, 4)
+    values: F32Array = _IQ2S_VALUES[index].reshape(n, 16, 16)
+    values *= db.reshape(n, 16, 1)
+    values.view(np.uint32).reshape(n, 32, 8)[...] ^= _BYTE_SIGN_ROWS[blocks[:, 34:66]]
     return values.reshape(n, 256)

@@ -5,7 +5,7 @@ checks the same blocks' scale fields the way ggml's validator does.
 
 The legacy types (Q4_0 to Q8_0), the K-quants Q2_K to Q6_K, IQ4_NL, IQ4_XS,
 TQ1_0, TQ2_0, MXFP4 and NVFP4 are decoded by :mod:`gguf_audit.decode.dequant`,
-IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S by
+IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S by
 :mod:`gguf_audit.decode.dequant_grid`, several times faster than gguf-py.
 For the others, where gguf-py has a dequantizer that matches ggml bit for
 bit (checked against ggml's ``to_float`` on random blocks, NaN and Inf
@@ -15,9 +15,6 @@ layouts in ``ggml/src/ggml-common.h``:
 - F16: gguf-py casts through numpy, which keeps a signalling NaN signalling;
   ggml's ``ggml_compute_fp16_to_fp32`` scales by 2**-112 after building the
   bits, and that multiply quiets it. We copy ggml.
-- IQ2_S: gguf-py's values, except in blocks
-  whose scale is NaN, where ggml's Release build gives the NaN the element's
-  sign and gguf-py does not (see :func:`_via_gguf_signed_grid`).
 - Q1_0, Q2_0 (gguf-py has no dequantizer for them) and Q8_K
   (``dequantize_row_q8_K`` exists but is not in the ``to_float`` table).
 - F32, F64, I8, I16, I32, I64 and Q8_1, for which ggml has no ``to_float``
@@ -145,34 +142,6 @@ def _via_gguf(qtype: Q) -> _Decoder:
     return decode
 
 
-def _via_gguf_signed_grid(qtype: Q) -> _Decoder:
-    """gguf-py's decoder for an IQ type whose values are ``db * grid * (+-1)``.
-
-    ggml writes the sign as a multiply by -1.f or 1.f, and gcc at -O2/-O3
-    (the Release build) turns that into a sign-bit flip. The two agree except
-    on NaN, which only a NaN block scale d produces: the flip toggles the NaN's
-    sign, a multiply leaves it alone. For those blocks we recover the element
-    signs by decoding again with d = 1.0 (db and every grid entry are then
-    positive) and flip the quiet NaN of d the way ggml's build does.
-    """
-    base = _via_gguf(qtype)
-
-    def decode(blocks: U8Array) -> F32Array:
-        out = base(blocks).reshape(blocks.shape[0], -1)
-        d = u16le(blocks, 0).reshape(-1)
-        nan_rows = np.flatnonzero(((d & 0x7C00) == 0x7C00) & ((d & 0x03FF) != 0))
-        if nan_rows.size:
-            probe = blocks[nan_rows].copy()
-            probe[:, 0:2] = (0x00, 0x3C)  # fp16 1.0, little-endian
-            negative = base(probe).reshape(nan_rows.size, -1) < 0
-            nan_bits = _fp16_to_f32(d[nan_rows].reshape(-1, 1)).view(np.uint32)
-            flipped = nan_bits ^ np.where(negative, np.uint32(0x80000000), np.uint32(0))
-            out[nan_rows] = flipped.astype(np.uint32).view(np.float32)
-        return out
-
-    return decode
-
-
 def _decode_f32(blocks: U8Array) -> F32Array:
     # ggml has no to_float for F32: the stored bits are the value.
     return elements(blocks, "<u4").astype(np.uint32).view(np.float32)
@@ -248,7 +217,7 @@ _DECODERS: Final[dict[int, _Decoder]] = {
     Q.Q8_K: _decode_q8_k,
     Q.IQ2_XXS: dequant_grid.decode_iq2_xxs,
     Q.IQ2_XS: dequant_grid.decode_iq2_xs,
-    Q.IQ2_S: _via_gguf_signed_grid(Q.IQ2_S),
+    Q.IQ2_S: dequant_grid.decode_iq2_s,
     Q.IQ3_XXS: dequant_grid.decode_iq3_xxs,
     Q.IQ3_S: dequant_grid.decode_iq3_s,
     Q.IQ1_S: dequant_grid.decode_iq1_s,

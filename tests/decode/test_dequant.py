@@ -46,6 +46,7 @@ FAST_TYPES = [
     Q.IQ2_XS,
     Q.IQ3_XXS,
     Q.IQ3_S,
+    Q.IQ2_S,
 ]
 
 # Offsets of each type's fp16 fields (ggml-common.h), made tame in half of the blocks.
@@ -72,6 +73,7 @@ FP16_FIELDS: dict[int, tuple[int, ...]] = {
     Q.IQ2_XS: (0,),
     Q.IQ3_XXS: (0,),
     Q.IQ3_S: (0,),
+    Q.IQ2_S: (0,),
 }
 
 DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] = {
@@ -97,6 +99,7 @@ DECODERS: dict[int, Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]] 
     Q.IQ2_XS: dequant_grid.decode_iq2_xs,
     Q.IQ3_XXS: dequant_grid.decode_iq3_xxs,
     Q.IQ3_S: dequant_grid.decode_iq3_s,
+    Q.IQ2_S: dequant_grid.decode_iq2_s,
 }
 
 
@@ -136,7 +139,7 @@ def test_decodes_like_ggml(type_id: int, seed: int) -> None:
 
 
 # ggml's Release build flips these types' sign bits where gguf-py multiplies by -1: the two differ on a NaN scale only.
-SIGN_FLIP_TYPES = {Q.IQ2_XXS, Q.IQ2_XS, Q.IQ3_XXS, Q.IQ3_S}
+SIGN_FLIP_TYPES = {Q.IQ2_XXS, Q.IQ2_XS, Q.IQ2_S, Q.IQ3_XXS, Q.IQ3_S}
 
 
 @pytest.mark.parametrize("type_id", FAST_TYPES, ids=lambda t: t.name)
