@@ -231,8 +231,8 @@ def cpu_by_phase(root: Path, n_files: int, samples: bool) -> dict[str, float]:
     from gguf_audit.io.header import read_header
     from gguf_audit.io.source import open_source
     from gguf_audit.pipelines.listing.discover import discover
-    from gguf_audit.pipelines.work.execute import FILE_TABLES
     from gguf_audit.pipelines.store.parts import RunParts
+    from gguf_audit.pipelines.work.execute import FILE_TABLES
     from gguf_audit.plan import SampleConfig
     from gguf_audit.samples import sample_file
     from gguf_audit.tables.listed import ListedFile

@@ -61,11 +61,11 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from headers import SPECS, write_model
 
 from gguf_audit.audit import AuditConfig, FileAudit, audit_file
-from gguf_audit.pipelines.work.batches import auto_batch_size
-from gguf_audit.pipelines.work.execute import FILE_TABLES
 from gguf_audit.pipelines.scan.reuse import reuse_rows
 from gguf_audit.pipelines.store.delta import DeltaTables
 from gguf_audit.pipelines.store.parts import RunParts
+from gguf_audit.pipelines.work.batches import auto_batch_size
+from gguf_audit.pipelines.work.execute import FILE_TABLES
 from gguf_audit.plan import SampleConfig
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.tables.per_file import AuditedFile, AuditTables, audits_to_tables
