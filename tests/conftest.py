@@ -73,3 +73,23 @@ def s3_corpus() -> Iterator[MotoS3Server]:
         for rel in S3_FILES:
             server.put("corpus", rel, (corpus_dir() / rel).read_bytes())
         yield server
+
+
+# The markers a test's fixtures imply, so that the fast loop (README: -m "not slow and not cluster ...") leaves
+# out every test that starts a cluster, an S3 server or a night of scans, whether or not its author marked it.
+_IMPLIED_BY_FIXTURE: dict[str, tuple[str, ...]] = {
+    "dask_client": ("cluster", "slow"),
+    "client": ("cluster", "slow"),
+    "report_nights": ("cluster", "slow"),
+    "moto": ("slow",),
+    "bucket": ("slow",),
+    "s3_corpus": ("slow",),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for name in sorted({m for f, marks in _IMPLIED_BY_FIXTURE.items() if f in fixtures for m in marks}):
+            if item.get_closest_marker(name) is None:
+                item.add_marker(name)

@@ -21,6 +21,8 @@ from gguf_audit.checks.structure import check_structure
 from gguf_audit.format.model import Header, StringArray, ValueType
 from gguf_audit.format.parser import parse_header
 
+pytestmark = pytest.mark.slow  # each benchmark run small in a subprocess: outside the fast loop
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 

@@ -15,6 +15,8 @@ import pytest
 from gguf_audit.testing.builder import build_gguf, tiny_llama_like
 from gguf_audit.testing.http import RangeHTTPServer
 
+pytestmark = pytest.mark.slow  # the CLI in subprocesses against slow servers: outside the fast loop
+
 
 @pytest.fixture(scope="module")
 def trickling() -> Iterator[RangeHTTPServer]:

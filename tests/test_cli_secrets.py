@@ -17,6 +17,8 @@ from secret_forms import github, google_key, jwt
 
 from gguf_audit.cli import ExitStatus, _parser, main
 
+pytestmark = pytest.mark.slow  # the CLI in subprocesses against servers: outside the fast loop
+
 PASSWORD, SIGNATURE = "hunter2secret", "SECRETSIG0123"
 SECRET_URL = f"https://user:{PASSWORD}@127.0.0.1:9/audit?X-Amz-Signature={SIGNATURE}&sig={SIGNATURE}"
 SECRET_FILE = f"https://user:{PASSWORD}@127.0.0.1:9/m.gguf?sig={SIGNATURE}"

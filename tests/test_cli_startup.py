@@ -16,6 +16,8 @@ from corpus import corpus_dir
 
 from gguf_audit.testing.http import RangeHTTPServer
 
+pytestmark = pytest.mark.slow  # fresh interpreters timed for their imports: outside the fast loop
+
 HEAVY = ("pyarrow", "pandas", "deltalake", "dask", "distributed", "duckdb", "gguf_audit.pipelines")
 # What a one-file inspect of a local file does not run, so must not import: the comparison of a quantized file
 # with its reference, the HTTP client, the sandbox's child side, jinja2 and the template inspection (the file has

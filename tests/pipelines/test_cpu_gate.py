@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gguf_audit.audit import AuditConfig
 from gguf_audit.pipelines.work.batches import make_batches
 from gguf_audit.pipelines.work.execute import WORKER_POOLS, AuditPools, TaskOptions, audit_batch
 from gguf_audit.plan import SampleConfig
 from gguf_audit.tables.listed import ListedFile
 from gguf_audit.testing.http import RangeHTTPServer
+
+pytestmark = pytest.mark.slow  # worker pools under load: outside the fast loop
 
 
 def _files(sample: dict[str, bytes], copies: int) -> dict[str, bytes]:

@@ -20,6 +20,8 @@ from gguf_audit.pipelines.spill._mapped import ON_DISK_BYTES, is_on_disk, releas
 from gguf_audit.pipelines.work.batches import ids_of
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 
+pytestmark = pytest.mark.slow  # listings of many files in subprocesses: outside the fast loop
+
 
 def test_the_ledger_takes_each_listed_url_once_and_counts_the_rows_on_disk() -> None:
     ledger = UrlLedger(f"s3://b/m{i}.gguf" for i in range(5))

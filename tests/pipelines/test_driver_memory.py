@@ -35,6 +35,8 @@ from gguf_audit.pipelines.work.tally import facts_of
 from gguf_audit.tables.lineage import model_lineage_cells
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 
+pytestmark = pytest.mark.slow  # listings of many files in subprocesses: outside the fast loop
+
 
 def test_the_driver_writes_its_rows_as_they_come_not_at_the_end(tmp_path: Path) -> None:
     out = Output(str(tmp_path / "out"))

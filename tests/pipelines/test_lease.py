@@ -26,6 +26,8 @@ from gguf_audit.pipelines.store.parts import PartFile, RunParts
 from gguf_audit.tables.schema import SCHEMAS, rows_to_table
 from gguf_audit.testing.s3 import MotoS3Server
 
+pytestmark = pytest.mark.slow  # writers in subprocesses, leases expiring: outside the fast loop
+
 
 @pytest.fixture(params=["local", "s3"])
 def out_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, object]]]:

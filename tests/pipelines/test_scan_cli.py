@@ -20,6 +20,8 @@ from gguf_audit.testing.http import RangeHTTPServer
 from gguf_audit.testing.s3 import MotoS3Server
 from gguf_audit.testing.sample_collection import build_sample_collection
 
+pytestmark = pytest.mark.slow  # real scans in subprocesses: outside the fast loop
+
 
 def _scan(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     status = main(["scan", *argv])

@@ -15,6 +15,8 @@ from pipeline_helpers import SAMPLE_COUNT, read_dataset
 from gguf_audit.cli import main as gguf_audit_main
 from gguf_audit.testing.cluster import external_cluster
 
+pytestmark = pytest.mark.slow  # a scheduler in a subprocess: outside the fast loop
+
 PYTHON = sys.executable
 
 

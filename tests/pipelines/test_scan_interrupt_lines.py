@@ -14,6 +14,8 @@ import pytest
 
 from gguf_audit.testing.http import RangeHTTPServer
 
+pytestmark = pytest.mark.slow  # real scans in subprocesses, interrupted: outside the fast loop
+
 MESSAGE = "gguf-audit scan: SIGINT received; nothing was committed"
 
 

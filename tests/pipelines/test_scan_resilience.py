@@ -35,6 +35,8 @@ from gguf_audit.pipelines.work.execute import BatchResult, TaskOptions, audit_ba
 from gguf_audit.tables.listed import ListedFile, ListedFiles
 from gguf_audit.testing.http import RangeHTTPServer
 
+pytestmark = pytest.mark.slow  # real scans with failures injected by servers: outside the fast loop
+
 PYTHON = sys.executable
 
 

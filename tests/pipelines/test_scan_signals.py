@@ -20,6 +20,8 @@ import pytest
 
 from gguf_audit.testing.http import RangeHTTPServer
 
+pytestmark = pytest.mark.slow  # real scans in subprocesses, signalled: outside the fast loop
+
 
 def _descendants(pid: int) -> list[psutil.Process]:
     try:

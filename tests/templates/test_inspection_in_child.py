@@ -18,6 +18,8 @@ from gguf_audit.templates.audit import audit_templates
 from gguf_audit.templates.limits import TemplateLimits
 from gguf_audit.templates.sandbox import runner
 
+pytestmark = pytest.mark.slow  # sandbox children killed and restarted: outside the fast loop
+
 UNSAFE = "{{ cycler.__init__.__globals__.os.popen('id').read() }}"
 CHATML = (TEMPLATES / "chatml.jinja").read_text(encoding="utf-8")
 LLAMA3 = (TEMPLATES / "llama3.jinja").read_text(encoding="utf-8")

@@ -24,6 +24,8 @@ from gguf_audit.templates.inspect.inspector import TemplateInspectionError, insp
 from gguf_audit.templates.limits import MAX_TEMPLATE_CHARS, TAIL_CHARS, TemplateLimits
 from gguf_audit.templates.sandbox import runner
 
+pytestmark = pytest.mark.slow  # sandbox children killed and restarted: outside the fast loop
+
 # --- the registry ------------------------------------------------------------
 
 

@@ -16,6 +16,8 @@ from gguf_audit.samples import SampleConfig
 from gguf_audit.testing.mutate import read_seed
 from gguf_audit.testing.mutate_bulk import BULK_KINDS, bulk_mutants
 
+pytestmark = pytest.mark.slow  # headers of 10^6 entries: outside the fast loop
+
 
 def test_the_stream_is_the_same_every_time() -> None:
     seeds = [read_seed(corpus_dir() / "models/tiny-llama-Q4_0.gguf")]
