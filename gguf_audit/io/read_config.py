@@ -39,9 +39,8 @@ class ReadConfig:
     ``max_pool_connections``."""
     max_per_s3_host: int = 64
     """The same cap for S3 (and S3-compatible) hosts, which serve thousands of requests a second per prefix:
-    at 30 ms a round trip, a sampled file's ~27 GETs behind 8 slots left a process waiting on requests.
-    ``benchmarks/bench_s3_cap.py`` measured 1.0, 1.3, 1.6 and 2.3 files/s at caps 8, 16, 32 and 64 (moto,
-    30 ms added), rising all the way; see ``benchmarks/README.md``."""
+    with a round trip of tens of milliseconds, a sampled file's GETs behind a few slots leave a process
+    waiting on requests. ``benchmarks/bench_s3_cap.py`` measures the rate per cap (``benchmarks/README.md``)."""
     max_ignored_range_bytes: int = 64 << 20
     """A server that answers a Range request with 200 and the whole body is read
     from its start this far at most, and the asked bytes taken from that;
