@@ -18,7 +18,7 @@ from typing import Final
 import numpy as np
 
 from gguf_audit.format.model import Header, StringArray, ValueType
-from gguf_audit.llama.loader_sim import Unmodelled
+from gguf_audit.llama.loader_sim import BINARY_OPS, Unmodelled
 
 __all__ = ["DERIVED", "KNOWN_NAMES", "RECURRENT_BY_RULE", "RECURRENT_WITHOUT_KV_HEADS", "HeaderEnv"]
 
@@ -32,15 +32,7 @@ DERIVED: Final = "=expr:"
 (``hparams.n_layer_dense_lead = hparams.n_layer();``): this prefix, then the expression as JSON."""
 
 _OPS: Final[dict[str, Callable[[int, int], int]]] = {
-    "+": lambda p, q: p + q,
-    "-": lambda p, q: p - q,
-    "*": lambda p, q: p * q,
-    "==": lambda p, q: int(p == q),
-    "!=": lambda p, q: int(p != q),
-    "<": lambda p, q: int(p < q),
-    "<=": lambda p, q: int(p <= q),
-    ">": lambda p, q: int(p > q),
-    ">=": lambda p, q: int(p >= q),
+    **{op: BINARY_OPS[op] for op in ("+", "-", "*", "==", "!=", "<", "<=", ">", ">=")},
     "&&": lambda p, q: int(bool(p) and bool(q)),
     "||": lambda p, q: int(bool(p) or bool(q)),
 }

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["FLAGS", "Outcome", "Unmodelled", "render", "set_names", "simulate"]
+__all__ = ["BINARY_OPS", "FLAGS", "Outcome", "Unmodelled", "render", "set_names", "simulate"]
 
 FLAGS: Final = {
     "TENSOR_NOT_REQUIRED": 1,
@@ -132,7 +132,7 @@ class _Compiler:
         if op == "fn":
             return self.call_expr(e[1], [self.expr(a) for a in e[2]])
         operands = [self.expr(a) for a in e[1:]]
-        binary = _BINARY.get(op)
+        binary = BINARY_OPS.get(op)
         if binary is not None and op not in ("/", "%") and len(operands) == 2:
             # The common case bound at compile time; anything else goes through _apply, which also raises.
             x, y = operands
@@ -348,7 +348,7 @@ def _substituted(e: Any, names: Mapping[str, Any]) -> Any:
     return e
 
 
-_BINARY: Final[dict[str, Callable[[int, int], int]]] = {
+BINARY_OPS: Final[dict[str, Callable[[int, int], int]]] = {
     "+": lambda p, q: p + q,
     "-": lambda p, q: p - q,
     "*": lambda p, q: p * q,
@@ -375,9 +375,9 @@ def _apply(op: str, a: list[int]) -> int:
     x, y = a
     if op in ("/", "%") and y == 0:
         raise Unmodelled("a division by zero")
-    if op not in _BINARY:
+    if op not in BINARY_OPS:
         raise Unmodelled(f"operator {op!r}")
-    return _BINARY[op](x, y)
+    return BINARY_OPS[op](x, y)
 
 
 def _same_shape(expected: tuple[int, ...], got: tuple[int, ...], *, reshape: bool) -> bool:
